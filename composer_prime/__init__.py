@@ -1,0 +1,14 @@
+"""composer-prime: Cursor's Composer recipe for agentic-coding RL, as a plugin/recipe pack for PRIME-RL.
+
+Importing the package is cheap on purpose: no torch, no verifiers. The trainer imports `composer_prime.loss`,
+the orchestrator and env servers import the environments and `composer_agent`; each pulls its own heavy deps.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("composer-prime")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

@@ -1,0 +1,5 @@
+import sys
+
+from composer_prime.cli import main
+
+sys.exit(main())

@@ -1,0 +1,246 @@
+"""composer_loss: the three-channel rl loss, plugged into PRIME-RL as `[trainer.loss] type = "custom"`.
+
+PRIME-RL calls the rl loss once per packed sample with 1-D streams over the sample's tokens (`LossInputs`) and
+divides the returned token *sum* by the global rl-token count. Composer puts three signals into those streams
+(DESIGN.md, "The three channels on the wire"):
+
+1. RLVR + trace replay arrive folded into `advantages` (outcome advantage plus per-step replay credit).
+2. Hint self-distillation arrives in `ref_logprobs`: on a hint-target token it holds the live policy's logprob of
+   the sampled token under the hint-conditioned context (strictly negative); everywhere else it is 0.0, which is
+   also what PRIME-RL fills for samples that ship no reference stream. So 0.0 means "no hint here".
+3. Nothing else: `loss_weights` is honoured when PRIME-RL passes one, composer itself ships none.
+
+Per token t on the loss mask, with r = exp(trainer - inference) the importance ratio and p = exp(logprob):
+
+    pg_adv[t]   = adv_tau * advantages[t]                     if the DPPO trust region keeps t, else 0
+    hint_adv[t] = hint_coef * (ref[t] - trainer[t]).detach()  if t is a hint token kept by its trust region, else 0
+    loss[t]     = -(pg_adv[t] + hint_adv[t]) * r[t] + kl_tau * log(r[t])**2
+
+The trust regions follow PRIME-RL's default loss (DPPO-Binary TV, arXiv:2602.04879): a token is dropped when its
+probability already moved past the bound in the direction the update pushes it (up for a positive signal, down
+for a negative one). The hint term is the sampled-token reverse-KL estimator of on-policy self-distillation
+(OPSD / SDPO; Cursor's "targeted RL with textual feedback"): its gradient pulls the trainer's logprob toward the
+hint-conditioned one, and it lives in the rl component so that PRIME-RL normalises it by all rl tokens rather than
+by the few hint tokens (PRIME-RL's `ref_kl` component would give a handful of hint tokens the weight of a batch).
+
+The module imports torch but not PRIME-RL: `inputs` is duck-typed on `LossInputs` and the result only needs
+`.loss` and `.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Float
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from torch import Tensor
+
+
+class ComposerLossConfig(BaseModel):
+    """`[trainer.loss.kwargs]` of the composer loss. Defaults are the recipe's setting for Qwen3-32B."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    adv_tau: float = Field(1.0, ge=0)
+    """Scale of the policy-gradient term on `advantages` (PRIME-RL's default loss uses the same name and default)."""
+
+    dppo_mask_low: float = Field(0.2, ge=0)
+    """Policy-gradient trust region, downward: a token with a negative advantage is dropped once
+    p_trainer - p_inference < -dppo_mask_low (PRIME-RL default 0.2)."""
+
+    dppo_mask_high: float = Field(0.2, ge=0)
+    """Policy-gradient trust region, upward: a token with a positive advantage is dropped once
+    p_trainer - p_inference > dppo_mask_high (PRIME-RL default 0.2)."""
+
+    hint_coef: float = Field(1.0, ge=0)
+    """Weight of the hint self-distillation term. 1.0 puts one nat of hint gap on the scale of one unit of advantage;
+    hint tokens are a small fraction of rl tokens, so the term stays a targeted correction. 0 disables it."""
+
+    hint_mask_low: float = Field(0.2, ge=0)
+    """Hint trust region, downward: a hint token whose reference is below the trainer is dropped once
+    p_trainer - p_inference < -hint_mask_low (the bound PRIME-RL's ref_kl component hard-codes)."""
+
+    hint_mask_high: float = Field(0.2, ge=0)
+    """Hint trust region, upward: a hint token whose reference is above the trainer is dropped once
+    p_trainer - p_inference > hint_mask_high."""
+
+    kl_tau: float = Field(1e-3, ge=0)
+    """Weight of the drift term kl_tau * log(ratio)**2 on every loss-mask token (PRIME-RL default 1e-3)."""
+
+    check_finite: bool = True
+    """Raise on NaN or +-inf in an input stream instead of returning a NaN loss. Costs one host sync per sample."""
+
+
+@dataclass
+class ComposerLossOutputs:
+    """Duck-type of PRIME-RL's `LossOutputs`: a token-sum loss and 0-dim metric tensors."""
+
+    loss: Float[Tensor, ""]
+    metrics: dict[str, Tensor]
+
+
+_PARSED: dict[str, ComposerLossConfig] = {}
+
+
+def parse_loss_kwargs(kwargs: dict[str, Any]) -> ComposerLossConfig:
+    """Parse `[trainer.loss.kwargs]` once per distinct kwargs; errors name the key, the value and what is allowed."""
+    key = json.dumps(kwargs, sort_keys=True, default=repr)
+    config = _PARSED.get(key)
+    if config is None:
+        config = _PARSED[key] = _parse(kwargs)
+    return config
+
+
+def _parse(kwargs: dict[str, Any]) -> ComposerLossConfig:
+    try:
+        return ComposerLossConfig(**kwargs)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "<kwargs>"
+            value = kwargs.get(field, err.get("input"))
+            if err["type"] == "extra_forbidden":
+                allowed = ", ".join(ComposerLossConfig.model_fields)
+                problems.append(f"unknown key {field!r} = {value!r}; allowed keys: {allowed}")
+            else:
+                problems.append(f"{field} = {value!r}: {err['msg']}")
+        raise ValueError(
+            "Invalid [trainer.loss.kwargs] for composer_prime.loss.composer_loss: "
+            + "; ".join(problems)
+            + ". Fix the key in your TOML (see ComposerLossConfig for each field's meaning and bounds)."
+        ) from None
+
+
+def _masked_mean(values: Tensor, mask: Tensor, count: Tensor) -> Tensor:
+    """Mean of `values` over `mask` without a host sync; 0 when the mask is empty."""
+    return torch.where(mask, values, torch.zeros_like(values)).sum() / count
+
+
+def _check_finite(inputs: Any) -> None:
+    """One host sync for all streams; the slow path names the stream and the first bad index."""
+    t = inputs.trainer_logprobs.detach()
+    acc = t + inputs.inference_logprobs + inputs.advantages
+    if inputs.loss_weights is not None:
+        acc = acc + inputs.loss_weights
+    bad = ~torch.isfinite(acc).all()
+    ref = inputs.ref_logprobs
+    if ref is not None:
+        # -inf is a legal reference (the hint context rules the token out): it is dropped from the hint term.
+        bad = bad | (torch.isnan(ref) | (ref == math.inf)).any()
+    if not bool(bad):
+        return
+    streams = {
+        "trainer_logprobs": t,
+        "inference_logprobs": inputs.inference_logprobs,
+        "advantages": inputs.advantages,
+        "loss_weights": inputs.loss_weights,
+    }
+    for name, stream in streams.items():
+        if stream is None:
+            continue
+        nonfinite = ~torch.isfinite(stream)
+        if bool(nonfinite.any()):
+            idx = int(nonfinite.nonzero()[0, 0])
+            raise ValueError(
+                f"composer_loss: {name}[{idx}] = {stream[idx].item()} (non-finite; {int(nonfinite.sum())} of "
+                f"{stream.numel()} tokens). Every input stream must be finite: check the orchestrator's "
+                f"{'advantages' if name == 'advantages' else 'logprobs'} for this sample."
+            )
+    bad_ref = torch.isnan(ref) | (ref == math.inf)
+    idx = int(bad_ref.nonzero()[0, 0])
+    raise ValueError(
+        f"composer_loss: ref_logprobs[{idx}] = {ref[idx].item()}. A reference logprob must be finite and <= 0 "
+        "(or -inf to drop the token): check the hint scoring for this sample."
+    )
+
+
+def composer_loss(inputs: Any, **kwargs: Any) -> ComposerLossOutputs:
+    """PRIME-RL custom rl loss: policy gradient + hint self-distillation + drift. Returns a token sum."""
+    config = parse_loss_kwargs(kwargs)
+    if config.check_finite:
+        _check_finite(inputs)
+    return composer_loss_terms(
+        trainer_logprobs=inputs.trainer_logprobs,
+        inference_logprobs=inputs.inference_logprobs,
+        ref_logprobs=inputs.ref_logprobs,
+        advantages=inputs.advantages,
+        loss_mask=inputs.loss_mask,
+        loss_weights=inputs.loss_weights,
+        config=config,
+    )
+
+
+def composer_loss_terms(
+    trainer_logprobs: Float[Tensor, " seq"],
+    inference_logprobs: Float[Tensor, " seq"],
+    ref_logprobs: Float[Tensor, " seq"] | None,
+    advantages: Float[Tensor, " seq"],
+    loss_mask: Bool[Tensor, " seq"],
+    loss_weights: Float[Tensor, " seq"] | None,
+    config: ComposerLossConfig,
+) -> ComposerLossOutputs:
+    """The math of `composer_loss` on plain tensors (see the module docstring for the formula)."""
+    log_ratio = trainer_logprobs - inference_logprobs
+    ratio = torch.exp(log_ratio)
+    probs_diff = torch.exp(trainer_logprobs) - torch.exp(inference_logprobs)
+    moved_up = probs_diff > config.dppo_mask_high
+    moved_down = probs_diff < -config.dppo_mask_low
+
+    positive = advantages > 0
+    negative = advantages < 0
+    pg_masked_high = positive & moved_up
+    pg_masked_low = negative & moved_down
+    pg_keep = loss_mask & ~(pg_masked_high | pg_masked_low)
+    zeros = torch.zeros_like(trainer_logprobs)
+    signal = torch.where(pg_keep, config.adv_tau * advantages, zeros)
+
+    if ref_logprobs is not None:
+        # A hint token: on the loss mask, reference strictly negative and finite (0.0 = no hint, -inf = ruled out).
+        hint = loss_mask & (ref_logprobs < 0) & (ref_logprobs > -math.inf)
+        gap = (ref_logprobs - trainer_logprobs).detach()
+        if config.hint_mask_high == config.dppo_mask_high and config.hint_mask_low == config.dppo_mask_low:
+            hint_up, hint_down = moved_up, moved_down
+        else:
+            hint_up = probs_diff > config.hint_mask_high
+            hint_down = probs_diff < -config.hint_mask_low
+        hint_masked = hint & (((gap > 0) & hint_up) | ((gap < 0) & hint_down))
+        hint_signal = torch.where(hint & ~hint_masked, config.hint_coef * gap, zeros)
+        signal = signal + hint_signal
+    else:
+        hint = None
+
+    drift = torch.where(loss_mask, log_ratio * log_ratio, zeros)
+    per_token = -signal * ratio + config.kl_tau * drift
+    if loss_weights is not None:
+        per_token = per_token * loss_weights
+    loss = per_token.sum()
+
+    with torch.no_grad():
+        n = loss_mask.sum().clamp_min(1)
+        mismatch_kl = ratio - log_ratio - 1
+        pg_term = torch.where(pg_keep, config.adv_tau * advantages, zeros) * ratio
+        metrics = {
+            "composer/rl/pg_loss": -pg_term.sum() / n,
+            "composer/rl/is_masked": _masked_mean((pg_masked_high | pg_masked_low).float(), loss_mask, n),
+            "composer/rl/is_masked_high": _masked_mean(pg_masked_high.float(), loss_mask, n),
+            "composer/rl/is_masked_low": _masked_mean(pg_masked_low.float(), loss_mask, n),
+            "composer/drift/log_ratio_sq": drift.sum() / n,
+            "composer/mismatch_kl": _masked_mean(mismatch_kl, loss_mask, n),
+        }
+        if hint is not None:
+            n_hint = hint.sum().clamp_min(1)
+            metrics["composer/hint/loss"] = -(hint_signal * ratio).sum() / n
+            metrics["composer/hint/token_frac"] = hint.sum() / n
+            metrics["composer/hint/is_masked"] = _masked_mean(hint_masked.float(), hint, n_hint)
+            metrics["composer/hint/ref_gap"] = _masked_mean(gap, hint, n_hint)
+        else:
+            zero = zeros.sum()
+            metrics["composer/hint/loss"] = zero
+            metrics["composer/hint/token_frac"] = zero
+            metrics["composer/hint/is_masked"] = zero
+            metrics["composer/hint/ref_gap"] = zero
+    return ComposerLossOutputs(loss=loss, metrics=metrics)

@@ -1,0 +1,128 @@
+"""The tools against a real subprocess runtime (no model): what the model reads back for each kind of call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+from composer_agent.config import ComposerAgentConfig
+from composer_agent.tools import Toolbox, ToolResult
+from composer_agent.workspace import Workspace
+
+Call = Callable[..., Awaitable[ToolResult]]
+
+
+def with_toolbox(test: Callable[[Call, SubprocessRuntime], Awaitable[None]], **config: Any) -> None:
+    async def main() -> None:
+        runtime = SubprocessRuntime(SubprocessConfig())
+        await runtime.start()
+        try:
+            cfg = ComposerAgentConfig(**config)
+            workspace = Workspace(runtime, {}, output_cap_bytes=cfg.tool_output_max_chars - 200, op_timeout_s=30)
+            await workspace.probe()
+            assert workspace.missing == []
+            toolbox = Toolbox(workspace, cfg)
+
+            async def call(name: str, **args: Any) -> ToolResult:
+                import json
+
+                return await toolbox.call(name, json.dumps(args))
+
+            await test(call, runtime)
+        finally:
+            await runtime.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_view_ranges_listings_and_binary_files() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        await runtime.write("src/app.py", "".join(f"line {i}\n" for i in range(1, 11)).encode())
+        await runtime.write("blob.bin", b"\x00\x01\x02" * 10)
+        r = await call("view", path="src/app.py", start_line=3, end_line=4)
+        assert r.error is None and r.content == "# src/app.py: lines 3-4 of 10\n     3\tline 3\n     4\tline 4\n"
+        r = await call("view", path="./src//app.py", start_line=9)
+        assert r.content.splitlines() == ["# src/app.py: lines 9-10 of 10", "     9\tline 9", "    10\tline 10"]
+        r = await call("view", path="src/app.py", start_line=11)
+        assert r.error == "bad_arguments" and "past the end" in r.content
+        r = await call("view", path="src/app.py", start_line=5, end_line=2)
+        assert r.error == "bad_arguments"
+        r = await call("view", path=".")
+        assert r.content.splitlines()[1:] == ["f blob.bin", "d src", "f src/app.py"]
+        r = await call("view", path="blob.bin")
+        assert r.error == "tool_failed" and "binary file (30 bytes)" in r.content
+        r = await call("view", path="missing.py")
+        assert r.error == "tool_failed" and "no such file" in r.content
+        root = (await runtime.run(["pwd"], {})).stdout.strip()
+        r = await call("view", path=f"{root}/src/app.py", end_line=1)
+        assert r.error is None and "     1\tline 1" in r.content  # an absolute path inside the work directory
+
+    with_toolbox(test)
+
+
+def test_long_output_keeps_head_and_tail() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="echo BEGIN; head -c 300000 /dev/zero | tr '\\0' x; echo; echo END; exit 3")
+        assert r.error is None
+        assert len(r.content) <= 5000 + 100
+        assert r.content.startswith("BEGIN\nxxx") and r.content.endswith("END\n\n[exit code 3]")
+        assert "truncated" in r.content
+
+    with_toolbox(test, tool_output_max_chars=5000)
+
+
+def test_search_and_edits() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        await runtime.write("pkg/a.py", b"def alpha():\n    return 1\n")
+        await runtime.write("pkg/b.py", "".join(f"hit {i}\n" for i in range(50)).encode())
+        await runtime.write(".git/objects/x", b"hit in git\n")
+        r = await call("search", pattern=r"def (alpha|beta)\(")
+        assert r.content.splitlines() == ["# 1 matching lines for /def (alpha|beta)\\(/ under .", "pkg/a.py:1:def alpha():"]
+        r = await call("search", pattern="^hit", path="pkg")
+        lines = r.content.splitlines()
+        assert lines[0] == "# 50 matching lines for /^hit/ under pkg" and len(lines) == 1 + 10 + 1
+        assert lines[-1].startswith("[... 40 more matching lines not shown")
+        r = await call("search", pattern="nothing here")
+        assert r.error is None and r.content.startswith("no matches")
+        r = await call("search", pattern="(unclosed")
+        assert r.error == "bad_arguments" and "grep failed" in r.content
+
+        r = await call("str_replace", path="pkg/a.py", old_str="return 1", new_str="return 2")
+        assert r.error is None and "     2\t    return 2" in r.content
+        assert (await runtime.read("pkg/a.py")).decode() == "def alpha():\n    return 2\n"
+        r = await call("str_replace", path="pkg/new.py", old_str="x", new_str="y")
+        assert r.error == "tool_failed" and "use create" in r.content
+        r = await call("create", path="pkg", content="x")
+        assert r.error == "tool_failed" and "not a regular file" in r.content
+        r = await call("create", path="deep/er/c.txt", content="é\n")
+        assert r.content == "Created deep/er/c.txt (1 lines)."
+        assert (await runtime.read("deep/er/c.txt")).decode() == "é\n"
+        r = await call("create", path="deep/er/c.txt", content="again\n")
+        assert r.content.startswith("Overwrote")
+
+    with_toolbox(test, search_max_matches=10)
+
+
+def test_bash_timeouts_are_bounded() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="echo ok", timeout=10_000)
+        assert r.error is None and r.content.startswith("[timeout 10000s lowered to the limit of 5s]\nok\n")
+        r = await call("bash", command="echo ok", timeout=0)
+        assert r.error == "bad_arguments"
+        r = await call("bash", command="read line; echo got:$line")  # stdin is empty, not the host's
+        assert r.content.startswith("got:\n")
+
+    with_toolbox(test, bash_timeout_s=2, max_bash_timeout_s=5)
+
+
+@pytest.mark.parametrize("disabled", [["search", "create"]])
+def test_disabled_tools_are_unknown(disabled: list[str]) -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("search", pattern="x")
+        assert r.error == "unknown_tool" and "search" not in r.content.split("available tools are:")[1]
+
+    with_toolbox(test, disabled_tools=disabled)

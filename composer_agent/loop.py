@@ -44,6 +44,8 @@ class AgentLoop:
         self.stats = stats
         self._stopped = stopped or (lambda: None)
         """Returns the trace's stop condition once verifiers stopped the rollout, else None."""
+        self._pending: CompactionRecord | None = None
+        """The last compaction, until the first turn on its fresh context reports the context size."""
 
     async def run(self, head: list[dict[str, Any]], task: list[dict[str, Any]], window: int | None) -> str:
         """Run to the end; returns (and records) the finish reason."""
@@ -60,19 +62,31 @@ class AgentLoop:
     async def _run(self, head: list[dict[str, Any]], task: list[dict[str, Any]]) -> str:
         specs = self.toolbox.specs()
         messages = [*head, *task]
-        pending: CompactionRecord | None = None
+        accepted: list[dict[str, Any]] | None = None  # the last request the server accepted: an overflow's fallback
         while True:
             if (condition := self._stopped()) is not None:
                 return f"stopped: {condition}"
             if self.stats.turns >= self.config.max_turns:
                 return "max_turns"
-            completion = await self.model.complete(messages, specs)
+            try:
+                completion = await self.model.complete(messages, specs)
+            except ContextOverflow:
+                # The window is smaller than the threshold assumed (or one turn grew past it): compact from the last
+                # request that fit. Its reply and tool results are lost to the summary, not to the work directory.
+                if accepted is None or not self._may_compact():
+                    raise
+                compacted = await self._compact(head, task, accepted, estimate_tokens(messages), specs)
+                if compacted is None:
+                    return "compaction_failed"
+                messages, accepted = compacted, None
+                continue
+            accepted = list(messages)
             self.stats.turns += 1
-            if pending is not None:
-                pending.context_after = (
+            if self._pending is not None:
+                self._pending.context_after = (
                     completion.prompt_tokens if completion.prompt_tokens is not None else estimate_tokens(messages)
                 )
-                pending = None
+                self._pending = None
             context = _context_tokens(completion, messages)
             messages.append(completion.message)
 
@@ -96,27 +110,47 @@ class AgentLoop:
                     context += estimate_tokens(result.content)
 
             threshold = self.stats.threshold
-            if threshold is None or context < threshold:
+            if threshold is None or context < threshold or not self._may_compact():
                 continue
-            if len(self.stats.compactions) >= self.config.compaction.max_compactions:
-                if not self.stats.compaction_cap_reached:
-                    logger.info("compaction cap of %d reached; continuing on the full context",
-                                self.config.compaction.max_compactions)
-                self.stats.compaction_cap_reached = True
-                continue
-            summary = await summarize(self.model, messages, specs, self.config.compaction)
-            self.stats.failed_summaries += summary.empty
-            if summary.text is None:
+            compacted = await self._compact(head, task, messages, context, specs)
+            if compacted is None:
                 return "compaction_failed"
-            messages = fresh_context(head, task, summary.text, self.config.compaction.summary_max_tokens)
-            pending = CompactionRecord(
-                context_before=context,
-                context_after=estimate_tokens(messages),
-                summary_tokens=summary.tokens,
-                attempts=summary.attempts,
-                turn=self.stats.turns,
-            )
-            self.stats.compactions.append(pending)
+            messages, accepted = compacted, None
+
+    def _may_compact(self) -> bool:
+        if self.stats.threshold is None:
+            return False
+        if len(self.stats.compactions) < self.config.compaction.max_compactions:
+            return True
+        if not self.stats.compaction_cap_reached:
+            logger.info("compaction cap of %d reached; continuing on the full context",
+                        self.config.compaction.max_compactions)
+        self.stats.compaction_cap_reached = True
+        return False
+
+    async def _compact(
+        self,
+        head: list[dict[str, Any]],
+        task: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        context: int,
+        specs: list[dict[str, Any]],
+    ) -> list[dict[str, Any]] | None:
+        """Summarise `messages` and return the fresh context, or None when every summary attempt was empty."""
+        summary = await summarize(self.model, messages, specs, self.config.compaction)
+        self.stats.failed_summaries += summary.empty
+        if summary.text is None:
+            return None
+        fresh = fresh_context(head, task, summary.text, self.config.compaction.summary_max_tokens)
+        self._pending = CompactionRecord(
+            context_before=context,
+            context_after=estimate_tokens(fresh),
+            summary_tokens=summary.tokens,
+            attempts=summary.attempts,
+            turn=self.stats.turns,
+        )
+        self.stats.compactions.append(self._pending)
+        return fresh
 
 
 def _context_tokens(completion: Completion, messages: list[dict[str, Any]]) -> int:

@@ -158,3 +158,24 @@ def test_compactions_are_capped() -> None:
     assert requests[3]["messages"][-1]["role"] == "tool"  # continued on the full context
     info = trace.info["composer_agent"]
     assert len(info["compactions"]) == 1 and info["compaction_cap_reached"] is True
+
+
+def test_context_overflow_compacts_from_the_last_accepted_request() -> None:
+    overflow = Reply(status=400, content="This model's maximum context length is 4096 tokens. Please reduce the length")
+    script = [
+        bash("echo step1 > progress.txt", prompt_tokens=100),
+        overflow,  # the next turn no longer fits, far below the configured threshold
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        bash("echo step2 >> progress.txt", prompt_tokens=150),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 100_000}}
+    with ScriptedModelServer(script) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+        requests = server.requests
+
+    assert trace.ok, trace.errors
+    assert trace.reward == 1.0
+    assert requests[2]["messages"] == [*requests[0]["messages"], {"role": "user", "content": SUMMARY_PROMPT}]
+    assert requests[3]["messages"][-1]["content"] == RESUME_FRAMING.format(summary=SUMMARY_1)
+    assert trace.metrics["composer/agent/compactions"] == 1

@@ -10,6 +10,7 @@ empty reply) is answered with an error message it can act on and counted in the 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from composer_agent.compaction import fresh_context, resolve_threshold, summarize
@@ -51,12 +52,15 @@ class AgentLoop:
         """Run to the end; returns (and records) the finish reason."""
         self.stats.window = window
         self.stats.threshold = resolve_threshold(self.config.compaction, window)
+        start = time.monotonic()
         try:
             self.stats.finish_reason = await self._run(head, task)
         except RolloutStopped as e:
             self.stats.finish_reason = f"stopped: {self._stopped() or e}"
         except ContextOverflow:
             self.stats.finish_reason = "context_overflow"
+        finally:
+            self.stats.loop_seconds = time.monotonic() - start
         return self.stats.finish_reason
 
     async def _run(self, head: list[dict[str, Any]], task: list[dict[str, Any]]) -> str:
@@ -69,7 +73,7 @@ class AgentLoop:
             if self.stats.turns >= self.config.max_turns:
                 return "max_turns"
             try:
-                completion = await self.model.complete(messages, specs)
+                completion = await self._complete(messages, specs)
             except ContextOverflow:
                 # The window is smaller than the threshold assumed (or one turn grew past it): compact from the last
                 # request that fit. Its reply and tool results are lost to the summary, not to the work directory.
@@ -100,7 +104,9 @@ class AgentLoop:
             else:
                 for call in completion.tool_calls:
                     function = call.get("function") or {}
+                    start = time.monotonic()
                     result = await self.toolbox.call(function.get("name"), function.get("arguments"))
+                    self.stats.tool_seconds += time.monotonic() - start
                     self.stats.tool_calls += 1
                     if result.error is not None:
                         self.stats.error(result.error)
@@ -116,6 +122,13 @@ class AgentLoop:
             if compacted is None:
                 return "compaction_failed"
             messages, accepted = compacted, None
+
+    async def _complete(self, messages: list[dict[str, Any]], specs: list[dict[str, Any]]) -> Completion:
+        start = time.monotonic()
+        try:
+            return await self.model.complete(messages, specs)
+        finally:
+            self.stats.model_seconds += time.monotonic() - start
 
     def _may_compact(self) -> bool:
         if self.stats.threshold is None:
@@ -137,7 +150,11 @@ class AgentLoop:
         specs: list[dict[str, Any]],
     ) -> list[dict[str, Any]] | None:
         """Summarise `messages` and return the fresh context, or None when every summary attempt was empty."""
-        summary = await summarize(self.model, messages, specs, self.config.compaction)
+        start = time.monotonic()
+        try:
+            summary = await summarize(self.model, messages, specs, self.config.compaction)
+        finally:
+            self.stats.model_seconds += time.monotonic() - start
         self.stats.failed_summaries += summary.empty
         if summary.text is None:
             return None

@@ -43,6 +43,12 @@ class AgentStats:
     """The model's context window, when discovered."""
     threshold: int | None = None
     """The compaction threshold in force (None: compaction off for this rollout)."""
+    model_seconds: float = 0.0
+    """Wall time spent waiting on model calls (agent turns and summaries), as seen from the loop."""
+    tool_seconds: float = 0.0
+    """Wall time spent running tool calls in the runtime."""
+    loop_seconds: float = 0.0
+    """Wall time of the whole loop, from the first call to the finish."""
     finish_reason: str | None = None
     """finish (the finish tool), text_reply, max_turns, stopped: <why>, context_overflow, compaction_failed."""
 

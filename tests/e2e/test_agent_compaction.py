@@ -160,7 +160,7 @@ def test_compactions_are_capped() -> None:
     assert len(info["compactions"]) == 1 and info["compaction_cap_reached"] is True
 
 
-def test_context_overflow_compacts_from_the_last_accepted_request() -> None:
+def test_context_overflow_compacts_or_stops_cleanly() -> None:
     overflow = Reply(status=400, content="This model's maximum context length is 4096 tokens. Please reduce the length")
     script = [
         bash("echo step1 > progress.txt", prompt_tokens=100),
@@ -175,6 +175,13 @@ def test_context_overflow_compacts_from_the_last_accepted_request() -> None:
         requests = server.requests
 
     assert trace.ok, trace.errors
+    if trace.stop_condition == "context_length":
+        # The snapshot PRIME-RL pins recognises the overflow in the interception and stops the rollout there.
+        assert len(requests) == 2
+        assert trace.info["composer_agent"]["finish_reason"] == "stopped: context_length"
+        assert trace.reward == 0.0
+        return
+    # verifiers 0.4.0 relays the server's 400: the loop compacts from the last request that fit and goes on.
     assert trace.reward == 1.0
     assert requests[2]["messages"] == [*requests[0]["messages"], {"role": "user", "content": SUMMARY_PROMPT}]
     assert requests[3]["messages"][-1]["content"] == RESUME_FRAMING.format(summary=SUMMARY_1)

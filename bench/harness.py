@@ -78,15 +78,18 @@ def main() -> int:
     mixes = args.mixes.split(",")
 
     asyncio.run(measure("bash", 0.0, 3))  # warm-up: imports, interception server, first runtime
-    header = f"{'tools':>6} {'latency ms':>10} {'turns':>5} {'model ms':>9} {'intercept ms':>12} {'tools ms':>9} " \
-             f"{'loop ms':>8} {'harness/latency':>15}"
+    header = (
+        f"{'tools':>6} {'latency ms':>10} {'turns':>5} {'model ms':>9} {'intercept ms':>12} {'tools ms':>9} "
+        f"{'loop ms':>8} {'harness/latency':>15}"
+    )
     print(header)
     print("-" * len(header))
     for mix in mixes:
         for latency in latencies:
             r = asyncio.run(measure(mix, latency, args.turns))
             print(
-                f"{mix:>6} {latency * 1e3:>10.0f} {r['turns']:>5.0f} {r['model_ms']:>9.1f} {r['interception_ms']:>12.1f} "
+                f"{mix:>6} {latency * 1e3:>10.0f} {r['turns']:>5.0f} {r['model_ms']:>9.1f} "
+                f"{r['interception_ms']:>12.1f} "
                 f"{r['tools_ms']:>9.1f} {r['loop_ms']:>8.2f} {r['ratio']:>15.3f}",
                 flush=True,
             )

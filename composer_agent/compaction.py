@@ -66,7 +66,9 @@ def resolve_threshold(config: CompactionConfig, window: int | None) -> int | Non
     return default_threshold(window, config.reserve_tokens)
 
 
-def fresh_context(head: list[dict[str, Any]], task: list[dict[str, Any]], summary: str, max_tokens: int) -> list[dict[str, Any]]:
+def fresh_context(
+    head: list[dict[str, Any]], task: list[dict[str, Any]], summary: str, max_tokens: int
+) -> list[dict[str, Any]]:
     """The post-compaction prompt: system messages, the task, and the summary (bounded) as a user message."""
     bounded = truncate_middle(summary.strip(), max_tokens * CHARS_PER_TOKEN)
     return [*head, *task, {"role": "user", "content": RESUME_FRAMING.format(summary=bounded)}]

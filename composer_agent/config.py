@@ -14,7 +14,7 @@ class CompactionConfig(BaseConfig):
     continues from a fresh context of system prompt, task and summary (a new branch of the trace)."""
 
     enabled: bool = True
-    """Compact when the context crosses the threshold. Off: the rollout runs until a turn limit or the model's window."""
+    """Compact when the context crosses the threshold. Off: the rollout runs until a limit or the model's window."""
 
     summarize_at_tokens: int | None = Field(None, ge=256)
     """Context size (prompt + completion tokens of the last turn, plus an estimate of the tool output appended since)
@@ -101,7 +101,7 @@ class ComposerAgentConfig(HarnessConfig):
         return value
 
     @model_validator(mode="after")
-    def _check_timeouts(self) -> "ComposerAgentConfig":
+    def _check_timeouts(self) -> ComposerAgentConfig:
         if self.bash_timeout_s > self.max_bash_timeout_s:
             raise ValueError(
                 f"bash_timeout_s = {self.bash_timeout_s} exceeds max_bash_timeout_s = {self.max_bash_timeout_s}; "

@@ -136,8 +136,9 @@ class AgentLoop:
         if len(self.stats.compactions) < self.config.compaction.max_compactions:
             return True
         if not self.stats.compaction_cap_reached:
-            logger.info("compaction cap of %d reached; continuing on the full context",
-                        self.config.compaction.max_compactions)
+            logger.info(
+                "compaction cap of %d reached; continuing on the full context", self.config.compaction.max_compactions
+            )
         self.stats.compaction_cap_reached = True
         return False
 

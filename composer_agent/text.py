@@ -50,9 +50,7 @@ def normalize_path(path: str, roots: tuple[str, ...] = ()) -> str:
                 return "."
             if clean.startswith(root.rstrip("/") + "/"):
                 return posixpath.relpath(clean, root)
-        raise PathEscape(
-            f"path {path!r} is outside the work directory; use a path relative to it (e.g. 'src/main.py')"
-        )
+        raise PathEscape(f"path {path!r} is outside the work directory; use a path relative to it (e.g. 'src/main.py')")
     clean = posixpath.normpath(raw)
     if clean == ".." or clean.startswith("../"):
         raise PathEscape(f"path {path!r} leaves the work directory; paths must stay inside it")

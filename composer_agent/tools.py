@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
-
 from verifiers.v1.errors import SandboxError
 
 from composer_agent.text import PathEscape, truncate_middle
@@ -54,7 +53,9 @@ class BashArgs(_Args):
     killed."""
 
     command: StrictStr = Field(description="The bash command to run.")
-    timeout: StrictInt | None = Field(None, description="Seconds before the command is killed (default set by the harness).")
+    timeout: StrictInt | None = Field(
+        None, description="Seconds before the command is killed (default set by the harness)."
+    )
 
 
 class ViewArgs(_Args):
@@ -86,7 +87,9 @@ class SearchArgs(_Args):
     path:line:text."""
 
     pattern: StrictStr = Field(description="Extended regular expression (grep -E syntax).")
-    path: StrictStr | None = Field(None, description="File or directory to search, relative to the work directory (default: all of it).")
+    path: StrictStr | None = Field(
+        None, description="File or directory to search, relative to the work directory (default: all of it)."
+    )
 
 
 class FinishArgs(_Args):
@@ -124,7 +127,9 @@ def tool_specs(disabled: list[str] | None = None) -> list[dict[str, Any]]:
         parameters.pop("description", None)
         parameters["additionalProperties"] = False
         description = " ".join((model.__doc__ or "").split())
-        specs.append({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
+        specs.append(
+            {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+        )
     return specs
 
 
@@ -223,7 +228,9 @@ class Toolbox:
             return ToolResult(f"Error: {parsed.name} did not finish within its time limit.", error="timeout")
         except (OSError, UnicodeDecodeError, SandboxError) as e:
             return ToolResult(f"Error: {parsed.name} failed: {e}", error="tool_failed")
-        return ToolResult(truncate_middle(result.content, self.config.tool_output_max_chars), result.error, result.finish)
+        return ToolResult(
+            truncate_middle(result.content, self.config.tool_output_max_chars), result.error, result.finish
+        )
 
     async def _bash(self, args: BashArgs) -> ToolResult:
         note = ""
@@ -257,10 +264,18 @@ class Toolbox:
         path = self.ws.resolve(args.path)
         if not args.old_str:
             return ToolResult("Error: old_str is empty; give the exact text to replace.", error="bad_arguments")
-        kind = await self.ws.kind(path)
-        if kind != "file":
-            return ToolResult(f"Error: {args.path} is not an existing file ({kind}); use create for a new file.", error="tool_failed")
-        text = (await self.ws.read(path, self.config.max_file_bytes)).decode("utf-8")
+        try:
+            data = await self.ws.read(path, self.config.max_file_bytes)
+        except OSError as e:
+            return ToolResult(
+                f"Error: {e} (str_replace edits an existing text file; use create for a new one).", error="tool_failed"
+            )
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return ToolResult(
+                f"Error: {args.path} is not UTF-8 text; str_replace edits text files.", error="tool_failed"
+            )
         count = text.count(args.old_str)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"

@@ -2,7 +2,7 @@
 
 Every operation is one `runtime.run` of a short bash script (or `runtime.read`/`runtime.write` for file bytes), so
 the tools behave the same on the subprocess runtime (a host directory) and in a docker or prime box. The box needs
-bash and GNU coreutils (`timeout`, `realpath`, `mktemp`, `head`, `tail`), `find`, `awk` and `grep`; `probe()` reports
+bash and GNU coreutils (`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports
 any that are missing.
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole
@@ -17,6 +17,7 @@ again in the box with `realpath`, which catches symlinks pointing outside.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -36,7 +37,7 @@ KILL_GRACE_S = 5
 BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
-REQUIRED_PROGRAMS = ("timeout", "realpath", "mktemp", "head", "tail", "find", "awk", "grep", "sort", "wc")
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
 
 _PRELUDE = r"""
 cap() {  # print file $1, keeping its head and tail within $2 bytes
@@ -50,16 +51,19 @@ cap() {  # print file $1, keeping its head and tail within $2 bytes
     cat "$1"
   fi
 }
-inside() {  # exit EXIT_ESCAPE unless $1 resolves (symlinks followed) inside the work directory
-  root=$(pwd -P)
-  resolved=$(realpath -m -- "$1") || exit 2
+inside() {  # exit 3 unless $1 resolves (symlinks followed) inside the work directory
+  both=$(realpath -m -- . "$1") || exit 2
+  root=${both%%$'\n'*}; resolved=${both#*$'\n'}
   case "$resolved" in
     "$root"|"$root"/*) ;;
     *) echo "path '$1' resolves to $resolved, outside the work directory"; exit 3 ;;
   esac
 }
-scratch=$(mktemp "${TMPDIR:-/tmp}/composer-agent.XXXXXX") || { echo "mktemp failed"; exit 125; }
-trap 'rm -f "$scratch" "$scratch.err"' EXIT
+scratch() {  # a private scratch file, created without a process (noclobber opens it O_EXCL), removed at exit
+  s="${TMPDIR:-/tmp}/composer-agent.$$.$RANDOM$RANDOM"
+  set -C; : > "$s" || { echo "cannot create a scratch file in ${TMPDIR:-/tmp}"; exit 125; }; set +C
+  trap 'rm -f "$s" "$s.2"' EXIT
+}
 """
 
 _PROBE = r"""
@@ -68,57 +72,67 @@ for p in "$@"; do command -v "$p" >/dev/null 2>&1 || echo "missing $p"; done
 """
 
 _SHELL = r"""
-timeout -k "$2" "$1" bash -c "$3" </dev/null >"$scratch" 2>&1
+scratch
+timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
 rc=$?
-cap "$scratch" "$4"
+cap "$s" "$4"
 exit $rc
 """
 
 _KIND = r"""
 inside "$1"
-if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other; else echo missing; fi
+if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file
+elif [ -e "$1" ]; then echo other; else echo missing; fi
+"""
+
+_READ = r"""
+inside "$1"
+[ -f "$1" ] || { if [ -e "$1" ]; then echo "$1 is not a regular file"; else echo "no such file: $1"; fi; exit 4; }
+size=$(wc -c < "$1")
+[ "$size" -le "$2" ] || { echo "$1 is $size bytes, over the $2 byte limit for edits"; exit 6; }
+base64 -- "$1"
 """
 
 _VIEW = r"""
 inside "$1"
+scratch
 if [ -d "$1" ]; then
   find "$1" -mindepth 1 -maxdepth 2 -not -path '*/.git/*' -not -path '*/node_modules/*' -not -path '*/__pycache__*' \
-    -printf '%y %P\n' 2>/dev/null | sort -k2 > "$scratch"
-  n=$(wc -l < "$scratch")
+    -printf '%y %P\n' 2>/dev/null | sort -k2 > "$s"
+  n=$(wc -l < "$s")
   echo "# directory $1 ($n entries to depth 2; d = directory, f = file, l = link)"
-  head -n "$5" "$scratch"
+  head -n "$5" "$s"
   [ "$n" -gt "$5" ] && echo "[... $((n - $5)) more entries; view a subdirectory ...]"
   exit 0
 fi
 [ -e "$1" ] || { echo "no such file or directory: $1"; exit 4; }
 [ -f "$1" ] || { echo "$1 is not a regular file"; exit 6; }
-if [ "$(head -c 8192 "$1" | tr -d -c '\000' | wc -c)" -gt 0 ]; then
-  echo "$1 is a binary file ($(wc -c < "$1") bytes); not shown"; exit 6
-fi
-total=$(awk 'END {print NR}' "$1")
-start=$2; end=$3
-[ "$end" -eq 0 ] || [ "$end" -gt "$total" ] && end=$total
-if [ "$total" -gt 0 ] && [ "$start" -gt "$total" ]; then
-  echo "start_line $start is past the end of $1 ($total lines)"; exit 5
-fi
-echo "# $1: lines $start-$end of $total"
-awk -v s="$start" -v e="$end" 'NR >= s && NR <= e {printf "%6d\t%s\n", NR, $0}' "$1" > "$scratch"
-cap "$scratch" "$4"
+if LC_ALL=C grep -qaP '\x00' -- "$1"; then echo "$1 is a binary file; not shown"; exit 6; fi
+# One pass: the range goes to the scratch file, the header (which needs the line count) to stdout at the end.
+awk -v s="$2" -v e="$3" -v out="$s" -v f="$1" '
+  NR >= s && (e == 0 || NR <= e) { printf "%6d\t%s\n", NR, $0 > out }
+  END {
+    if (NR > 0 && s > NR) { printf "start_line %d is past the end of %s (%d lines)\n", s, f, NR; exit 5 }
+    last = (e == 0 || e > NR) ? NR : e
+    printf "# %s: lines %d-%d of %d\n", f, s, last, NR
+  }' "$1" || exit $?
+cap "$s" "$4"
 """
 
 _SEARCH = r"""
 inside "$2"
 [ -e "$2" ] || { echo "no such file or directory: $2"; exit 4; }
-grep -rnIE --exclude-dir=.git --exclude-dir=node_modules -e "$1" -- "$2" > "$scratch" 2> "$scratch.err"
+scratch
+grep -rnIE --exclude-dir=.git --exclude-dir=node_modules -e "$1" -- "$2" > "$s" 2> "$s.2"
 rc=$?
-n=$(wc -l < "$scratch")
+n=$(wc -l < "$s")
 if [ "$n" -eq 0 ]; then
-  if [ "$rc" -ge 2 ]; then echo "grep failed: $(head -c 500 "$scratch.err")"; exit 5; fi
+  if [ "$rc" -ge 2 ]; then echo "grep failed: $(head -c 500 "$s.2")"; exit 5; fi
   echo "no matches for /$1/ under $2"; exit 0
 fi
 echo "# $n matching lines for /$1/ under $2"
-head -n "$3" "$scratch" | sed 's|^\./||' | cut -c1-400 > "$scratch.err"
-cap "$scratch.err" "$4"
+head -n "$3" "$s" | sed 's|^\./||' | cut -c1-400 > "$s.2"
+cap "$s.2" "$4"
 [ "$n" -gt "$3" ] && echo "[... $((n - $3)) more matching lines not shown; narrow the pattern or the path ...]"
 exit 0
 """
@@ -187,13 +201,23 @@ class Workspace:
         return kind  # type: ignore[return-value]
 
     async def view(self, path: str, start_line: int, end_line: int, max_entries: int) -> ScriptResult:
-        return await self.script(_VIEW, path, str(start_line), str(end_line), str(self.output_cap_bytes), str(max_entries))
+        return await self.script(
+            _VIEW, path, str(start_line), str(end_line), str(self.output_cap_bytes), str(max_entries)
+        )
 
     async def search(self, pattern: str, path: str, max_matches: int) -> ScriptResult:
         return await self.script(_SEARCH, pattern, path, str(max_matches), str(self.output_cap_bytes))
 
     async def read(self, path: str, max_bytes: int) -> bytes:
-        return await asyncio.wait_for(self.runtime.read(path, max_bytes=max_bytes), self.op_timeout_s)
+        """A regular file's bytes, after the same escape check; OSError when it is missing, not a file or too big."""
+        result = await self._run(
+            ["bash", "-c", _PRELUDE + _READ, "composer-agent", path, str(max_bytes)], self.op_timeout_s
+        )
+        if result.exit_code == EXIT_ESCAPE:
+            raise PathEscape(result.stdout.strip())
+        if result.exit_code != 0:
+            raise OSError((result.stdout + result.stderr).strip() or f"cannot read {path!r}")
+        return base64.b64decode(result.stdout)
 
     async def write(self, path: str, data: bytes) -> None:
         await asyncio.wait_for(self.runtime.write(path, data), self.op_timeout_s)

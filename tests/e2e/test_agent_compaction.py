@@ -63,7 +63,11 @@ def test_compaction_opens_a_new_branch_from_a_sampled_summary() -> None:
     system, task = requests[0]["messages"][:2]
     resumed = requests[3]["messages"]
     assert resumed == [system, task, {"role": "user", "content": RESUME_FRAMING.format(summary=SUMMARY_1)}]
-    assert requests[5]["messages"] == [system, task, {"role": "user", "content": RESUME_FRAMING.format(summary=SUMMARY_2)}]
+    assert requests[5]["messages"] == [
+        system,
+        task,
+        {"role": "user", "content": RESUME_FRAMING.format(summary=SUMMARY_2)},
+    ]
 
     # On the trace: the summaries are sampled nodes, and each compaction forked a new branch after the task.
     summary_nodes = [n for n in trace.nodes if n.sampled and n.message.content in (SUMMARY_1, SUMMARY_2)]

@@ -51,8 +51,12 @@ def test_bad_calls_become_error_messages_and_metrics(tmp_path: Path) -> None:
         tool("bash", command=f"ln -s {tmp_path} escape"),
         tool("create", path="escape/pwned.txt", content="x"),  # through a symlink that points outside
         tool("str_replace", path="a.txt", old_str="a", new_str="b"),  # occurs 3 times
-        Reply(tool_calls=[ToolCall("str_replace", {"path": "a.txt", "old_str": "aaa", "new_str": "bbb"}),
-                          ToolCall("finish", {"message": "done"})]),
+        Reply(
+            tool_calls=[
+                ToolCall("str_replace", {"path": "a.txt", "old_str": "aaa", "new_str": "bbb"}),
+                ToolCall("finish", {"message": "done"}),
+            ]
+        ),
     ]
     with ScriptedModelServer(script) as server:
         task = files_task("Replace aaa with bbb in a.txt.", files={"a.txt": "aaa\n"}, expected={"a.txt": "bbb\n"})
@@ -92,9 +96,7 @@ def test_bad_calls_become_error_messages_and_metrics(tmp_path: Path) -> None:
 def test_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
     marker = tmp_path / "group"
     # The command records its process group, starts a background child, and outlives its 1 s timeout.
-    command = (
-        f"cut -d' ' -f5 /proc/$$/stat > {marker}; sleep 300 & echo $! >> {marker}; echo started; sleep 300"
-    )
+    command = f"cut -d' ' -f5 /proc/$$/stat > {marker}; sleep 300 & echo $! >> {marker}; echo started; sleep 300"
     script = [tool("bash", command=command, timeout=1), tool("finish")]
     with ScriptedModelServer(script) as server:
         start = time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +17,15 @@ from composer_agent.workspace import Workspace
 Call = Callable[..., Awaitable[ToolResult]]
 
 
-def with_toolbox(test: Callable[[Call, SubprocessRuntime], Awaitable[None]], **config: Any) -> None:
+def with_toolbox(
+    test: Callable[[Call, SubprocessRuntime], Awaitable[None]], env: dict[str, str] | None = None, **config: Any
+) -> None:
     async def main() -> None:
         runtime = SubprocessRuntime(SubprocessConfig())
         await runtime.start()
         try:
             cfg = ComposerAgentConfig(**config)
-            workspace = Workspace(runtime, {}, output_cap_bytes=cfg.tool_output_max_chars - 200, op_timeout_s=30)
+            workspace = Workspace(runtime, env or {}, output_cap_bytes=cfg.tool_output_max_chars - 200, op_timeout_s=30)
             await workspace.probe()
             assert workspace.missing == []
             toolbox = Toolbox(workspace, cfg)
@@ -54,7 +57,7 @@ def test_view_ranges_listings_and_binary_files() -> None:
         r = await call("view", path=".")
         assert r.content.splitlines()[1:] == ["f blob.bin", "d src", "f src/app.py"]
         r = await call("view", path="blob.bin")
-        assert r.error == "tool_failed" and "binary file (30 bytes)" in r.content
+        assert r.error == "tool_failed" and "blob.bin is a binary file" in r.content
         r = await call("view", path="missing.py")
         assert r.error == "tool_failed" and "no such file" in r.content
         root = (await runtime.run(["pwd"], {})).stdout.strip()
@@ -81,7 +84,10 @@ def test_search_and_edits() -> None:
         await runtime.write("pkg/b.py", "".join(f"hit {i}\n" for i in range(50)).encode())
         await runtime.write(".git/objects/x", b"hit in git\n")
         r = await call("search", pattern=r"def (alpha|beta)\(")
-        assert r.content.splitlines() == ["# 1 matching lines for /def (alpha|beta)\\(/ under .", "pkg/a.py:1:def alpha():"]
+        assert r.content.splitlines() == [
+            "# 1 matching lines for /def (alpha|beta)\\(/ under .",
+            "pkg/a.py:1:def alpha():",
+        ]
         r = await call("search", pattern="^hit", path="pkg")
         lines = r.content.splitlines()
         assert lines[0] == "# 50 matching lines for /^hit/ under pkg" and len(lines) == 1 + 10 + 1
@@ -126,3 +132,20 @@ def test_disabled_tools_are_unknown(disabled: list[str]) -> None:
         assert r.error == "unknown_tool" and "search" not in r.content.split("available tools are:")[1]
 
     with_toolbox(test, disabled_tools=disabled)
+
+
+def test_edits_refuse_binary_and_oversized_files_and_leave_no_scratch_files(tmp_path: Path) -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        await runtime.write("latin1.txt", "caf\xe9\n".encode("latin-1"))
+        await runtime.write("big.txt", b"x" * 2000)
+        r = await call("str_replace", path="latin1.txt", old_str="caf", new_str="cafe")
+        assert r.error == "tool_failed" and "not UTF-8 text" in r.content
+        r = await call("str_replace", path="big.txt", old_str="xx", new_str="y")
+        assert r.error == "tool_failed" and "over the 1024 byte limit" in r.content
+        r = await call("bash", command='echo "$TMPDIR"')  # scratch files go to TMPDIR
+        assert r.content.startswith(f"{tmp_path}\n")
+        await call("view", path="big.txt")
+        await call("search", pattern="x")
+
+    with_toolbox(test, env={"TMPDIR": str(tmp_path)}, max_file_bytes=1024)
+    assert list(tmp_path.iterdir()) == []

@@ -27,12 +27,22 @@ def test_truncate_middle_keeps_head_and_tail_within_budget() -> None:
 
 def test_estimate_tokens_is_four_chars_per_token() -> None:
     assert estimate_tokens("abcd") == 1 and estimate_tokens("abcde") == 2 and estimate_tokens("") == 0
-    assert estimate_tokens([{"role": "user", "content": "x"}]) == (len(json.dumps([{"role": "user", "content": "x"}])) + 3) // 4
+    assert (
+        estimate_tokens([{"role": "user", "content": "x"}])
+        == (len(json.dumps([{"role": "user", "content": "x"}])) + 3) // 4
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "expected"),
-    [("a.py", "a.py"), ("./src/../a.py", "a.py"), ("", "."), (" src/ ", "src"), ("/w/src/x.py", "src/x.py"), ("/w", ".")],
+    [
+        ("a.py", "a.py"),
+        ("./src/../a.py", "a.py"),
+        ("", "."),
+        (" src/ ", "src"),
+        ("/w/src/x.py", "src/x.py"),
+        ("/w", "."),
+    ],
 )
 def test_normalize_path_accepts_paths_inside(path: str, expected: str) -> None:
     assert normalize_path(path, ("/w",)) == expected
@@ -47,7 +57,10 @@ def test_normalize_path_refuses_escapes(path: str) -> None:
 def test_tool_specs_follow_the_contract() -> None:
     specs = {s["function"]["name"]: s["function"] for s in tool_specs()}
     assert tuple(specs) == TOOL_NAMES == ("bash", "view", "str_replace", "create", "search", "finish")
-    params = {name: (set(f["parameters"]["properties"]), set(f["parameters"].get("required", []))) for name, f in specs.items()}
+    params = {
+        name: (set(f["parameters"]["properties"]), set(f["parameters"].get("required", [])))
+        for name, f in specs.items()
+    }
     assert params == {
         "bash": ({"command", "timeout"}, {"command"}),
         "view": ({"path", "start_line", "end_line"}, {"path"}),
@@ -58,7 +71,13 @@ def test_tool_specs_follow_the_contract() -> None:
     }
     assert all(f["description"] for f in specs.values())
     assert "title" not in json.dumps(specs)
-    assert [s["function"]["name"] for s in tool_specs(["search"])] == ["bash", "view", "str_replace", "create", "finish"]
+    assert [s["function"]["name"] for s in tool_specs(["search"])] == [
+        "bash",
+        "view",
+        "str_replace",
+        "create",
+        "finish",
+    ]
 
 
 def test_parse_call_classifies_mistakes() -> None:
@@ -129,7 +148,9 @@ def test_metrics_from_info() -> None:
     stats.error("timeout")
     stats.error("timeout")
     stats.error("path_escape")
-    stats.compactions.append(CompactionRecord(context_before=9000, context_after=1200, summary_tokens=300, attempts=1, turn=3))
+    stats.compactions.append(
+        CompactionRecord(context_before=9000, context_after=1200, summary_tokens=300, attempts=1, turn=3)
+    )
     m = metrics_from_info(json.loads(json.dumps(stats.to_info())))
     assert m["composer/agent/turns"] == 5 and m["composer/agent/tool_calls"] == 7
     assert m["composer/agent/tool_errors"] == 3 and m["composer/agent/tool_errors/timeout"] == 2

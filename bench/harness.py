@@ -35,7 +35,7 @@ TOOL_MIXES: dict[str, list[Reply]] = {
         tool("search", pattern="def f[0-9]+", path="."),
         tool("str_replace", path="module.py", old_str="return 0\n", new_str="return 0 \n"),
         tool("str_replace", path="module.py", old_str="return 0 \n", new_str="return 0\n"),
-        tool("bash", command="python3 -c 'import module' && echo ok"),
+        tool("bash", command="wc -l module.py"),
     ],
 }
 
@@ -68,6 +68,22 @@ async def measure(mix: str, latency: float, turns: int) -> dict[str, float]:
     }
 
 
+async def runtime_floor(n: int = 30) -> float:
+    """Milliseconds of one bare `runtime.run(["true"])` on the subprocess runtime: the floor under every tool call."""
+    from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+    runtime = SubprocessRuntime(SubprocessConfig())
+    await runtime.start()
+    try:
+        await runtime.run(["true"], {})
+        start = time.monotonic()
+        for _ in range(n):
+            await runtime.run(["true"], {})
+        return (time.monotonic() - start) / n * 1e3
+    finally:
+        await runtime.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=30, help="tool-calling turns per rollout")
@@ -93,7 +109,8 @@ def main() -> int:
                 f"{r['tools_ms']:>9.1f} {r['loop_ms']:>8.2f} {r['ratio']:>15.3f}",
                 flush=True,
             )
-    print("\nmodel = wait on a model call (latency + interception + HTTP); intercept = model - latency;")
+    print(f"\nruntime floor: one bare runtime.run(['true']) takes {asyncio.run(runtime_floor()):.1f} ms here.")
+    print("model = wait on a model call (latency + interception + HTTP); intercept = model - latency;")
     print("tools = tool execution in the runtime; loop = the rest of the harness; harness = tools + loop, per turn.")
     return 0
 

@@ -1,17 +1,17 @@
 """The task's work directory, reached only through the verifiers runtime.
 
-Every operation is one `runtime.run` of a short bash script (or `runtime.read`/`runtime.write` for file bytes), so
-the tools behave the same on the subprocess runtime (a host directory) and in a docker or prime box. The box needs
-bash and GNU coreutils (`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports
-any that are missing.
+Every operation is one `runtime.run` of a short bash script (or `runtime.write` for file bytes), so the tools behave
+the same on the subprocess runtime (a host directory) and in a docker or prime box. The box needs bash, GNU coreutils
+(`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports what is missing.
 
-Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole
-group when the time is up (TERM, then KILL five seconds later), so background children die with it. Output goes to
-a temporary file inside the box and only its head and tail cross the runtime boundary, so a command printing
-gigabytes costs the host nothing.
+Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
+when the time is up (TERM, then KILL five seconds later), so background children die with it. If the rollout itself
+is cancelled mid-command, the runtime kills the calling shell and `timeout` still ends the group at its deadline.
+Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
+printing gigabytes costs the host nothing.
 
-Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked
-again in the box with `realpath`, which catches symlinks pointing outside.
+Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked again
+in the box with `realpath`, which catches symlinks pointing outside.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ def test_solves_task_through_tool_calls() -> None:
     assert trace.metrics["composer/agent/tool_calls"] == 7
     assert trace.metrics["composer/agent/tool_errors"] == 0
     assert trace.metrics["composer/agent/finished"] == 1
+    assert "composer_agent" not in trace.metrics  # the harness @vf.metric returned the same keyed metrics
     # Every turn went through the interception: one linear branch of 7 sampled assistant nodes.
     assert trace.num_branches == 1
     assert sum(node.sampled for node in trace.nodes) == 7

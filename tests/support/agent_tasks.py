@@ -1,4 +1,4 @@
-"""A small verifiers v1 taskset for composer-agent tests: files are written into the work directory at setup, and the
+"""Small verifiers v1 tasks for composer-agent tests: files are written into the work directory at setup, and the
 reward checks what the agent left on disk."""
 
 from __future__ import annotations
@@ -29,11 +29,6 @@ class FilesTask(vf.Task[FilesTaskData]):
             except Exception:  # noqa: BLE001 - a missing file is a failed task
                 return 0.0
         return 1.0
-
-
-class FilesTaskset(vf.Taskset[FilesTask, vf.TasksetConfig]):
-    def load(self) -> list[FilesTask]:
-        return []
 
 
 def files_task(prompt: str, files: dict[str, str], expected: dict[str, str], **data: object) -> FilesTask:

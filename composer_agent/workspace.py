@@ -172,7 +172,9 @@ class Workspace:
 
     def resolve(self, path: str) -> str:
         """The work-directory-relative form of a model-given path; PathEscape when it leaves the directory."""
-        return normalize_path(path, self.roots)
+        rel = normalize_path(path, self.roots)
+        # A leading dash would read as an option to find/awk/grep in the scripts.
+        return f"./{rel}" if rel.startswith("-") else rel
 
     async def shell(self, command: str, timeout_s: int) -> ShellResult:
         start = time.monotonic()

@@ -107,6 +107,10 @@ def test_search_and_edits() -> None:
         r = await call("create", path="deep/er/c.txt", content="é\n")
         assert r.content == "Created deep/er/c.txt (1 lines)."
         assert (await runtime.read("deep/er/c.txt")).decode() == "é\n"
+        r = await call("create", path="-n", content="dash\n")
+        assert r.content == "Created -n (1 lines)."
+        r = await call("view", path="-n")
+        assert r.content.splitlines() == ["# ./-n: lines 1-1 of 1", "     1\tdash"]
         r = await call("create", path="deep/er/c.txt", content="again\n")
         assert r.content.startswith("Overwrote")
 

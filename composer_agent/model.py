@@ -117,13 +117,18 @@ class ModelClient:
                 message.pop(key, None)
         message["role"] = "assistant"
         message.setdefault("content", "")
+        content = message["content"]
+        if not isinstance(content, str):  # content parts: keep the text for the loop, the message as sent
+            content = (
+                "".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
+            )
         tool_calls = message.get("tool_calls") or []
         if not tool_calls:
             message.pop("tool_calls", None)
         usage = response.usage
         return Completion(
             message=message,
-            content=message.get("content") or "",
+            content=content,
             tool_calls=tool_calls,
             prompt_tokens=usage.prompt_tokens if usage is not None else None,
             completion_tokens=usage.completion_tokens if usage is not None else None,

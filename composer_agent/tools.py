@@ -147,15 +147,18 @@ class ParsedCall:
     args: _Args
 
 
-def parse_call(name: str | None, arguments: str | None, enabled: tuple[str, ...]) -> ParsedCall | ToolResult:
-    """Validate one tool call from the model: a ParsedCall, or the ToolResult telling the model what was wrong."""
-    if not name or name not in enabled:
+def parse_call(name: Any, arguments: Any, enabled: tuple[str, ...]) -> ParsedCall | ToolResult:
+    """Validate one tool call from the model: a ParsedCall, or the ToolResult telling the model what was wrong.
+
+    `arguments` is the JSON text the protocol specifies; an already-decoded object is accepted as well."""
+    if not isinstance(name, str) or name not in enabled:
         return ToolResult(
             f"Error: unknown tool {name!r}. The available tools are: {', '.join(enabled)}.", error="unknown_tool"
         )
-    raw = arguments if arguments is not None and arguments.strip() else "{}"
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = "{}"
     try:
-        payload = json.loads(raw)
+        payload = json.loads(arguments) if isinstance(arguments, str) else arguments
     except json.JSONDecodeError as e:
         return ToolResult(
             f"Error: the arguments of {name} are not valid JSON ({e.msg} at position {e.pos}). "
@@ -216,7 +219,7 @@ class Toolbox:
     def specs(self) -> list[dict[str, Any]]:
         return tool_specs(self.config.disabled_tools)
 
-    async def call(self, name: str | None, arguments: str | None) -> ToolResult:
+    async def call(self, name: Any, arguments: Any) -> ToolResult:
         parsed = parse_call(name, arguments, self.enabled)
         if isinstance(parsed, ToolResult):
             return parsed

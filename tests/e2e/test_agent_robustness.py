@@ -137,3 +137,13 @@ def test_harness_turn_limit_and_text_reply_end_the_loop() -> None:
         trace = run(scripted_agent(server.base_url, server.model), files_task("talk", {}, {}))
     assert trace.ok and trace.info["composer_agent"]["finish_reason"] == "text_reply"
     assert trace.metrics["composer/agent/finished"] == 0
+
+
+def test_transient_server_error_is_retried_without_forking_the_trace() -> None:
+    script = [Reply(status=503, content="overloaded"), tool("bash", command="echo ok"), tool("finish")]
+    with ScriptedModelServer(script) as server:
+        trace = run(scripted_agent(server.base_url, server.model), files_task("retry", {}, {}))
+        assert len(server.requests) == 3
+    assert trace.ok, trace.errors
+    assert trace.info["composer_agent"]["finish_reason"] == "finish"
+    assert trace.num_branches == 1 and sum(n.sampled for n in trace.nodes) == 2

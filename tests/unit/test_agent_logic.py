@@ -86,9 +86,13 @@ def test_parse_call_classifies_mistakes() -> None:
     assert isinstance(ok, ParsedCall) and ok.args.start_line == 2
     assert isinstance(parse_call("finish", None, enabled), ParsedCall)  # no arguments at all
     assert isinstance(parse_call("finish", "  ", enabled), ParsedCall)
+    decoded = parse_call("bash", {"command": "ls"}, enabled)  # already decoded by a lenient server
+    assert isinstance(decoded, ParsedCall) and decoded.args.command == "ls"
     cases = {
         ("bash", '{"command": '): "malformed_json",
         ("bash", '"ls"'): "malformed_json",
+        ("bash", 42): "malformed_json",
+        (7, "{}"): "unknown_tool",
         ("shell", "{}"): "unknown_tool",
         (None, "{}"): "unknown_tool",
         ("bash", "{}"): "bad_arguments",

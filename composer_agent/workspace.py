@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Literal
 
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
+
+logger = logging.getLogger(__name__)
 
 EXIT_ESCAPE = 3
 EXIT_MISSING = 4
@@ -36,6 +40,13 @@ KILL_GRACE_S = 5
 
 BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
+
+MARKER_VAR = "COMPOSER_AGENT_COMMAND"
+"""Set to a fresh id in every shell command's environment, so a cancelled command's processes can be found and killed
+wherever they went (their process group, or a session of their own)."""
+
+REAP_S = 10.0
+"""Seconds allowed for killing a cancelled command's processes."""
 
 REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
 
@@ -77,6 +88,13 @@ timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
 rc=$?
 cap "$s" "$4"
 exit $rc
+"""
+
+_REAP = r"""
+for f in $(grep -lzx "COMPOSER_AGENT_COMMAND=$1" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null
+done
+exit 0
 """
 
 _KIND = r"""
@@ -178,18 +196,33 @@ class Workspace:
 
     async def shell(self, command: str, timeout_s: int) -> ShellResult:
         start = time.monotonic()
+        marker = uuid.uuid4().hex
         args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes)]
+        argv = ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args]
         try:
-            result = await self._run(
-                ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args], timeout_s + KILL_GRACE_S + BACKSTOP_S
+            result = await asyncio.wait_for(
+                self.runtime.run(argv, {**self.env, MARKER_VAR: marker}), timeout_s + KILL_GRACE_S + BACKSTOP_S
             )
         except TimeoutError:
+            await self._reap(marker)
             return ShellResult("", -1, True, time.monotonic() - start)
+        except asyncio.CancelledError:
+            # The rollout was cancelled mid-command (agent timeout, shutdown). `timeout` keeps the command's group
+            # apart from the calling shell the runtime kills, so end the command's processes before going.
+            await asyncio.shield(self._reap(marker))
+            raise
         elapsed = time.monotonic() - start
         # `timeout` exits 124 after TERM; when the group had to be KILLed the shell reports 137 (or -9 through a
         # runtime that returns the signal). Neither can come from a command that finished before its deadline.
         timed_out = result.exit_code in (124, 137, -9) and elapsed >= timeout_s
         return ShellResult(result.stdout + result.stderr, result.exit_code, timed_out, elapsed)
+
+    async def _reap(self, marker: str) -> None:
+        """KILL every process in the box that inherited this command's marker variable (best effort, bounded)."""
+        try:
+            await asyncio.wait_for(self.runtime.run(["bash", "-c", _REAP, "composer-agent", marker], {}), REAP_S)
+        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; nothing more to do
+            logger.debug("reaping command %s failed: %s", marker, e)
 
     async def kind(self, path: str) -> Literal["file", "dir", "missing", "other"]:
         result = await self.script(_KIND, path)

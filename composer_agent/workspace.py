@@ -6,7 +6,8 @@ the same on the subprocess runtime (a host directory) and in a docker or prime b
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
 when the time is up (TERM, then KILL five seconds later), so background children die with it. If the rollout itself
-is cancelled mid-command, the runtime kills the calling shell and `timeout` still ends the group at its deadline.
+is cancelled mid-command (an agent timeout), every process that inherited the command's marker variable is killed,
+wherever it went.
 Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
 printing gigabytes costs the host nothing.
 

@@ -1,0 +1,101 @@
+"""Self-summarization: the model compacts its own context and continues from its summary.
+
+Composer works past its context window by having the model summarise its progress when the context grows long and
+continuing from that summary; the summary turns are trained with the task's final reward, so the model learns to
+write summaries that lead to solved tasks (Cursor, "Composer: building a fast frontier model with RL", 2025, and
+"Training Composer for longer horizons", 2026: about half the compaction error of a prompted baseline at a fifth of
+the tokens).
+
+Here, after a turn whose context (prompt + completion tokens from `usage`, or an estimate when a server reports
+none, plus the estimated size of the tool output appended since) reaches the threshold:
+
+1. The summary prompt is appended to the *current* conversation as a user message and the model is sampled with
+   `tool_choice="none"` (the tool list stays in the request, so the rendered prefix is the one the model has been
+   working in). The reply is a sampled node on the current branch of the trace, so it carries the final reward.
+2. An empty reply is resampled from the same request, at most `summary_attempts` calls in all.
+3. The conversation restarts as [system, task, summary framed as a user message]. That prompt shares the system and
+   task nodes with the old branch and forks after them, so it opens a new branch of the trace (one training sample
+   per branch in PRIME-RL).
+
+The threshold defaults to `max(window - reserve_tokens, window // 2)` with the window from `GET /v1/models`, the same
+rule verifiers 0.4.0's built-in compaction uses, so summaries are written with room to spare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from composer_agent.config import CompactionConfig
+from composer_agent.model import ModelClient
+from composer_agent.text import CHARS_PER_TOKEN, estimate_tokens, truncate_middle
+
+SUMMARY_PROMPT = """Your context is about to be reset. Write a summary that lets you continue the task from it alone.
+
+Include:
+- What is done: the changes made so far (files and what changed in them) and what you verified.
+- What remains: the next concrete steps, in order.
+- What you need to know: relevant file paths, function names, commands, error messages, test results, and any facts
+  or constraints you discovered.
+
+Be concise and specific. Reply with the summary as plain text; do not call any tools."""
+
+RESUME_FRAMING = """Your context was reset to save space. This is the summary you wrote of your progress so far; the \
+work directory is as you left it. Continue the task from here.
+
+<summary>
+{summary}
+</summary>"""
+
+EMPTY_SUMMARY_NOTE = "(empty summary)"
+
+
+def default_threshold(window: int, reserve_tokens: int) -> int:
+    """Compact with `reserve_tokens` to spare below the window; small windows compact at half."""
+    return max(window - reserve_tokens, window // 2)
+
+
+def resolve_threshold(config: CompactionConfig, window: int | None) -> int | None:
+    """The threshold in force: the configured one, else one derived from the window, else None (compaction off)."""
+    if not config.enabled:
+        return None
+    if config.summarize_at_tokens is not None:
+        return config.summarize_at_tokens
+    if window is None:
+        return None
+    return default_threshold(window, config.reserve_tokens)
+
+
+def fresh_context(
+    head: list[dict[str, Any]], task: list[dict[str, Any]], summary: str, max_tokens: int
+) -> list[dict[str, Any]]:
+    """The post-compaction prompt: system messages, the task, and the summary (bounded) as a user message."""
+    bounded = truncate_middle(summary.strip(), max_tokens * CHARS_PER_TOKEN)
+    return [*head, *task, {"role": "user", "content": RESUME_FRAMING.format(summary=bounded)}]
+
+
+@dataclass
+class Summary:
+    text: str | None
+    """The accepted summary; None when every attempt came back empty."""
+    tokens: int
+    attempts: int
+    empty: int
+
+
+async def summarize(
+    model: ModelClient, messages: list[dict[str, Any]], tools: list[dict[str, Any]], config: CompactionConfig
+) -> Summary:
+    """Ask the model for a summary of `messages`, tools disabled; resample an empty reply a bounded number of times.
+
+    Raises RolloutStopped when the interception refuses the call (the rollout stopped) — the caller ends cleanly."""
+    request = [*messages, {"role": "user", "content": SUMMARY_PROMPT}]
+    empty = 0
+    for attempt in range(1, config.summary_attempts + 1):
+        completion = await model.complete(request, tools, tool_choice="none", max_tokens=config.summary_max_tokens)
+        text = completion.content.strip()
+        if text:
+            tokens = completion.completion_tokens if completion.completion_tokens is not None else estimate_tokens(text)
+            return Summary(text, tokens, attempt, empty)
+        empty += 1
+    return Summary(None, 0, config.summary_attempts, empty)

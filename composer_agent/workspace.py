@@ -1,0 +1,266 @@
+"""The task's work directory, reached only through the verifiers runtime.
+
+Every operation is one `runtime.run` of a short bash script (or `runtime.write` for file bytes), so the tools behave
+the same on the subprocess runtime (a host directory) and in a docker or prime box. The box needs bash, GNU coreutils
+(`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports what is missing.
+
+Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
+when the time is up (TERM, then KILL five seconds later), so background children die with it. If the rollout itself
+is cancelled mid-command (an agent timeout), every process that inherited the command's marker variable is killed,
+wherever it went.
+Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
+printing gigabytes costs the host nothing.
+
+Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked again
+in the box with `realpath`, which catches symlinks pointing outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from verifiers.v1.runtimes import ProgramResult, Runtime
+
+from composer_agent.text import PathEscape, normalize_path
+
+logger = logging.getLogger(__name__)
+
+EXIT_ESCAPE = 3
+EXIT_MISSING = 4
+EXIT_BAD_REQUEST = 5
+EXIT_UNSUPPORTED = 6
+
+KILL_GRACE_S = 5
+"""Seconds between TERM and KILL for a command that outlives its timeout."""
+
+BACKSTOP_S = 30.0
+"""Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
+
+MARKER_VAR = "COMPOSER_AGENT_COMMAND"
+"""Set to a fresh id in every shell command's environment, so a cancelled command's processes can be found and killed
+wherever they went (their process group, or a session of their own)."""
+
+REAP_S = 10.0
+"""Seconds allowed for killing a cancelled command's processes."""
+
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
+
+_PRELUDE = r"""
+cap() {  # print file $1, keeping its head and tail within $2 bytes
+  size=$(wc -c < "$1")
+  if [ "$size" -gt "$2" ]; then
+    half=$(($2 / 2))
+    head -c "$half" "$1"
+    printf '\n[... %d bytes truncated ...]\n' $((size - 2 * half))
+    tail -c "$half" "$1"
+  else
+    cat "$1"
+  fi
+}
+inside() {  # exit 3 unless $1 resolves (symlinks followed) inside the work directory
+  both=$(realpath -m -- . "$1") || exit 2
+  root=${both%%$'\n'*}; resolved=${both#*$'\n'}
+  case "$resolved" in
+    "$root"|"$root"/*) ;;
+    *) echo "path '$1' resolves to $resolved, outside the work directory"; exit 3 ;;
+  esac
+}
+scratch() {  # a private scratch file, created without a process (noclobber opens it O_EXCL), removed at exit
+  s="${TMPDIR:-/tmp}/composer-agent.$$.$RANDOM$RANDOM"
+  set -C; : > "$s" || { echo "cannot create a scratch file in ${TMPDIR:-/tmp}"; exit 125; }; set +C
+  trap 'rm -f "$s" "$s.2"' EXIT
+}
+"""
+
+_PROBE = r"""
+pwd -L; pwd -P
+for p in "$@"; do command -v "$p" >/dev/null 2>&1 || echo "missing $p"; done
+"""
+
+_SHELL = r"""
+scratch
+timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
+rc=$?
+cap "$s" "$4"
+exit $rc
+"""
+
+_REAP = r"""
+for f in $(grep -lzx "COMPOSER_AGENT_COMMAND=$1" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null
+done
+exit 0
+"""
+
+_KIND = r"""
+inside "$1"
+if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file
+elif [ -e "$1" ]; then echo other; else echo missing; fi
+"""
+
+_READ = r"""
+inside "$1"
+[ -f "$1" ] || { if [ -e "$1" ]; then echo "$1 is not a regular file"; else echo "no such file: $1"; fi; exit 4; }
+size=$(wc -c < "$1")
+[ "$size" -le "$2" ] || { echo "$1 is $size bytes, over the $2 byte limit for edits"; exit 6; }
+base64 -- "$1"
+"""
+
+_VIEW = r"""
+inside "$1"
+scratch
+if [ -d "$1" ]; then
+  find "$1" -mindepth 1 -maxdepth 2 -not -path '*/.git/*' -not -path '*/node_modules/*' -not -path '*/__pycache__*' \
+    -printf '%y %P\n' 2>/dev/null | sort -k2 > "$s"
+  n=$(wc -l < "$s")
+  echo "# directory $1 ($n entries to depth 2; d = directory, f = file, l = link)"
+  head -n "$5" "$s"
+  [ "$n" -gt "$5" ] && echo "[... $((n - $5)) more entries; view a subdirectory ...]"
+  exit 0
+fi
+[ -e "$1" ] || { echo "no such file or directory: $1"; exit 4; }
+[ -f "$1" ] || { echo "$1 is not a regular file"; exit 6; }
+if LC_ALL=C grep -qaP '\x00' -- "$1"; then echo "$1 is a binary file; not shown"; exit 6; fi
+# One pass: the range goes to the scratch file, the header (which needs the line count) to stdout at the end.
+awk -v s="$2" -v e="$3" -v out="$s" -v f="$1" '
+  NR >= s && (e == 0 || NR <= e) { printf "%6d\t%s\n", NR, $0 > out }
+  END {
+    if (NR > 0 && s > NR) { printf "start_line %d is past the end of %s (%d lines)\n", s, f, NR; exit 5 }
+    last = (e == 0 || e > NR) ? NR : e
+    printf "# %s: lines %d-%d of %d\n", f, s, last, NR
+  }' "$1" || exit $?
+cap "$s" "$4"
+"""
+
+_SEARCH = r"""
+inside "$2"
+[ -e "$2" ] || { echo "no such file or directory: $2"; exit 4; }
+scratch
+grep -rnIE --exclude-dir=.git --exclude-dir=node_modules -e "$1" -- "$2" > "$s" 2> "$s.2"
+rc=$?
+n=$(wc -l < "$s")
+if [ "$n" -eq 0 ]; then
+  if [ "$rc" -ge 2 ]; then echo "grep failed: $(head -c 500 "$s.2")"; exit 5; fi
+  echo "no matches for /$1/ under $2"; exit 0
+fi
+echo "# $n matching lines for /$1/ under $2"
+head -n "$3" "$s" | sed 's|^\./||' | cut -c1-400 > "$s.2"
+cap "$s.2" "$4"
+[ "$n" -gt "$3" ] && echo "[... $((n - $3)) more matching lines not shown; narrow the pattern or the path ...]"
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    output: str
+    exit_code: int
+    timed_out: bool
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    output: str
+    exit_code: int
+
+
+class Workspace:
+    """Tool operations on the task's work directory (the runtime's working directory)."""
+
+    def __init__(self, runtime: Runtime, env: dict[str, str], *, output_cap_bytes: int, op_timeout_s: float):
+        self.runtime = runtime
+        self.env = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", **env}
+        self.output_cap_bytes = output_cap_bytes
+        self.op_timeout_s = op_timeout_s
+        self.roots: tuple[str, ...] = ()
+        self.missing: list[str] = []
+
+    async def probe(self) -> None:
+        """Learn the work directory's absolute spellings and which required programs the box lacks."""
+        result = await self._run(["bash", "-c", _PROBE, "composer-agent", *REQUIRED_PROGRAMS], self.op_timeout_s)
+        lines = result.stdout.splitlines()
+        self.roots = tuple(dict.fromkeys(line for line in lines[:2] if line.startswith("/")))
+        self.missing = [line.split(" ", 1)[1] for line in lines[2:] if line.startswith("missing ")]
+
+    def resolve(self, path: str) -> str:
+        """The work-directory-relative form of a model-given path; PathEscape when it leaves the directory."""
+        rel = normalize_path(path, self.roots)
+        # A leading dash would read as an option to find/awk/grep in the scripts.
+        return f"./{rel}" if rel.startswith("-") else rel
+
+    async def shell(self, command: str, timeout_s: int) -> ShellResult:
+        start = time.monotonic()
+        marker = uuid.uuid4().hex
+        args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes)]
+        argv = ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args]
+        try:
+            result = await asyncio.wait_for(
+                self.runtime.run(argv, {**self.env, MARKER_VAR: marker}), timeout_s + KILL_GRACE_S + BACKSTOP_S
+            )
+        except TimeoutError:
+            await self._reap(marker)
+            return ShellResult("", -1, True, time.monotonic() - start)
+        except asyncio.CancelledError:
+            # The rollout was cancelled mid-command (agent timeout, shutdown). `timeout` keeps the command's group
+            # apart from the calling shell the runtime kills, so end the command's processes before going.
+            await asyncio.shield(self._reap(marker))
+            raise
+        elapsed = time.monotonic() - start
+        # `timeout` exits 124 after TERM; when the group had to be KILLed the shell reports 137 (or -9 through a
+        # runtime that returns the signal). Neither can come from a command that finished before its deadline.
+        timed_out = result.exit_code in (124, 137, -9) and elapsed >= timeout_s
+        return ShellResult(result.stdout + result.stderr, result.exit_code, timed_out, elapsed)
+
+    async def _reap(self, marker: str) -> None:
+        """KILL every process in the box that inherited this command's marker variable (best effort, bounded)."""
+        try:
+            await asyncio.wait_for(self.runtime.run(["bash", "-c", _REAP, "composer-agent", marker], {}), REAP_S)
+        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; nothing more to do
+            logger.debug("reaping command %s failed: %s", marker, e)
+
+    async def kind(self, path: str) -> Literal["file", "dir", "missing", "other"]:
+        result = await self.script(_KIND, path)
+        if result.exit_code == EXIT_ESCAPE:
+            raise PathEscape(result.output.strip())
+        if result.exit_code != 0:
+            raise OSError(f"cannot inspect {path!r}: {result.output.strip()}")
+        kind = result.output.strip().splitlines()[-1] if result.output.strip() else ""
+        if kind not in ("file", "dir", "missing", "other"):
+            raise OSError(f"cannot inspect {path!r}: unexpected answer {kind!r}")
+        return kind  # type: ignore[return-value]
+
+    async def view(self, path: str, start_line: int, end_line: int, max_entries: int) -> ScriptResult:
+        return await self.script(
+            _VIEW, path, str(start_line), str(end_line), str(self.output_cap_bytes), str(max_entries)
+        )
+
+    async def search(self, pattern: str, path: str, max_matches: int) -> ScriptResult:
+        return await self.script(_SEARCH, pattern, path, str(max_matches), str(self.output_cap_bytes))
+
+    async def read(self, path: str, max_bytes: int) -> bytes:
+        """A regular file's bytes, after the same escape check; OSError when it is missing, not a file or too big."""
+        result = await self._run(
+            ["bash", "-c", _PRELUDE + _READ, "composer-agent", path, str(max_bytes)], self.op_timeout_s
+        )
+        if result.exit_code == EXIT_ESCAPE:
+            raise PathEscape(result.stdout.strip())
+        if result.exit_code != 0:
+            raise OSError((result.stdout + result.stderr).strip() or f"cannot read {path!r}")
+        return base64.b64decode(result.stdout)
+
+    async def write(self, path: str, data: bytes) -> None:
+        await asyncio.wait_for(self.runtime.write(path, data), self.op_timeout_s)
+
+    async def script(self, body: str, *args: str) -> ScriptResult:
+        result = await self._run(["bash", "-c", _PRELUDE + body, "composer-agent", *args], self.op_timeout_s)
+        return ScriptResult(result.stdout + result.stderr, result.exit_code)
+
+    async def _run(self, argv: list[str], timeout_s: float) -> ProgramResult:
+        return await asyncio.wait_for(self.runtime.run(argv, dict(self.env)), timeout_s)

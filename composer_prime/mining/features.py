@@ -203,7 +203,8 @@ def discover(path: str, source: str) -> list[Feature]:
                     )
                 )
     module_members = _member_docs(tree)
-    if PurePosixPath(path).name != "__init__.py" and module_members:
+    has_code = any(f.kind in ("function", "class") for f in features)
+    if PurePosixPath(path).name != "__init__.py" and module_members and has_code:
         features.append(
             Feature(
                 kind="module",

@@ -185,3 +185,23 @@ def build_shop_repo(root: Path) -> Path:
         [sys.executable, "-m", "compileall", "-q", "shop"], cwd=repo, check=True, timeout=60, capture_output=True
     )
     return repo
+
+
+_MINED: dict[str, tuple[Path, Path, list[str]]] = {}
+
+
+def mined_shop(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+    """Build and mine the shop repository once per test session: (repo, tasks file, progress lines).
+
+    Every candidate is mined (nine tasks); the tests that read the result must not modify it.
+    """
+    if "shop" not in _MINED:
+        from composer_prime.mining.miner import MineConfig, Miner
+
+        root = tmp_path_factory.mktemp("featdel-shop")
+        repo = build_shop_repo(root)
+        out = root / "out" / "tasks.jsonl"
+        lines: list[str] = []
+        Miner(MineConfig(repo=repo, out=out, test_timeout_s=120), log=lines.append).run()
+        _MINED["shop"] = (repo, out, lines)
+    return _MINED["shop"]

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
-            print(f"mine-features: --{field.replace('_', '-')} = {error.get('input')!r}: {error['msg']}", file=sys.stderr)
+            print(
+                f"mine-features: --{field.replace('_', '-')} = {error.get('input')!r}: {error['msg']}", file=sys.stderr
+            )
         return 2
     try:
         tasks = Miner(config).run()

@@ -31,8 +31,9 @@ def is_test_file(path: str) -> bool:
 
 
 def is_protected_file(path: str) -> bool:
-    """Files grading restores from the task: test files plus the pytest configuration at the repository root."""
-    return is_test_file(path) or path in PYTEST_CONFIGS
+    """Files grading restores from the task: test files, everything else under a `tests/` folder (test data), and
+    the pytest configuration at the repository root."""
+    return is_test_file(path) or path in PYTEST_CONFIGS or bool(TEST_DIRS & set(PurePosixPath(path).parts[:-1]))
 
 
 def is_source_file(path: str) -> bool:
@@ -99,9 +100,9 @@ def signature_of(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) ->
 
 def _body_without_docstring(node: ast.AST) -> list[ast.stmt]:
     body = list(getattr(node, "body", []))
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        if isinstance(body[0].value.value, str):
-            body = body[1:]
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        body = body[1:]
     return body
 
 
@@ -136,9 +137,9 @@ def _public(name: str) -> bool:
 def _member_docs(node: ast.AST) -> tuple[tuple[str, str | None], ...]:
     members = []
     for child in getattr(node, "body", []):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if _public(child.name) or child.name == "__init__":
-                members.append((signature_of(child), ast.get_docstring(child)))
+        is_definition = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        if is_definition and (_public(child.name) or child.name == "__init__"):
+            members.append((signature_of(child), ast.get_docstring(child)))
     return tuple(members)
 
 

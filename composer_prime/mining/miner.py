@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,6 @@ from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
 from composer_prime.mining.snapshot import SnapshotError, build_snapshot, fingerprint, list_files, write_tree
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
-
 
 
 class MiningError(Exception):
@@ -218,7 +217,9 @@ class Miner:
         fail_to_pass = sorted(t for t in baseline_passed if run.outcomes.get(t) not in PASSING)
         pass_to_pass = sorted(baseline_passed - set(fail_to_pass))
         if len(fail_to_pass) < self.config.min_tests:
-            raise _Skip("too few failing", f"{len(fail_to_pass)} test(s) fail without it (need {self.config.min_tests})")
+            raise _Skip(
+                "too few failing", f"{len(fail_to_pass)} test(s) fail without it (need {self.config.min_tests})"
+            )
         if not pass_to_pass:
             raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
         test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
@@ -236,7 +237,9 @@ class Miner:
             snapshot = build_snapshot(visible, deletion.removed)
         except SnapshotError as exc:
             raise _Skip("snapshot", str(exc)) from exc
-        visible_texts = {path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")}
+        visible_texts = {
+            path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
+        }
         imports_removed = sorted(path for path in deletion.changed if path != feature.path)
         prompt = render(feature, call_sites(visible_texts, feature), imports_removed)
         gold_patch = unified_patch(
@@ -280,8 +283,6 @@ class _Skip(Exception):
 
 
 def _is_text(path: str, data: bytes) -> bool:
-    if PurePosixPath(path).suffix not in {".py", ".cfg", ".ini", ".toml", ".txt", ".md", ".rst", ".json", ".yaml"}:
-        return False
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

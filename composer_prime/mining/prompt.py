@@ -75,7 +75,9 @@ def render(feature: Feature, sites: list[str], import_sites: list[str]) -> str:
         "",
         "## How it is judged",
         "",
-        "Hidden tests exercise this feature; the repository's other tests must keep passing. Do not edit test files: "
-        "they are restored before grading. Run the visible tests with `python -m pytest`.",
+        (
+            "Hidden tests exercise this feature; the repository's other tests must keep passing. Do not edit test "
+            "files: they are restored before grading. Run the visible tests with `python -m pytest`."
+        ),
     ]
     return "\n".join(parts)

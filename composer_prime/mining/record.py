@@ -63,7 +63,7 @@ class MinedTask(BaseModel):
     """Wall-clock limit for one run of the suite, in seconds."""
 
     @model_validator(mode="after")
-    def _held_out_are_test_files(self) -> "MinedTask":
+    def _held_out_are_test_files(self) -> MinedTask:
         missing = [path for path in self.held_out if path not in self.test_files]
         if missing:
             raise ValueError(

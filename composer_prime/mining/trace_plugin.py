@@ -31,7 +31,7 @@ def _relative(filename: str) -> str | None:
     return _paths[filename]
 
 
-def _profile(frame, event, arg):  # noqa: ARG001 - sys.setprofile's signature
+def _profile(frame, event, arg):
     if event != "call" or _current is None:
         return
     code = frame.f_code
@@ -41,7 +41,7 @@ def _profile(frame, event, arg):  # noqa: ARG001 - sys.setprofile's signature
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
+def pytest_runtest_protocol(item, nextitem):
     global _current
     _current = _calls.setdefault(item.nodeid, set())
     sys.setprofile(_profile)
@@ -54,7 +54,7 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
         _current = None
 
 
-def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
+def pytest_sessionfinish(session, exitstatus):
     if _OUT:
         with open(_OUT, "w", encoding="utf-8") as handle:
             json.dump({test: sorted(calls) for test, calls in _calls.items()}, handle)

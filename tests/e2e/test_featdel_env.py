@@ -10,8 +10,8 @@ import os
 import sys
 
 import pytest
-
 import verifiers.v1 as vf
+
 from tests.support.featdel_repo import CART, FILES, INIT, PRICING, mined_shop
 from tests.support.scripted_server import ScriptedModelServer, tool
 
@@ -143,7 +143,9 @@ def test_rollout_restoring_the_feature_scores_one(tasks_file):
 
 
 def test_rollout_editing_the_tests_scores_zero(tasks_file):
-    fake_tests = "def test_discount_reduces_amount():\n    pass\n\n\ndef test_discount_rejects_bad_percent():\n    pass\n"
+    fake_tests = (
+        "def test_discount_reduces_amount():\n    pass\n\n\ndef test_discount_rejects_bad_percent():\n    pass\n"
+    )
     # a conftest.py that would make every hidden test pass if it survived grading
     sneaky_conftest = (
         "import shop.cart\nimport shop.pricing\n\n\ndef _apply(amount, percent):\n"

@@ -32,7 +32,7 @@ def mined(tmp_path_factory):
 
 
 def test_mines_several_tasks_of_every_kind(mined):
-    repo, out, lines = mined
+    _, out, lines = mined
     tasks, errors = load_rows(out)
     assert errors == []
     by_id = {task.task_id: task for task in tasks}
@@ -43,7 +43,10 @@ def test_mines_several_tasks_of_every_kind(mined):
         assert set(task.fail_to_pass).isdisjoint(task.pass_to_pass)
         assert set(task.fail_to_pass) | set(task.pass_to_pass) == ALL_TESTS
     total = by_id["shop-repo:shop/cart.py::Cart.total"]
-    assert total.fail_to_pass == ["tests/test_cart.py::test_empty_cart_total", "tests/test_cart.py::test_total_with_discount"]
+    assert total.fail_to_pass == [
+        "tests/test_cart.py::test_empty_cart_total",
+        "tests/test_cart.py::test_total_with_discount",
+    ]
     assert total.held_out == ["tests/test_cart.py"]
     textutil = by_id["shop-repo:shop/textutil.py"]
     assert textutil.feature.kind == "module" and "diff --git a/shop/textutil.py" in textutil.gold_patch
@@ -80,7 +83,11 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
             work_tree = [p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
             assert not [p for p in work_tree if line in p.read_text(errors="replace")]
             objects = subprocess.run(
-                ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=root, capture_output=True, timeout=60
+                ["git", "cat-file", "--batch-all-objects", "--batch"],
+                cwd=root,
+                capture_output=True,
+                timeout=60,
+                check=True,
             ).stdout
             assert line.encode() not in objects
             assert line not in task.prompt
@@ -150,7 +157,7 @@ def double(x):
     return 2 * x
 '''
 
-LOOP_TESTS = '''\
+LOOP_TESTS = """\
 from loop import core
 
 
@@ -164,7 +171,7 @@ def test_walk():
 
 def test_double():
     assert core.double(4) == 8
-'''
+"""
 
 
 def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):

@@ -81,7 +81,7 @@ from shop.pricing import apply_discount, format_price
 __all__ = ["Cart", "apply_discount", "format_price"]
 '''
 
-TEST_PRICING = '''\
+TEST_PRICING = """\
 import pytest
 
 from shop.pricing import apply_discount, format_price
@@ -102,9 +102,9 @@ def test_format_price_default_currency():
 
 def test_format_price_other_currency():
     assert format_price(2, "USD") == "2.00 USD"
-'''
+"""
 
-TEST_CART = '''\
+TEST_CART = """\
 import pytest
 
 from shop import Cart
@@ -130,9 +130,9 @@ def test_total_with_discount():
 
 def test_empty_cart_total():
     assert Cart().total() == 0.0
-'''
+"""
 
-TEST_TEXTUTIL = '''\
+TEST_TEXTUTIL = """\
 from shop.textutil import initials, slugify
 
 
@@ -142,7 +142,7 @@ def test_slugify_words():
 
 def test_initials():
     assert initials("ada lovelace") == "AL"
-'''
+"""
 
 FILES = {
     "shop/__init__.py": INIT,

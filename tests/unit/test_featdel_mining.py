@@ -57,6 +57,7 @@ def test_file_roles():
     assert module_name("src/shop/__init__.py") == "shop"
     assert not is_source_file("tests/test_cart.py") and is_protected_file("tests/test_cart.py")
     assert is_protected_file("pytest.ini") and is_protected_file("pkg/conftest.py")
+    assert is_protected_file("tests/data/expected.json") and not is_protected_file("docs/index.md")
     assert not is_source_file("setup.py") and not is_protected_file("shop/cart.py")
 
 
@@ -120,7 +121,9 @@ def test_delete_last_method_leaves_pass():
 
 def test_module_imported_by_sources_is_not_deletable():
     with pytest.raises(CannotDelete, match="shop/cart.py"):
-        delete_feature(FILES, next(f for f in discover("shop/pricing.py", FILES["shop/pricing.py"]) if f.kind == "module"))
+        delete_feature(
+            FILES, next(f for f in discover("shop/pricing.py", FILES["shop/pricing.py"]) if f.kind == "module")
+        )
     textutil = next(f for f in discover("shop/textutil.py", FILES["shop/textutil.py"]) if f.kind == "module")
     assert delete_feature(FILES, textutil).changed == {"shop/textutil.py": None}
 

@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import verifiers.v1 as vf
 from pydantic import Field
 
-import verifiers.v1 as vf
 from composer_prime.mining.outcomes import parse_outcomes, pass_fraction, passing
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.testrun import PYTEST_ARGS
@@ -41,7 +41,9 @@ PATCH_CAP_BYTES = 200_000
 # Files that change what pytest runs: any the task does not own are removed before grading.
 _LIST_INFLUENCERS = (
     "find . -path ./.git -prune -o \\( -name conftest.py -o -name sitecustomize.py -o -name usercustomize.py "
-    "-o -name __pycache__ \\) -print0; for f in " + " ".join(ROOT_CONFIGS) + '; do [ -e "$f" ] && printf "./%s\\0" "$f"; done; true'
+    "-o -name __pycache__ \\) -print0; for f in "
+    + " ".join(ROOT_CONFIGS)
+    + '; do [ -e "$f" ] && printf "./%s\\0" "$f"; done; true'
 )
 # Runs the test command: network namespace when allowed, `timeout` when present, the work tree first on sys.path.
 _RUN_SUITE = (
@@ -130,7 +132,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         grade = Grade()
         try:
             result = await asyncio.wait_for(runtime.run(argv, env), limit + 30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             grade.error = f"the test run did not return within {limit + 30:g}s"
         else:
             output = result.stdout + "\n" + result.stderr
@@ -186,7 +188,9 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 "`composer-prime mine-features --repo REPO --out PATH`"
             )
         if not path.is_file():
-            raise FileNotFoundError(f"feature-deletion: tasks = {str(path)!r}: no such file; mine one with mine-features")
+            raise FileNotFoundError(
+                f"feature-deletion: tasks = {str(path)!r}: no such file; mine one with mine-features"
+            )
         rows, self.load_errors = load_rows(path)
         for error in self.load_errors:
             logger.warning("feature-deletion: %s: %s; the row is skipped", path, error)

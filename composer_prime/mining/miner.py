@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +75,20 @@ def _covers(feature: Feature, path: str, qualname: str) -> bool:
 def covering_tests(feature: Feature, calls: dict[str, list[tuple[str, str]]]) -> set[str]:
     """The tests whose traced calls enter the feature (a class: any of its methods; a module: any function)."""
     return {test for test, called in calls.items() if any(_covers(feature, p, q) for p, q in called)}
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    """What every candidate of one run shares: the repository's files, the baseline, the private work copy."""
+
+    repo_name: str
+    repo_fp: str
+    files: dict[str, bytes]
+    texts: dict[str, str]
+    """The files that decode as UTF-8."""
+    baseline_passed: frozenset[str]
+    work: Path
+    """The private copy where deletions are applied and the suite runs."""
 
 
 class Miner:
@@ -148,6 +163,7 @@ class Miner:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
+            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work)
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
             started, kept_now, reasons = time.monotonic(), 0, Counter()
@@ -159,7 +175,7 @@ class Miner:
                     continue
                 prefix = f"[{index}/{len(candidates)}] {feature.key} ({feature.kind})"
                 try:
-                    task = self._try(feature, task_id, repo.name, repo_fp, files, texts, baseline, work)
+                    task = self._try(feature, task_id, space)
                 except _Skip as skip:
                     skipped[feature.key] = str(skip)
                     reasons[skip.kind] += 1
@@ -194,28 +210,19 @@ class Miner:
                 kept.append(feature)
         return sorted(kept, key=_order)
 
-    def _try(
-        self,
-        feature: Feature,
-        task_id: str,
-        repo_name: str,
-        repo_fp: str,
-        files: dict[str, bytes],
-        texts: dict[str, str],
-        baseline: TestRun,
-        work: Path,
-    ) -> MinedTask:
+    def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
+        """Delete `feature`, run the suite, and build the task; raise `_Skip` with the reason when it does not qualify."""
+        texts, files = space.texts, space.files
         try:
             deletion = delete_feature(texts, feature)
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
         try:
-            run = self._run_deleted(work, deletion, texts)
+            run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
             raise _Skip("timed out", str(exc)) from exc
-        baseline_passed = passing(baseline.outcomes)
-        fail_to_pass = sorted(t for t in baseline_passed if run.outcomes.get(t) not in PASSING)
-        pass_to_pass = sorted(baseline_passed - set(fail_to_pass))
+        fail_to_pass = sorted(t for t in space.baseline_passed if run.outcomes.get(t) not in PASSING)
+        pass_to_pass = sorted(space.baseline_passed - set(fail_to_pass))
         if len(fail_to_pass) < self.config.min_tests:
             raise _Skip(
                 "too few failing", f"{len(fail_to_pass)} test(s) fail without it (need {self.config.min_tests})"
@@ -248,8 +255,8 @@ class Miner:
         )
         return MinedTask(
             task_id=task_id,
-            repo=repo_name,
-            repo_fingerprint=repo_fp,
+            repo=space.repo_name,
+            repo_fingerprint=space.repo_fp,
             feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
             prompt=prompt,
             snapshot=snapshot,

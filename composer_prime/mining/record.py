@@ -9,7 +9,7 @@ and the rest still load.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -61,6 +61,17 @@ class MinedTask(BaseModel):
     """The pytest launcher, e.g. `["python", "-m", "pytest"]`; grading appends its own arguments."""
     test_timeout_s: float = Field(gt=0)
     """Wall-clock limit for one run of the suite, in seconds."""
+
+    @model_validator(mode="after")
+    def _paths_stay_in_the_work_directory(self) -> MinedTask:
+        for path in [self.feature.path, *self.test_files, *self.held_out]:
+            parts = PurePosixPath(path).parts
+            if not parts or path.startswith("/") or ".." in parts or "\\" in path:
+                raise ValueError(
+                    f"path {path!r} is not a relative path inside the repository; every path in a task is written "
+                    "relative to the rollout's work directory (re-mine the task)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _held_out_are_test_files(self) -> MinedTask:

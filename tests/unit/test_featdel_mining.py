@@ -181,8 +181,9 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     }  # fmt: skip
     missing = {k: v for k, v in good.items() if k != "gold_patch"}
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}
+    escaping = {**good, "test_files": {"../outside.py": "x = 1\n"}, "held_out": []}
     path = tmp_path / "tasks.jsonl"
-    path.write_text("\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]"]) + "\n")
+    path.write_text("\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)]) + "\n")
     tasks, errors = load_rows(path)
     assert [task.task_id for task in tasks] == ["r:m.py::f"]
     assert errors[0] == "row 2 (task_id 'r:m.py::f'): field 'gold_patch' is missing"
@@ -190,3 +191,4 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     assert errors[2].startswith("row 4 (task_id 'r:m.py::g'): field 'fail_to_pass' = 'tests/test_m.py::test_f'")
     assert "valid list" in errors[2]
     assert errors[3] == "row 5: expected a JSON object, got list"
+    assert "path '../outside.py' is not a relative path inside the repository" in errors[4]

@@ -180,6 +180,9 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
 
 class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConfig]):
+    load_errors: list[str] = []
+    """Set by `load`: one message per bad row of the tasks file (row number, field, value); those rows are skipped."""
+
     def load(self) -> list[FeatureDeletionTask]:
         path = self.config.tasks
         if path is None:

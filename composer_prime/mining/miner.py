@@ -1,0 +1,302 @@
+"""Mine Feature Deletion tasks from a tested repository (see the package docstring for the algorithm).
+
+All work happens in a private copy of the repository; the repository itself is only read. The output file is
+rewritten atomically after every kept task, so an interrupted run leaves a valid file and the next run resumes:
+tasks already in it are kept, candidates already rejected (recorded in `<out>.skipped.json`) are not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
+from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
+from composer_prime.mining.outcomes import PASSING, passing
+from composer_prime.mining.patch import unified_patch
+from composer_prime.mining.prompt import call_sites, render
+from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
+from composer_prime.mining.snapshot import SnapshotError, build_snapshot, fingerprint, list_files, write_tree
+from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
+
+
+class MiningError(Exception):
+    """The run cannot start or go on (bad repository, failing baseline, changed repository on resume)."""
+
+
+class MineConfig(BaseModel):
+    """What `composer-prime mine-features` mines and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: Path
+    """The repository to mine (a folder; a git work tree or not). It is only read."""
+    out: Path
+    """The tasks file (JSON lines) to write; an existing one is resumed."""
+    max_tasks: int | None = Field(None, ge=1)
+    """Stop after this many tasks in the file (resumed ones included); None mines every candidate."""
+    min_tests: int = Field(1, ge=1)
+    """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
+    test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
+    """The pytest launcher; mining and grading append their own arguments."""
+    test_timeout_s: float = Field(300.0, gt=0)
+    """Wall-clock limit for one run of the suite, in seconds; a run past it is killed and the candidate skipped."""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _covers(feature: Feature, path: str, qualname: str) -> bool:
+    if path != feature.path:
+        return False
+    return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
+
+
+def covering_tests(feature: Feature, calls: dict[str, list[tuple[str, str]]]) -> set[str]:
+    """The tests whose traced calls enter the feature (a class: any of its methods; a module: any function)."""
+    return {test for test, called in calls.items() if any(_covers(feature, p, q) for p, q in called)}
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    """What every candidate of one run shares: the repository's files, the baseline, the private work copy."""
+
+    repo_name: str
+    repo_fp: str
+    files: dict[str, bytes]
+    texts: dict[str, str]
+    """The files that decode as UTF-8."""
+    baseline_passed: frozenset[str]
+    work: Path
+    """The private copy where deletions are applied and the suite runs."""
+
+
+class Miner:
+    """One mining run. `log` receives progress lines (the CLI prints them to stderr)."""
+
+    def __init__(self, config: MineConfig, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)):
+        self.config = config
+        self.log = log
+        self.skipped_path = config.out.with_name(config.out.name + ".skipped.json")
+
+    def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
+        tasks: list[MinedTask] = []
+        if self.config.out.exists():
+            tasks, errors = load_rows(self.config.out)
+            if errors:
+                raise MiningError(
+                    f"cannot resume {self.config.out}: " + "; ".join(errors) + " (fix or delete the file, or pass "
+                    "another --out)"
+                )
+            stale = [task.task_id for task in tasks if task.repo_fingerprint != repo_fp]
+            if stale:
+                raise MiningError(
+                    f"cannot resume {self.config.out}: {len(stale)} task(s) were mined from a different state of "
+                    f"the repository (e.g. {stale[0]}); pass another --out or delete the file"
+                )
+        skipped: dict[str, str] = {}
+        if self.skipped_path.exists():
+            data = json.loads(self.skipped_path.read_text(encoding="utf-8"))
+            if data.get("repo_fingerprint") == repo_fp:
+                skipped = dict(data.get("skipped", {}))
+        return tasks, skipped
+
+    def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
+        _atomic_write(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
+        _atomic_write(self.skipped_path, json.dumps({"repo_fingerprint": repo_fp, "skipped": skipped}, indent=1))
+
+    def _baseline(self, work: Path) -> TestRun:
+        self.log(f"baseline: running {' '.join(self.config.test_cmd)} in a copy of {self.config.repo}")
+        try:
+            run = run_tests(self.config.test_cmd, work, self.config.test_timeout_s, trace=True)
+        except (TestCommandTimeout, TestCommandFailed) as exc:
+            raise MiningError(f"baseline: {exc}") from exc
+        failing = sorted(test for test, outcome in run.outcomes.items() if outcome in ("FAILED", "ERROR"))
+        if failing:
+            shown = ", ".join(failing[:20]) + (f" and {len(failing) - 20} more" if len(failing) > 20 else "")
+            raise MiningError(
+                f"the test suite of {self.config.repo} does not pass at baseline: {len(failing)} failing: {shown}. "
+                "Mining needs a green suite: fix or deselect those tests first"
+            )
+        if not passing(run.outcomes):
+            tail = "\n".join(run.output.splitlines()[-15:])
+            raise MiningError(
+                f"the test command found no passing tests in {self.config.repo} (exit code {run.exit_code}); check "
+                f"--test-cmd. Last output lines:\n{tail}"
+            )
+        self.log(f"baseline: {len(passing(run.outcomes))} tests pass ({run.seconds:.1f}s)")
+        return run
+
+    def run(self) -> list[MinedTask]:
+        config = self.config
+        repo = config.repo.expanduser().resolve()
+        if not repo.is_dir():
+            raise MiningError(f"--repo {config.repo}: no such directory; pass the root of a Python repository")
+        files = list_files(repo)
+        repo_fp = fingerprint(files)
+        tasks, skipped = self._load_previous(repo_fp)
+        done = {task.task_id for task in tasks}
+        if tasks:
+            self.log(f"resuming: {len(tasks)} task(s) already in {config.out}, {len(skipped)} candidate(s) skipped")
+        texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(path, data)}
+        with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
+            work = Path(scratch) / repo.name
+            write_tree(work, files)
+            baseline = self._baseline(work)
+            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work)
+            candidates = self._candidates(texts, baseline)
+            self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
+            started, kept_now, reasons = time.monotonic(), 0, Counter()
+            for index, feature in enumerate(candidates, start=1):
+                if config.max_tasks is not None and len(tasks) >= config.max_tasks:
+                    break
+                task_id = f"{repo.name}:{feature.key}"
+                if task_id in done or feature.key in skipped:
+                    continue
+                prefix = f"[{index}/{len(candidates)}] {feature.key} ({feature.kind})"
+                try:
+                    task = self._try(feature, task_id, space)
+                except _Skip as skip:
+                    skipped[feature.key] = str(skip)
+                    reasons[skip.kind] += 1
+                    self.log(f"{prefix}: skipped: {skip}")
+                    self._save(tasks, skipped, repo_fp)
+                    continue
+                tasks.append(task)
+                kept_now += 1
+                self._save(tasks, skipped, repo_fp)
+                self.log(
+                    f"{prefix}: kept (FAIL_TO_PASS {len(task.fail_to_pass)}, PASS_TO_PASS {len(task.pass_to_pass)}); "
+                    f"{len(tasks)} task(s) in {config.out}"
+                )
+            self._save(tasks, skipped, repo_fp)
+        elapsed = time.monotonic() - started
+        summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
+        self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
+        return tasks
+
+    def _candidates(self, texts: dict[str, str], baseline: TestRun) -> list[Feature]:
+        features = [f for path, text in sorted(texts.items()) if is_source_file(path) for f in discover(path, text)]
+        calls = baseline.calls
+        if calls is None:
+            self.log("tracing: the pytest plugin did not report; trying every candidate (slower)")
+            return sorted(features, key=_order)
+        passed = passing(baseline.outcomes)
+        calls = {test: called for test, called in calls.items() if test in passed}
+        kept = []
+        for feature in features:
+            covered = covering_tests(feature, calls)
+            if self.config.min_tests <= len(covered) < len(passed):
+                kept.append(feature)
+        return sorted(kept, key=_order)
+
+    def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
+        """Delete `feature`, run the suite, and build the task; raise `_Skip` with the reason when it does not qualify."""
+        texts, files = space.texts, space.files
+        try:
+            deletion = delete_feature(texts, feature)
+        except CannotDelete as exc:
+            raise _Skip("not deletable", str(exc)) from exc
+        try:
+            run = self._run_deleted(space.work, deletion, texts)
+        except TestCommandTimeout as exc:
+            raise _Skip("timed out", str(exc)) from exc
+        fail_to_pass = sorted(t for t in space.baseline_passed if run.outcomes.get(t) not in PASSING)
+        pass_to_pass = sorted(space.baseline_passed - set(fail_to_pass))
+        if len(fail_to_pass) < self.config.min_tests:
+            raise _Skip(
+                "too few failing", f"{len(fail_to_pass)} test(s) fail without it (need {self.config.min_tests})"
+            )
+        if not pass_to_pass:
+            raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
+        test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
+        held_out = sorted({test.split("::", 1)[0] for test in fail_to_pass})
+        outside = [path for path in held_out if path not in test_files]
+        if outside:
+            raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
+        visible = {path: data for path, data in files.items() if path not in held_out}
+        for path, text in deletion.changed.items():
+            if text is None:
+                visible.pop(path, None)
+            else:
+                visible[path] = text.encode("utf-8")
+        try:
+            snapshot = build_snapshot(visible, deletion.removed)
+        except SnapshotError as exc:
+            raise _Skip("snapshot", str(exc)) from exc
+        visible_texts = {
+            path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
+        }
+        imports_removed = sorted(path for path in deletion.changed if path != feature.path)
+        prompt = render(feature, call_sites(visible_texts, feature), imports_removed)
+        gold_patch = unified_patch(
+            before={path: deletion.changed[path] for path in deletion.changed},
+            after={path: texts[path] for path in deletion.changed},
+        )
+        return MinedTask(
+            task_id=task_id,
+            repo=space.repo_name,
+            repo_fingerprint=space.repo_fp,
+            feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
+            prompt=prompt,
+            snapshot=snapshot,
+            test_files=test_files,
+            held_out=held_out,
+            fail_to_pass=fail_to_pass,
+            pass_to_pass=pass_to_pass,
+            gold_patch=gold_patch,
+            test_cmd=self.config.test_cmd,
+            test_timeout_s=self.config.test_timeout_s,
+        )
+
+    def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:
+        """Run the suite with the deletion applied to the work copy, then put the original files back."""
+        try:
+            for path, text in deletion.changed.items():
+                if text is None:
+                    (work / path).unlink()
+                else:
+                    (work / path).write_text(text, encoding="utf-8")
+            return run_tests(self.config.test_cmd, work, self.config.test_timeout_s)
+        finally:
+            for path in deletion.changed:
+                (work / path).write_text(texts[path], encoding="utf-8")
+
+
+class _Skip(Exception):
+    def __init__(self, kind: str, reason: str):
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+
+
+def _is_text(path: str, data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _order(feature: Feature) -> tuple[str, bool, int]:
+    """Reading order within a file, whole modules last."""
+    return feature.path, feature.kind == "module", feature.start

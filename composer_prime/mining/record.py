@@ -1,0 +1,122 @@
+"""The mined task row: one JSON object per line of `tasks.jsonl`, written by the miner, read by `feature_deletion`.
+
+Everything a rollout needs travels in the row (verifiers ships task data to env-server workers by value): the
+scrubbed snapshot as a base64 gzip tarball, the test files to restore before grading, the test ids and the gold
+patch. `load_rows` validates each row on its own so that one bad row is reported, naming the row and the field,
+and the rest still load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+FeatureKind = Literal["function", "method", "class", "module"]
+
+
+class FeatureSpec(BaseModel):
+    """Which feature a task deleted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: FeatureKind
+    """`function` (top level), `method`, `class` or `module` (a whole file)."""
+    path: str = Field(min_length=1)
+    """Repository-relative path of the source file that held it."""
+    qualname: str
+    """Dotted name inside the file (`Cart.total`); empty for a whole module."""
+
+
+class MinedTask(BaseModel):
+    """One Feature Deletion task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str = Field(min_length=1)
+    """Stable id `<repo>:<path>::<qualname>`; a re-run of the miner skips ids already in the file."""
+    repo: str = Field(min_length=1)
+    """Name of the mined repository (its folder name)."""
+    repo_fingerprint: str = Field(min_length=1)
+    """Hash of the mined files at baseline; a resume against a changed repository is refused."""
+    feature: FeatureSpec
+    """What was deleted."""
+    prompt: str = Field(min_length=1)
+    """The task statement shown to the agent: names, signatures, docstrings and call sites, no implementation."""
+    snapshot: str = Field(min_length=1)
+    """Base64 of a gzip tarball: the scrubbed tree (a fresh single-commit git repository) the agent starts from."""
+    test_files: dict[str, str]
+    """Test files, `conftest.py` files and pytest configuration (path -> text), restored before grading."""
+    held_out: list[str]
+    """The paths in `test_files` left out of the snapshot; they reach the box only at grading."""
+    fail_to_pass: list[str] = Field(min_length=1)
+    """Test ids that fail after the deletion and must pass again."""
+    pass_to_pass: list[str] = Field(min_length=1)
+    """Test ids that pass with and without the feature and must keep passing."""
+    gold_patch: str = Field(min_length=1)
+    """A `git apply` patch from the snapshot back to the original code."""
+    test_cmd: list[str] = Field(min_length=1)
+    """The pytest launcher, e.g. `["python", "-m", "pytest"]`; grading appends its own arguments."""
+    test_timeout_s: float = Field(gt=0)
+    """Wall-clock limit for one run of the suite, in seconds."""
+
+    @model_validator(mode="after")
+    def _paths_stay_in_the_work_directory(self) -> MinedTask:
+        for path in [self.feature.path, *self.test_files, *self.held_out]:
+            parts = PurePosixPath(path).parts
+            if not parts or path.startswith("/") or ".." in parts or "\\" in path:
+                raise ValueError(
+                    f"path {path!r} is not a relative path inside the repository; every path in a task is written "
+                    "relative to the rollout's work directory (re-mine the task)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _held_out_are_test_files(self) -> MinedTask:
+        missing = [path for path in self.held_out if path not in self.test_files]
+        if missing:
+            raise ValueError(
+                f"held_out names {missing} which are not keys of test_files; every held-out file must be stored "
+                "in test_files so grading can restore it (re-mine the task)"
+            )
+        return self
+
+
+def describe_error(row: int, error: ValidationError, task_id: object = None) -> str:
+    """One line per problem: the row number (1-based), the field path, the bad value and what pydantic expected."""
+    where = f"row {row}" + (f" (task_id {task_id!r})" if isinstance(task_id, str) else "")
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "<row>"
+        value = item.get("input")
+        shown = repr(value) if not isinstance(value, (dict, list)) or len(repr(value)) < 80 else type(value).__name__
+        if item["type"] == "missing":
+            parts.append(f"{where}: field {field!r} is missing")
+        else:
+            parts.append(f"{where}: field {field!r} = {shown[:80]}: {item['msg']}")
+    return "\n".join(parts)
+
+
+def load_rows(path: Path) -> tuple[list[MinedTask], list[str]]:
+    """Parse a tasks file; return the valid rows and one error message per bad row (the file is not trusted)."""
+    tasks: list[MinedTask] = []
+    errors: list[str] = []
+    with path.open(encoding="utf-8") as handle:
+        for row, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                errors.append(f"row {row}: not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(data, dict):
+                errors.append(f"row {row}: expected a JSON object, got {type(data).__name__}")
+                continue
+            try:
+                tasks.append(MinedTask.model_validate(data))
+            except ValidationError as exc:
+                errors.append(describe_error(row, exc, data.get("task_id")))
+    return tasks, errors

@@ -1,0 +1,190 @@
+"""`composer-prime mine-features` on a real repository: real git, real pytest subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from composer_prime.cli import main
+from composer_prime.mining.miner import MineConfig, Miner, MiningError
+from composer_prime.mining.record import load_rows
+from composer_prime.mining.snapshot import unpack_snapshot
+from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
+
+pytestmark = pytest.mark.slow
+
+ALL_TESTS = {
+    f"{path}::{line[4:].split('(')[0]}"
+    for path, text in FILES.items()
+    if path.startswith("tests/")
+    for line in text.splitlines()
+    if line.startswith("def test_")
+}
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory):
+    return mined_shop(tmp_path_factory)
+
+
+def test_mines_several_tasks_of_every_kind(mined):
+    _, out, lines = mined
+    tasks, errors = load_rows(out)
+    assert errors == []
+    by_id = {task.task_id: task for task in tasks}
+    assert len(tasks) >= 6
+    assert {task.feature.kind for task in tasks} == {"function", "method", "class", "module"}
+    for task in tasks:
+        assert task.fail_to_pass and task.pass_to_pass
+        assert set(task.fail_to_pass).isdisjoint(task.pass_to_pass)
+        assert set(task.fail_to_pass) | set(task.pass_to_pass) == ALL_TESTS
+    total = by_id["shop-repo:shop/cart.py::Cart.total"]
+    assert total.fail_to_pass == [
+        "tests/test_cart.py::test_empty_cart_total",
+        "tests/test_cart.py::test_total_with_discount",
+    ]
+    assert total.held_out == ["tests/test_cart.py"]
+    textutil = by_id["shop-repo:shop/textutil.py"]
+    assert textutil.feature.kind == "module" and "diff --git a/shop/textutil.py" in textutil.gold_patch
+    assert "new file mode" in textutil.gold_patch
+    # modules imported by other modules are refused, with the reason kept for resume
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert "imported by other source files" in skipped["shop/pricing.py"]
+    # progress was shown per candidate
+    assert lines[0].startswith("baseline:") and any("kept (FAIL_TO_PASS 2, PASS_TO_PASS 8)" in line for line in lines)
+    assert lines[-1].startswith("done: 9 new task(s)")
+
+
+def test_snapshots_are_scrubbed(mined, tmp_path):
+    _, out, _ = mined
+    tasks, _ = load_rows(out)
+    deleted_lines = {
+        "shop/pricing.py::apply_discount": "reduced = amount * (100 - percent) / 100",
+        "shop/cart.py::Cart.total": "subtotal = sum(price * quantity for _, price, quantity in self.lines)",
+        "shop/textutil.py": 'words = "".join(ch if ch.isalnum() else " " for ch in text.lower()).split()',
+    }
+    for task in tasks:
+        root = tmp_path / task.task_id.replace("/", "_").replace(":", "_")
+        unpack_snapshot(task.snapshot, root)
+        assert git(root, "rev-list", "--all", "--count").strip() == "1"
+        assert git(root, "status", "--porcelain") == ""
+        names = {p.relative_to(root).as_posix() for p in root.rglob("*")}
+        for bad in ("__pycache__", ".pyc", ".mypy_cache", ".pytest_cache", "build/", "egg-info"):
+            assert not [n for n in names if bad in n and not n.startswith(".git/")], (task.task_id, bad)
+        assert not (set(LEAKY_COPIES) & names)
+        for held in task.held_out:
+            assert held not in names
+        line = deleted_lines.get(task.task_id.split(":", 1)[1])
+        if line is not None:
+            work_tree = [p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
+            assert not [p for p in work_tree if line in p.read_text(errors="replace")]
+            objects = subprocess.run(
+                ["git", "cat-file", "--batch-all-objects", "--batch"],
+                cwd=root,
+                capture_output=True,
+                timeout=60,
+                check=True,
+            ).stdout
+            assert line.encode() not in objects
+            assert line not in task.prompt
+
+
+def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
+    repo, out, _ = mined
+    copy = tmp_path / "tasks.jsonl"
+    copy.write_bytes(out.read_bytes())
+    copy.with_name("tasks.jsonl.skipped.json").write_bytes(out.with_name("tasks.jsonl.skipped.json").read_bytes())
+    lines: list[str] = []
+    Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120), log=lines.append).run()
+    assert copy.read_bytes() == out.read_bytes()
+    assert lines[0] == f"resuming: 9 task(s) already in {copy}, 2 candidate(s) skipped"
+    assert not any(" kept " in line or "skipped:" in line.split(")")[-1] for line in lines[1:-1])
+    assert lines[-1].startswith("done: 0 new task(s), 9 in")
+    # a changed repository is not silently mixed into the old file
+    (repo / "shop" / "extra.py").write_text("X = 1\n")
+    try:
+        with pytest.raises(MiningError, match="different state of the repository"):
+            Miner(MineConfig(repo=repo, out=copy), log=lines.append).run()
+    finally:
+        (repo / "shop" / "extra.py").unlink()
+
+
+def test_refuses_failing_baseline_naming_the_tests(tmp_path, capsys):
+    repo = build_shop_repo(tmp_path)
+    (repo / "tests" / "test_textutil.py").write_text(FILES["tests/test_textutil.py"].replace('== "AL"', '== "XX"'))
+    code = main(["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "does not pass at baseline: 1 failing: tests/test_textutil.py::test_initials" in err
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
+    assert main(["mine-features", "--repo", str(tmp_path / "nope"), "--out", str(tmp_path / "t.jsonl")]) == 1
+    assert "--repo " + str(tmp_path / "nope") + ": no such directory" in capsys.readouterr().err
+    repo = build_shop_repo(tmp_path)
+    hang = f"{sys.executable} -c 'import time; time.sleep(60)'"
+    argv = ["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl"), "--test-cmd", hang]
+    assert main([*argv, "--test-timeout", "1"]) == 1
+    assert "did not finish within 1s" in capsys.readouterr().err
+    assert main(["mine-features", "--repo", str(repo), "--out", "x", "--min-tests", "0"]) == 2
+    assert "--min-tests = 0" in capsys.readouterr().err
+
+
+LOOP = '''\
+def step(n):
+    """The successor of `n`."""
+    return n + 1
+
+
+def walk(limit):
+    """Count from 0 up to `limit` with `step`, retrying when a step is unavailable."""
+    n = 0
+    while n < limit:
+        try:
+            n = step(n)
+        except NameError:
+            continue
+    return n
+
+
+def double(x):
+    """Twice `x`."""
+    return 2 * x
+'''
+
+LOOP_TESTS = """\
+from loop import core
+
+
+def test_step():
+    assert core.step(1) == 2
+
+
+def test_walk():
+    assert core.walk(3) == 3
+
+
+def test_double():
+    assert core.double(4) == 8
+"""
+
+
+def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
+    repo = tmp_path / "loop-repo"
+    (repo / "loop").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "loop" / "__init__.py").write_text("")
+    (repo / "loop" / "core.py").write_text(LOOP)
+    (repo / "tests" / "test_core.py").write_text(LOOP_TESTS)
+    lines: list[str] = []
+    out = tmp_path / "tasks.jsonl"
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=8), log=lines.append).run()
+    # deleting `step` makes `walk` spin forever: that run is killed, reported, and the other candidates still run
+    assert [line for line in lines if "step (function): skipped: timed out:" in line]
+    assert [task.feature.qualname for task in tasks] == ["walk", "double"]
+    assert load_rows(Path(out))[0] == tasks

@@ -42,7 +42,8 @@ class ComposerAgentConfig(HarnessConfig):
     """The composer-agent harness: an in-process coding-agent loop with self-summarization compaction."""
 
     id: str = "composer-agent"
-    """Harness id; resolves to the top-level module `composer_agent`."""
+    """Harness id. `composer-agent` resolves to the top-level module `composer_agent`; a taskset that exports this
+    harness as its default (feature-deletion, swe-gym) resolves it under the taskset's own id."""
 
     max_turns: int = Field(200, ge=1)
     """Agent turns (model calls that may use tools; summary calls are not counted) before the loop ends with finish
@@ -80,13 +81,6 @@ class ComposerAgentConfig(HarnessConfig):
 
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     """Self-summarization settings."""
-
-    @field_validator("id")
-    @classmethod
-    def _check_id(cls, value: str) -> str:
-        if value.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower() != "composer_agent":
-            raise ValueError(f"harness id {value!r} does not name this harness; set id = 'composer-agent'")
-        return value
 
     @field_validator("disabled_tools")
     @classmethod

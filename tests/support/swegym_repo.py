@@ -129,7 +129,7 @@ def local_task_config(cache: Path, repo: Path) -> dict[str, Any]:
         "local": {
             "cache_dir": str(cache),
             "repo_sources": {"toy/calc": str(repo)},
-            "env": {"python": sys.executable, "install": [], "pythonpath": ["."]},
+            "env": {"python": sys.executable, "install": [], "with_pip": False, "pythonpath": ["."]},
             "site_packages": [str(Path(pytest.__file__).resolve().parent.parent)],
         },
         "test_timeout_s": 120,

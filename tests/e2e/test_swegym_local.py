@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -45,8 +47,11 @@ def task(toy: ToyInstance, tmp_path_factory: pytest.TempPathFactory) -> SWEGymTa
     return only
 
 
-async def in_box(task: SWEGymTask, action: Action | None = None, score: bool = True) -> tuple[vf.Trace, Any]:
-    """setup -> action -> finalize -> score in a fresh subprocess box; returns the trace and the action's result."""
+async def in_box(
+    task: SWEGymTask, action: Action | None = None, score: bool = True, before: Action | None = None
+) -> tuple[vf.Trace, Any]:
+    """[before ->] setup -> action -> finalize -> score in a fresh subprocess box; returns the trace and the
+    action's result."""
     runtime = make_runtime(vf.SubprocessConfig(), name=f"swegym-test-{uuid.uuid4().hex[:8]}")
     runtime.env = dict(task.runtime_env())
     trace = vf.Trace(
@@ -55,6 +60,8 @@ async def in_box(task: SWEGymTask, action: Action | None = None, score: bool = T
     )
     await runtime.start()
     try:
+        if before is not None:
+            await before(runtime)
         await task.setup(trace, runtime)
         result = await action(runtime) if action is not None else None
         if score:
@@ -65,8 +72,10 @@ async def in_box(task: SWEGymTask, action: Action | None = None, score: bool = T
         await runtime.stop()
 
 
-def box(task: SWEGymTask, action: Action | None = None, score: bool = True) -> tuple[vf.Trace, Any]:
-    return asyncio.run(asyncio.wait_for(in_box(task, action, score), 180))
+def box(
+    task: SWEGymTask, action: Action | None = None, score: bool = True, before: Action | None = None
+) -> tuple[vf.Trace, Any]:
+    return asyncio.run(asyncio.wait_for(in_box(task, action, score, before), 180))
 
 
 async def sh(runtime: vf.Runtime, command: str) -> str:
@@ -125,30 +134,58 @@ def test_edits_to_the_graded_tests_do_not_count(task: SWEGymTask) -> None:
     assert "tests/test_clamp.py" in trace.info["patch"]  # captured before grading, so the attempt is on record
 
 
-def test_box_holds_nothing_after_base_commit(task: SWEGymTask, toy: ToyInstance) -> None:
-    async def inspect(runtime: vf.Runtime) -> dict[str, str]:
-        return {
-            "commits": await sh(runtime, "git rev-list --all"),
-            "refs": await sh(runtime, "git for-each-ref --format='%(refname)'"),
-            "tags": await sh(runtime, "git tag -l"),
-            "reflog": await sh(runtime, "git reflog --all --format=%H"),
-            "objects": await sh(runtime, "git cat-file --batch-all-objects --batch"),
-            "tree": await sh(runtime, "git rev-parse HEAD^{tree}"),
-            "fix": str((await runtime.run(["git", "cat-file", "-e", toy.fix_commit], {})).exit_code),
-            "python": await sh(runtime, "command -v python"),
-        }
+async def inspect(runtime: vf.Runtime, toy: ToyInstance) -> dict[str, str]:
+    return {
+        "commits": await sh(runtime, "git rev-list --all"),
+        "refs": await sh(runtime, "git for-each-ref --format='%(refname)'"),
+        "tags": await sh(runtime, "git tag -l"),
+        "remotes": await sh(runtime, "git remote"),
+        "reflog": await sh(runtime, "git reflog --all --format=%H"),
+        "objects": await sh(runtime, "git cat-file --batch-all-objects --batch"),
+        "tree": await sh(runtime, "git rev-parse HEAD^{tree}"),
+        "status": await sh(runtime, "git status --porcelain"),
+        "fix": str((await runtime.run(["git", "cat-file", "-e", toy.fix_commit], {})).exit_code),
+        "python": await sh(runtime, "command -v python"),
+    }
 
-    trace, seen = box(task, inspect, score=False)
-    box_commit = trace.info["swe_gym"]["box_commit"]
+
+def assert_no_future(seen: dict[str, str], box_commit: str, toy: ToyInstance) -> None:
     assert seen["commits"].split() == [box_commit]
     assert seen["refs"].split() == ["refs/heads/main"]
-    assert seen["tags"] == ""
+    assert seen["tags"] == "" and seen["remotes"] == "" and seen["status"] == ""
     assert set(seen["reflog"].split()) <= {box_commit}
     assert seen["fix"] != "0"
     assert FIX_SECRET not in seen["objects"] and "fix clamp above hi" not in seen["objects"]
     # The one commit carries exactly base_commit's tree, so the agent's diff applies to the real base.
     assert seen["tree"].strip() == git(toy.repo, "rev-parse", f"{toy.base_commit}^{{tree}}").strip()
+
+
+def test_box_holds_nothing_after_base_commit(task: SWEGymTask, toy: ToyInstance) -> None:
+    trace, seen = box(task, lambda runtime: inspect(runtime, toy), score=False)
+    assert_no_future(seen, trace.info["swe_gym"]["box_commit"], toy)
     assert seen["python"].strip() == str(env_path(task.config.local, task.row()) / "bin" / "python")
+
+
+def test_image_mode_squashes_the_images_history_and_grades(toy: ToyInstance, tmp_path: Path) -> None:
+    """Image mode without a container engine: the box starts as a SWE-Gym image's /testbed does (a full clone with
+    later commits, tags, branches and a remote, checked out at base_commit), and the project's python is on PATH."""
+    host_bin = str(Path(sys.executable).parent)
+    config = SWEGymTasksetConfig(
+        data_file=write_jsonl(tmp_path / "rows.jsonl", [toy.row]),
+        task={"image_env": {"PATH": f"{host_bin}:{os.environ['PATH']}"}, "test_timeout_s": 120},
+    )
+    (image_task,) = SWEGymTaskset(config).load()
+    assert image_task.data.mode == "image"
+
+    async def like_an_image(runtime: vf.Runtime) -> None:
+        await sh(runtime, f"git clone -q {toy.repo} . && git -c advice.detachedHead=false checkout -q {toy.base_commit}")
+        assert toy.fix_commit in await sh(runtime, "git rev-list --all")
+
+    trace, seen = box(image_task, lambda runtime: inspect(runtime, toy), score=False, before=like_an_image)
+    assert_no_future(seen, trace.info["swe_gym"]["box_commit"], toy)
+    trace, _ = box(image_task, applying(toy.row["patch"]), before=like_an_image)
+    assert trace.rewards["resolved"].score == 1.0
+    assert f"+    {FIX_SECRET}" in trace.info["patch"]
 
 
 def test_validate_checks_gold_and_untouched(task: SWEGymTask, toy: ToyInstance) -> None:

@@ -20,12 +20,20 @@ from typing import Any
 
 import pytest
 import verifiers.v1 as vf
-from verifiers.v1.runtimes import make_runtime
-
 from swe_gym.local import LocalConfig, PrepError, env_path, prepare_env, prepare_snapshot
 from swe_gym.rows import parse_rows
 from swe_gym.taskset import SWEGymTask, SWEGymTaskset, SWEGymTasksetConfig
-from tests.support.swegym_repo import FAIL_TO_PASS, FIX_SECRET, ToyInstance, build_toy_instance, git, local_task_config, write_jsonl
+from verifiers.v1.runtimes import make_runtime
+
+from tests.support.swegym_repo import (
+    FAIL_TO_PASS,
+    FIX_SECRET,
+    ToyInstance,
+    build_toy_instance,
+    git,
+    local_task_config,
+    write_jsonl,
+)
 
 Action = Callable[[vf.Runtime], Awaitable[Any]]
 
@@ -178,7 +186,9 @@ def test_image_mode_squashes_the_images_history_and_grades(toy: ToyInstance, tmp
     assert image_task.data.mode == "image"
 
     async def like_an_image(runtime: vf.Runtime) -> None:
-        await sh(runtime, f"git clone -q {toy.repo} . && git -c advice.detachedHead=false checkout -q {toy.base_commit}")
+        await sh(
+            runtime, f"git clone -q {toy.repo} . && git -c advice.detachedHead=false checkout -q {toy.base_commit}"
+        )
         assert toy.fix_commit in await sh(runtime, "git rev-list --all")
 
     trace, seen = box(image_task, lambda runtime: inspect(runtime, toy), score=False, before=like_an_image)
@@ -259,9 +269,19 @@ def test_missing_base_commit_and_failing_install_are_explained(toy: ToyInstance,
     with pytest.raises(PrepError, match="base_commit 0{40} is not in .*repo_sources\\['toy/calc'\\]"):
         prepare_snapshot(LocalConfig.model_validate(base), row)
     (row,), _ = parse_rows([toy.row])
-    failing = LocalConfig.model_validate({**base, "env": {"python": "python3", "with_pip": False, "install": ["exit 3"]}})
+    failing = LocalConfig.model_validate(
+        {**base, "env": {"python": "python3", "with_pip": False, "install": ["exit 3"]}}
+    )
     with pytest.raises(PrepError, match="`bash -c exit 3` exited 3"):
         prepare_env(failing, row, prepare_snapshot(failing, row))
     assert not (env_path(failing, row) / ".ready").exists()
-    assert subprocess.run(["git", "-C", str(toy.repo), "status", "--porcelain"], capture_output=True,
-                          text=True, timeout=30).stdout == ""  # exporting never touches the source clone
+    assert (
+        subprocess.run(
+            ["git", "-C", str(toy.repo), "status", "--porcelain"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        == ""
+    )  # exporting never touches the source clone

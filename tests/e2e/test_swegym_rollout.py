@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import verifiers.v1 as vf
-
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
+
 from tests.support.scripted_server import Reply, ScriptedModelServer, tool
 from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
 
@@ -28,9 +28,15 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
     (task,) = SWEGymTaskset(config).load()
     script = [
         tool("search", pattern="def clamp", path="calc"),
-        tool("str_replace", path="calc/ops.py", old_str="        return lo\n    return x\n",
-             new_str=f"        return lo\n    {FIX_SECRET}\n        return hi\n    return x\n"),
-        tool("bash", command="python -c 'from calc.ops import clamp; print(clamp(9, 0, 3))' && python -m pytest -q tests"),
+        tool(
+            "str_replace",
+            path="calc/ops.py",
+            old_str="        return lo\n    return x\n",
+            new_str=f"        return lo\n    {FIX_SECRET}\n        return hi\n    return x\n",
+        ),
+        tool(
+            "bash", command="python -c 'from calc.ops import clamp; print(clamp(9, 0, 3))' && python -m pytest -q tests"
+        ),
         tool("finish", message="clamp now returns hi above the range"),
         Reply(content="never sent: the rollout ended at finish"),
     ]
@@ -61,8 +67,7 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
 
 
 def test_default_harness_is_composer_agent() -> None:
-    from verifiers.v1.utils.loaders import default_harness_id, harness_class
-
     from composer_agent import ComposerAgentHarness
+    from verifiers.v1.utils.loaders import default_harness_id, harness_class
 
     assert harness_class(default_harness_id("swe-gym")) is ComposerAgentHarness

@@ -29,7 +29,9 @@ OPS_C2 = OPS_C1 + (
     "        return lo\n"
     "    return x\n"
 )
-OPS_C3 = OPS_C2.replace("        return lo\n    return x\n", "        return lo\n    if x > hi:\n        return hi\n    return x\n")
+OPS_C3 = OPS_C2.replace(
+    "        return lo\n    return x\n", "        return lo\n    if x > hi:\n        return hi\n    return x\n"
+)
 TESTS_C1 = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 TESTS_C2 = TESTS_C1.replace("from calc.ops import add\n", "from calc.ops import add, clamp\n") + (
     "\n\ndef test_clamp_low():\n    assert clamp(-4, 0, 3) == 0\n"
@@ -64,7 +66,12 @@ GIT_ENV = {
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60, env={**os.environ, **GIT_ENV}
+        ["git", "-C", str(repo), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **GIT_ENV},
     )
     assert done.returncode == 0, f"git {args}: {done.stderr}"
     return done.stdout
@@ -92,11 +99,19 @@ def build_toy_instance(root: Path) -> ToyInstance:
     repo = root / "calc"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "--initial-branch=main")
-    _commit(repo, {"calc/__init__.py": "", "calc/ops.py": OPS_C1, "tests/test_ops.py": TESTS_C1}, "calc: add",
-            "2024-01-01T10:00:00Z")
+    _commit(
+        repo,
+        {"calc/__init__.py": "", "calc/ops.py": OPS_C1, "tests/test_ops.py": TESTS_C1},
+        "calc: add",
+        "2024-01-01T10:00:00Z",
+    )
     base = _commit(repo, {"calc/ops.py": OPS_C2, "tests/test_ops.py": TESTS_C2}, "calc: clamp", "2024-01-02T10:00:00Z")
-    fix = _commit(repo, {"calc/ops.py": OPS_C3, "tests/test_ops.py": TESTS_C3, "tests/test_clamp.py": TEST_CLAMP_C3},
-                  "fix clamp above hi", "2024-01-03T10:00:00Z")
+    fix = _commit(
+        repo,
+        {"calc/ops.py": OPS_C3, "tests/test_ops.py": TESTS_C3, "tests/test_clamp.py": TEST_CLAMP_C3},
+        "fix clamp above hi",
+        "2024-01-03T10:00:00Z",
+    )
     git(repo, "tag", "v0.2", fix)
     git(repo, "branch", "release", fix)
     row = {

@@ -29,7 +29,12 @@ new file mode 100644
 
 
 def test_paths_and_directives_follow_the_test_patch() -> None:
-    assert diff_paths(TEST_PATCH) == ["tests/test_ops.py", "tests/test_new.py", "tests/test_gone.py", "tests/data/case.txt"]
+    assert diff_paths(TEST_PATCH) == [
+        "tests/test_ops.py",
+        "tests/test_new.py",
+        "tests/test_gone.py",
+        "tests/data/case.txt",
+    ]
     ids = ["tests/test_new.py::test_a[1-2]", "tests/other/test_more.py::T::test_b", "tests/data/case.txt::x"]
     # Deleted and non-Python files do not run; files named only by a listed test id do.
     assert directives_for(TEST_PATCH, ids[:1], ids[1:]) == [

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from swe_gym.rows import parse_rows, select_rows
 from swe_gym.sources import read_file
+
 from tests.support.swegym_repo import FAIL_TO_PASS, PASS_TO_PASS, write_jsonl
 
 SHA = "a" * 40

@@ -16,6 +16,7 @@ rollout), and the agent's diff against it applies to the real `base_commit` unch
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import verifiers.v1 as vf
@@ -50,7 +51,9 @@ git rev-parse HEAD
 
 def _check(result: vf.ProgramResult, what: str) -> str:
     if result.exit_code != 0:
-        raise vf.SandboxError(f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-800:]}")
+        raise vf.SandboxError(
+            f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-800:]}"
+        )
     return (result.stdout or "").strip()
 
 
@@ -76,10 +79,8 @@ async def head(runtime: vf.Runtime) -> str:
 
 
 async def remove(runtime: vf.Runtime, path: str) -> None:
-    try:
+    with contextlib.suppress(Exception):  # cleanup of a temp file must never fail grading
         await runtime.run(["rm", "-f", path], {})
-    except Exception:  # noqa: BLE001 - cleanup of a temp file must never fail grading
-        pass
 
 
 async def alive(runtime: vf.Runtime) -> bool:

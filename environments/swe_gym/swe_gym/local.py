@@ -123,7 +123,14 @@ def run(argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | No
     full_env = {**os.environ, **(env or {})}
     try:
         done = subprocess.run(
-            argv, cwd=cwd, env=full_env, capture_output=True, text=True, errors="replace", timeout=timeout_s
+            argv,
+            cwd=cwd,
+            env=full_env,
+            check=False,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
         )
     except subprocess.TimeoutExpired as exc:
         raise PrepError(f"`{' '.join(argv)}` ran past {timeout_s:.0f}s (in {cwd})") from exc
@@ -149,9 +156,7 @@ def git_dir_of(config: LocalConfig, repo: str) -> Path:
     if not _is_url(source):
         path = Path(source).expanduser()
         if not path.exists():
-            raise PrepError(
-                f"repo_sources[{repo!r}] = {source!r} does not exist; point it at a git clone of {repo}"
-            )
+            raise PrepError(f"repo_sources[{repo!r}] = {source!r} does not exist; point it at a git clone of {repo}")
         return Path(run(["git", "-C", str(path), "rev-parse", "--absolute-git-dir"], timeout_s=60).strip())
     mirror = config.root() / "mirrors" / f"{slug(repo)}.git"
     with exclusive(mirror.with_suffix(".lock"), config.prep_timeout_s):
@@ -168,7 +173,10 @@ def git_dir_of(config: LocalConfig, repo: str) -> Path:
 
 def _has_commit(git_dir: Path, sha: str) -> bool:
     done = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True, timeout=60
+        ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{sha}^{{commit}}"],
+        check=False,
+        capture_output=True,
+        timeout=60,
     )
     return done.returncode == 0
 
@@ -204,8 +212,11 @@ def prepare_snapshot(config: LocalConfig, row: SWEGymRow) -> Path:
             # -f: the export is exactly the tracked tree, including files a .gitignore would skip.
             run(["git", "-C", str(tmp), "add", "--all", "--force"], timeout_s=GIT_TIMEOUT_S)
             message = f"{row.repo} at {row.base_commit} (SWE-Gym {row.instance_id})"
-            run(["git", "-C", str(tmp), "commit", "--quiet", "--no-verify", "-m", message], env=commit_env,
-                timeout_s=GIT_TIMEOUT_S)
+            run(
+                ["git", "-C", str(tmp), "commit", "--quiet", "--no-verify", "-m", message],
+                env=commit_env,
+                timeout_s=GIT_TIMEOUT_S,
+            )
             tmp.rename(target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -261,8 +272,10 @@ def prepare_env(config: LocalConfig, row: SWEGymRow, snapshot: Path) -> Path:
             venv_argv.insert(3, "--without-pip")
         run(venv_argv, timeout_s=config.prep_timeout_s)
         if config.site_packages:
-            site = run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                       timeout_s=60).strip()
+            site = run(
+                [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                timeout_s=60,
+            ).strip()
             lines = "".join(f"{Path(p).expanduser().resolve()}\n" for p in config.site_packages)
             _write_atomic(Path(site) / "swe_gym_site_packages.pth", lines)
         src = venv / "src"

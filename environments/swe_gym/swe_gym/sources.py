@@ -39,7 +39,9 @@ def read_parquet(path: Path) -> list[dict[str, Any]]:
 def read_file(path: Path) -> list[dict[str, Any] | str]:
     """Raw rows from a `.jsonl` / `.json` (one object per line) or `.parquet` file."""
     if not path.is_file():
-        raise FileNotFoundError(f"data_file {str(path)!r} does not exist; point data_file at a SWE-Gym JSONL/parquet file")
+        raise FileNotFoundError(
+            f"data_file {str(path)!r} does not exist; point data_file at a SWE-Gym JSONL/parquet file"
+        )
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         return list(read_jsonl(path))

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
+import verifiers.v1 as vf
 from pydantic import Field
 
-import verifiers.v1 as vf
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
@@ -41,7 +41,9 @@ exist and will be run after you finish, so you do not need to write or modify te
 
 DEFAULT_TEST_CMD = ["python", "-m", "pytest", "-rA", "-v", "-p", "no:cacheprovider", "--color=no"]
 # SWE-bench-style images keep the project's environment in the `testbed` conda env.
-IMAGE_PATH = "/opt/miniconda3/envs/testbed/bin:/opt/miniconda3/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+IMAGE_PATH = (
+    "/opt/miniconda3/envs/testbed/bin:/opt/miniconda3/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
 
 
 class SWEGymData(vf.TaskData):
@@ -78,8 +80,14 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
     def row(self) -> SWEGymRow:
         d = self.data
         return SWEGymRow(
-            instance_id=d.instance_id, repo=d.repo, base_commit=d.base_commit, problem_statement=d.prompt_text,
-            patch=d.patch, test_patch=d.test_patch, version=d.version, fail_to_pass=tuple(d.fail_to_pass),
+            instance_id=d.instance_id,
+            repo=d.repo,
+            base_commit=d.base_commit,
+            problem_statement=d.prompt_text,
+            patch=d.patch,
+            test_patch=d.test_patch,
+            version=d.version,
+            fail_to_pass=tuple(d.fail_to_pass),
             pass_to_pass=tuple(d.pass_to_pass),
         )
 
@@ -129,7 +137,11 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             if not await box.alive(runtime):
                 raise vf.SandboxError(f"grading {d.instance_id}: the box stopped answering: {output[-300:]}")
             return grading.TestReport(
-                False, 0.0, 0.0, list(d.fail_to_pass), list(d.pass_to_pass),
+                False,
+                0.0,
+                0.0,
+                list(d.fail_to_pass),
+                list(d.pass_to_pass),
                 error=f"grading script exited {result.exit_code}: {output.strip()[-500:]}",
             )
         return grading.report(output, d.fail_to_pass, d.pass_to_pass)
@@ -167,7 +179,10 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         if not gold.resolved:
             logger.warning(
                 "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; %s)",
-                self.data.instance_id, gold.f2p_failed[:5], gold.p2p_failed[:5], gold.error,
+                self.data.instance_id,
+                gold.f2p_failed[:5],
+                gold.p2p_failed[:5],
+                gold.error,
             )
         return gold.resolved
 

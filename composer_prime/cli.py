@@ -14,7 +14,9 @@ import sys
 from composer_prime import __version__
 
 # name -> (module, one-line help). Modules are imported when the parser is built, so they must import cheaply.
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "swe-gym-prepare": ("composer_prime.swe_gym_prepare", "build swe-gym local-mode snapshots and venvs ahead of a run"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,8 +5,8 @@ After the agent finishes, in its own box:
 1. every file the `test_patch` touches is reset to the box's base commit (a file the base lacks is removed), so
    edits the agent made to those tests do not count;
 2. the `test_patch` is applied;
-3. the test files it touches (and the files named by the FAIL_TO_PASS / PASS_TO_PASS ids) run under pytest with
-   `-rA -v`, inside `timeout`;
+3. the test files it touches (and the files named by the FAIL_TO_PASS / PASS_TO_PASS ids; or exactly those ids,
+   for repos configured so) run under pytest with `-rA -v`, inside `timeout`;
 4. each listed test id is looked up in the output. The instance is resolved (reward 1.0) iff every FAIL_TO_PASS
    test passed and every PASS_TO_PASS test still passes. A FAIL_TO_PASS test that was skipped, errored, did not
    run or was not found counts as a failure; a skipped PASS_TO_PASS test counts as maintained (SWE-bench's
@@ -71,8 +71,13 @@ def file_of_test(test_id: str) -> str:
     return test_id.split("::", 1)[0]
 
 
-def directives_for(test_patch: str, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> list[str]:
-    """The Python test files to run: those the test patch leaves in place, then any other file a listed id names."""
+def directives_for(
+    test_patch: str, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], by_id: bool = False
+) -> list[str]:
+    """What the test command runs: the Python test files the test patch leaves in place, then any other file a listed
+    id names; or, `by_id`, exactly the listed ids (for data-driven suites whose ids all name one huge file)."""
+    if by_id:
+        return list(dict.fromkeys((*fail_to_pass, *pass_to_pass)))
     files = [path for path in created_or_kept_paths(test_patch) if path.endswith(".py")]
     for test_id in (*fail_to_pass, *pass_to_pass):
         path = file_of_test(test_id)
@@ -89,7 +94,7 @@ set -u
 base="$1"; patch_file="$2"; timeout_s="$3"; shift 3
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   if git cat-file -e "$base:$1" 2>/dev/null; then
-    git checkout -q "$base" -- "$1" || {{ echo "{RESET_FAILED}: $1"; exit 0; }}
+    git -c core.hooksPath=/dev/null checkout -q "$base" -- "$1" || {{ echo "{RESET_FAILED}: $1"; exit 0; }}
   else
     rm -rf -- "$1"
   fi

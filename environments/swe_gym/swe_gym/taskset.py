@@ -47,25 +47,39 @@ IMAGE_PATH = (
 
 
 class SWEGymData(vf.TaskData):
+    """One instance on the wire (the agent sees only `prompt`)."""
+
     instance_id: str
+    """SWE-Gym's id, the task key."""
     repo: str
+    """`owner/name`."""
     base_commit: str
+    """The commit whose tree the box holds."""
     version: str
+    """Release line; local-mode environments are keyed by repo and version."""
     patch: str
     """The gold fix; used only by `validate`."""
     test_patch: str
+    """The fix's tests, applied at grading time."""
     fail_to_pass: list[str]
+    """Test ids the fix makes pass."""
     pass_to_pass: list[str]
+    """Test ids that must keep passing."""
     mode: Literal["image", "local"]
+    """How the box is made (the taskset's `mode`)."""
 
 
 class SWEGymTaskConfig(vf.TaskConfig):
     local: LocalConfig = LocalConfig()
     """Local mode: repository sources, environment recipes and the host cache."""
     test_cmd: list[str] = Field(default_factory=lambda: list(DEFAULT_TEST_CMD))
-    """The pytest command (the test files are appended); it must report with `-rA -v` for grading to read it."""
+    """The pytest command (the test files or ids are appended); it must report with `-rA` (and `-v`, for skipped
+    tests to be named) for grading to read it."""
     test_cmds: dict[str, list[str]] = Field(default_factory=dict)
     """`owner/name` -> its test command, for repos that need another one."""
+    run_by_id: list[str] = Field(default_factory=lambda: ["python/mypy"])
+    """Repos (`owner/name`) whose graded tests run by test id rather than by file: mypy's cases are data-driven, so
+    its ids all name `mypy/test/testcheck.py`, whose whole run takes many minutes."""
     test_timeout_s: float = Field(default=1800.0, gt=0)
     """Wall-clock limit of one grading test run; a run that hits it is unresolved."""
     image_env: dict[str, str] = Field(default_factory=lambda: {"PATH": IMAGE_PATH})
@@ -126,7 +140,9 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
                 patch_file,
                 d.test_patch,
                 self.test_cmd(),
-                grading.directives_for(d.test_patch, d.fail_to_pass, d.pass_to_pass),
+                grading.directives_for(
+                    d.test_patch, d.fail_to_pass, d.pass_to_pass, by_id=d.repo in self.config.run_by_id
+                ),
                 self.config.test_timeout_s,
             )
             result = await runtime.run(argv, {})

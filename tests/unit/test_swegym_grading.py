@@ -42,6 +42,7 @@ def test_paths_and_directives_follow_the_test_patch() -> None:
         "tests/test_new.py",
         "tests/other/test_more.py",
     ]
+    assert directives_for(TEST_PATCH, ids[:2], ids[1:], by_id=True) == ids
 
 
 VERBOSE_AND_SUMMARY = """\

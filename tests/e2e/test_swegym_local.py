@@ -285,3 +285,25 @@ def test_missing_base_commit_and_failing_install_are_explained(toy: ToyInstance,
         ).stdout
         == ""
     )  # exporting never touches the source clone
+
+
+def test_url_source_is_mirrored_once_and_updated_for_new_commits(toy: ToyInstance, tmp_path: Path) -> None:
+    config = LocalConfig.model_validate(
+        {**local_task_config(tmp_path / "cache", toy.repo)["local"], "repo_sources": {"toy/calc": toy.repo.as_uri()}}
+    )
+    (row,), _ = parse_rows([toy.row])
+    snapshot = prepare_snapshot(config, row)
+    mirror = tmp_path / "cache" / "mirrors" / "toy__calc.git"
+    assert git(mirror, "rev-parse", "--is-bare-repository").strip() == "true"
+    assert git(snapshot, "rev-parse", "HEAD^{tree}") == git(toy.repo, "rev-parse", f"{toy.base_commit}^{{tree}}")
+
+    # A commit the mirror has not seen yet is fetched on demand.
+    (toy.repo / "NOTES.md").write_text("later\n")
+    git(toy.repo, "add", "NOTES.md")
+    git(toy.repo, "commit", "-q", "-m", "notes")
+    later = git(toy.repo, "rev-parse", "HEAD").strip()
+    try:
+        (later_row,), _ = parse_rows([dict(toy.row, instance_id="toy__calc-8", base_commit=later)])
+        assert (prepare_snapshot(config, later_row) / "NOTES.md").read_text() == "later\n"
+    finally:
+        git(toy.repo, "reset", "-q", "--hard", toy.fix_commit)

@@ -109,3 +109,14 @@ def test_filters_by_repo_and_instance_id() -> None:
     kept, missing = select_rows(rows, instance_ids=["b__y-1", "c__z-9"])
     assert [r.instance_id for r in kept] == ["b__y-1"] and missing == ["c__z-9"]
     assert select_rows(rows, repos=["a/x"], instance_ids=["b__y-1"])[0] == []
+
+
+def test_hub_loading_without_datasets_names_the_fix() -> None:
+    import importlib.util
+
+    from swe_gym.sources import read_hub
+
+    if importlib.util.find_spec("datasets") is not None:
+        pytest.skip("`datasets` is installed; loading would reach for the hub")
+    with pytest.raises(ImportError, match=r"pip install 'swe-gym\[hub\]'.*data_file"):
+        read_hub("SWE-Gym/SWE-Gym-Lite", "train")

@@ -204,7 +204,12 @@ def prepare_snapshot(config: LocalConfig, row: SWEGymRow) -> Path:
             export = {"GIT_INDEX_FILE": str(tmp / ".swe-gym-export-index")}
             git = ["git", "--git-dir", str(git_dir)]
             run([*git, "read-tree", row.base_commit], env=export, timeout_s=GIT_TIMEOUT_S)
-            run([*git, "checkout-index", "--all", "--force", f"--prefix={tmp}/"], env=export, timeout_s=GIT_TIMEOUT_S)
+            # An explicit work tree: the source may be bare (a mirror), and its own work tree must stay untouched.
+            run(
+                [*git, "--work-tree", str(tmp), "checkout-index", "--all", "--force"],
+                env=export,
+                timeout_s=GIT_TIMEOUT_S,
+            )
             (tmp / ".swe-gym-export-index").unlink()
             date = run([*git, "show", "-s", "--format=%cI", row.base_commit], timeout_s=60).strip()
             commit_env = {**SNAPSHOT_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}

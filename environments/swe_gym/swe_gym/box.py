@@ -1,0 +1,103 @@
+"""Commands run inside a task's box (any runtime): making its git history safe, and small helpers.
+
+No future in the box: an agent that can reach commits after `base_commit` can read the fix (SWE-bench issue #465).
+The box's repository therefore holds exactly one commit, whose tree is the work tree at `base_commit`:
+
+- local mode clones a snapshot that never had anything else (`local.prepare_snapshot`);
+- image mode squashes the image's repository in place: the image's `.git` (which may carry the full upstream
+  history, tags and remotes) is moved out, a fresh repository commits the work tree as it stands at
+  `base_commit`, and the old `.git` is deleted.
+
+One commit rather than the history up to `base_commit`: it is trivially free of later objects (nothing to
+audit in packs, reflogs, stashes or tags), it costs the same on every runtime (no repack of a large history per
+rollout), and the agent's diff against it applies to the real `base_commit` unchanged. What the agent loses is
+`git log` / `git blame` over the project's past.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import verifiers.v1 as vf
+
+SQUASH_SCRIPT = """
+set -eu
+base="$1"; message="$2"
+[ -d .git ] || { echo "no git repository in $(pwd)" >&2; exit 2; }
+git cat-file -e "$base^{commit}" || { echo "base_commit $base is not in the image's repository" >&2; exit 2; }
+[ "$(git rev-parse HEAD)" = "$base" ] || git -c advice.detachedHead=false checkout -q "$base"
+date=$(git show -s --format=%cI "$base")
+old=$(mktemp -d /tmp/swe-gym-old-git.XXXXXX)
+mv .git "$old/"
+git init -q --initial-branch=main .
+cp "$old/.git/info/exclude" .git/info/exclude 2>/dev/null || true
+git add -A
+GIT_AUTHOR_NAME=swe-gym GIT_AUTHOR_EMAIL=swe-gym@localhost GIT_COMMITTER_NAME=swe-gym \
+GIT_COMMITTER_EMAIL=swe-gym@localhost GIT_AUTHOR_DATE="$date" GIT_COMMITTER_DATE="$date" \
+  git commit -q --no-verify -m "$message"
+rm -rf "$old"
+git rev-parse HEAD
+"""
+
+CLONE_SCRIPT = """
+set -eu
+git clone -q --no-hardlinks "$1" .
+git remote remove origin
+git reflog expire --expire=now --all
+git rev-parse HEAD
+"""
+
+
+def _check(result: vf.ProgramResult, what: str) -> str:
+    if result.exit_code != 0:
+        raise vf.SandboxError(
+            f"{what} failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-800:]}"
+        )
+    return (result.stdout or "").strip()
+
+
+async def squash_to_base(runtime: vf.Runtime, base_commit: str, instance_id: str) -> str:
+    """Replace the image's repository by a one-commit repository of the tree at `base_commit`; returns its sha."""
+    message = f"{instance_id} at {base_commit}"
+    result = await runtime.run(["bash", "-c", SQUASH_SCRIPT, "swe-gym-squash", base_commit, message], {})
+    return _check(result, f"preparing the repository of {instance_id}").splitlines()[-1]
+
+
+async def clone_snapshot(runtime: vf.Runtime, snapshot: object) -> str:
+    """Clone a host-prepared snapshot into the (empty) work directory of a local box; returns the commit sha."""
+    result = await runtime.run(["bash", "-c", CLONE_SCRIPT, "swe-gym-clone", str(snapshot)], {})
+    return _check(result, f"cloning the snapshot {snapshot}").splitlines()[-1]
+
+
+async def workdir(runtime: vf.Runtime) -> str:
+    return _check(await runtime.run(["pwd", "-P"], {}), "reading the work directory")
+
+
+async def head(runtime: vf.Runtime) -> str:
+    return _check(await runtime.run(["git", "rev-parse", "HEAD"], {}), "reading the box's commit")
+
+
+async def remove(runtime: vf.Runtime, path: str) -> None:
+    with contextlib.suppress(Exception):  # cleanup of a temp file must never fail grading
+        await runtime.run(["rm", "-f", path], {})
+
+
+async def alive(runtime: vf.Runtime) -> bool:
+    try:
+        return (await runtime.run(["true"], {})).exit_code == 0
+    except Exception:  # noqa: BLE001 - failing to exec at all means the box is gone
+        return False
+
+
+async def apply_patch(runtime: vf.Runtime, patch: str) -> str | None:
+    """`git apply` a patch in the work directory; None on success, else git's complaint."""
+    path = f"/tmp/swe_gym_patch_{uuid.uuid4().hex}.diff"
+    await runtime.write(path, patch.encode())
+    try:
+        result = await runtime.run(["git", "apply", "--whitespace=nowarn", path], {})
+    finally:
+        await remove(runtime, path)
+    if result.exit_code != 0:
+        return (result.stderr or result.stdout).strip()[-800:] or f"exit {result.exit_code}"
+    return None

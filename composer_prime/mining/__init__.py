@@ -3,7 +3,7 @@
 The algorithm, one responsibility per module:
 
 1. `testrun`: run the repository's pytest suite (any launcher that accepts pytest arguments) with a timeout and
-   read per-test outcomes from its `-rA` summary (`outcomes`). The baseline must pass.
+   read per-test outcomes from its `-rA` summary (`composer_prime.pytest_outcomes`). The baseline must pass.
 2. `features`: list candidate features from the source files' syntax trees (top-level functions, classes, methods,
    whole modules) with their signatures and docstrings; `tracer` records which tests call each one, so only
    features that some tests (and not all tests) exercise are tried.

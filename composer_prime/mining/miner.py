@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
-from composer_prime.mining.outcomes import PASSING, passing
+from composer_prime.pytest_outcomes import PASSING, passing
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows

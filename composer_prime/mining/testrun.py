@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from composer_prime.mining.outcomes import parse_outcomes
+from composer_prime.pytest_outcomes import parse_outcomes
 
 PYTEST_ARGS = ["-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", "--color=no"]
 """Arguments appended to the test command on every run (mining and grading)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from swe_gym.grading import END, START, diff_paths, directives_for, parse_outcomes, report
+from composer_prime.pytest_outcomes import parse_outcomes
+from swe_gym.grading import END, START, diff_paths, directives_for, report
 
 TEST_PATCH = """diff --git a/tests/test_ops.py b/tests/test_ops.py
 index 1111111..2222222 100644

@@ -22,7 +22,7 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import Field
 
-from composer_prime.mining.outcomes import parse_outcomes, pass_fraction, passing
+from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction, passing
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.testrun import PYTEST_ARGS
 

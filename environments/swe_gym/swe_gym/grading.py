@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OUTCOMES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
+from composer_prime.pytest_outcomes import parse_outcomes
+
 F2P_OK = frozenset({"PASSED", "XFAIL"})
 P2P_OK = frozenset({"PASSED", "XFAIL", "SKIPPED"})
 
@@ -33,8 +34,6 @@ RESET_FAILED = ">>>>> swe-gym: could not reset test files to the base commit"
 
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 DIFF_HEADER_RE = re.compile(r"^diff --git a/(.+?) b/(.+)$")
-SUMMARY_RE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (.+)$")
-VERBOSE_RE = re.compile(r"^(\S.*?::\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?: \(.*\))?(?: +\[ *\d+%\])?$")
 END_RE = re.compile(re.escape(END) + r" \(exit (-?\d+)\)")
 
 
@@ -132,41 +131,6 @@ def grade_argv(
         *test_cmd,
         *directives,
     ]
-
-
-def _summary_id(outcome: str, rest: str) -> str | None:
-    """The node id of a `-rA` short-summary line, or None for the id-less `SKIPPED [N] file:line: reason` form."""
-    if rest.startswith("["):
-        return None
-    if outcome in ("FAILED", "ERROR", "XFAIL", "XPASS") and " - " in rest:
-        parts = rest.split(" - ")
-        for index in range(1, len(parts)):
-            candidate = " - ".join(parts[:index])
-            if candidate.count("[") == candidate.count("]"):
-                return candidate.rstrip()
-    return rest.rstrip()
-
-
-def parse_outcomes(output: str) -> dict[str, str]:
-    """Test id -> outcome from pytest output run with `-rA -v`; a later line overrides an earlier one.
-
-    The verbose lines (`id PASSED [ 50%]`, `id SKIPPED (reason) [ 60%]`) give every outcome, skipped tests included; the `-rA` summary comes
-    last and lists errors and failures after passes, so a test that passed and then errored in teardown ends
-    as ERROR.
-    """
-    outcomes: dict[str, str] = {}
-    for raw in ANSI_RE.sub("", output).splitlines():
-        line = raw.strip()
-        summary = SUMMARY_RE.match(line)
-        if summary is not None:
-            test_id = _summary_id(summary.group(1), summary.group(2))
-            if test_id:
-                outcomes[test_id] = summary.group(1)
-            continue
-        verbose = VERBOSE_RE.match(line)
-        if verbose is not None:
-            outcomes[verbose.group(1)] = verbose.group(2)
-    return outcomes
 
 
 @dataclass

@@ -6,8 +6,11 @@ so tensors may move between shards) when dtype and shape match, and in full othe
 tile its data section exactly, and any other file (`model.safetensors.index.json`, adapter configs), is coded as raw
 bytes. Memory stays bounded by a few chunks: files are memory-mapped and walked in `chunk_elements` pieces.
 
-Every tensor, every file and the whole checkpoint carry a blake3 checksum. The decoder checks each as soon as its
-bytes are written and raises `DecodeError` naming the file and tensor at the first mismatch.
+Every tensor, every file and the whole checkpoint carry a blake3 digest, built as a tree so that chunks can be hashed
+in parallel and no byte is hashed twice: a chunk's digest is blake3 of its bytes; a tensor's is blake3 of its chunk
+digests; a safetensors file's is blake3 of its header bytes followed by its tensor digests (a raw file's: of its piece
+digests); the checkpoint's is blake3 of the sorted `name:digest` lines of its files. The decoder checks each as soon
+as its bytes are written and raises `DecodeError` naming the file and tensor at the first mismatch.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +39,7 @@ ITEMSIZE = {
     "I64": 8, "U64": 8, "F64": 8,
 }  # fmt: skip
 RAW_CHUNK_BYTES = 64 * 1024**2
+DEFAULT_THREADS = min(8, os.cpu_count() or 1)
 MARKER = "STABLE"
 
 Progress = Callable[[int], None]
@@ -119,6 +125,21 @@ def _map(path: Path) -> np.ndarray:
     return np.memmap(path, dtype=np.uint8, mode="r")
 
 
+def _ordered(pool: ThreadPoolExecutor, fn: Callable, items: Iterable, window: int) -> Iterator:
+    """`fn(item)` for each item, in order, with at most `window` jobs in flight (bounds memory)."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _digest(head: bytes, parts: list[bytes]) -> str:
+    return blake3.blake3(head + b"".join(parts)).hexdigest()
+
+
 def encode_files(
     new_dir: Path,
     base: dict[str, TensorLoc] | None,
@@ -127,63 +148,80 @@ def encode_files(
     level: int = codec.DEFAULT_LEVEL,
     xor: bool = True,
     progress: Progress | None = None,
+    threads: int = DEFAULT_THREADS,
 ) -> tuple[list[FileEntry], dict[str, str]]:
-    """Code every file of `new_dir` (against `base` when given) into `sink`. Returns the entries and file hashes."""
-    entries, hashes = [], {}
+    """Code every file of `new_dir` (against `base` when given) into `sink`. Returns the entries and file digests.
+
+    Chunks are coded on `threads` threads (numpy, zstd and blake3 release the GIL) and written in order.
+    """
+    entries, digests = [], {}
     maps: dict[Path, np.ndarray] = {}
-    for name in checkpoint_files(new_dir):
-        path = new_dir / name
-        data = _map(path)
-        layout = read_layout(path) if name.endswith(".safetensors") else None
-        file_hash = blake3.blake3()
-        if layout is None:
-            blobs = []
-            for start in range(0, data.size, RAW_CHUNK_BYTES):
-                piece = data[start : start + RAW_CHUNK_BYTES]
-                file_hash.update(piece)
-                blobs.append(sink.write(codec.encode_full(piece, level)))
-                if progress:
-                    progress(piece.size)
-            entry = dict(kind="raw", raw=blobs)
-        else:
-            file_hash.update(layout.header)
+
+    def base_view(loc: TensorLoc, itemsize: int) -> np.ndarray:
+        if loc.path not in maps:
+            maps[loc.path] = _map(loc.path)
+        return codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], itemsize)
+
+    def encode_job(job: tuple) -> tuple[bytes, int, bytes, int]:
+        old, new = job
+        blob, changed = codec.encode_chunk(old, new, level, xor)
+        return blob, changed, blake3.blake3(new.view(np.uint8)).digest(), new.nbytes
+
+    with ThreadPoolExecutor(threads) as pool:
+        for name in checkpoint_files(new_dir):
+            path = new_dir / name
+            data = _map(path)
+            layout = read_layout(path) if name.endswith(".safetensors") else None
+            if layout is None:
+                pieces = [(None, data[lo : lo + RAW_CHUNK_BYTES]) for lo in range(0, data.size, RAW_CHUNK_BYTES)]
+                blobs, parts = [], []
+                for blob, _, part, nbytes in _ordered(pool, encode_job, pieces, 2 * threads):
+                    blobs.append(sink.write(blob))
+                    parts.append(part)
+                    if progress:
+                        progress(nbytes)
+                digests[name] = _digest(b"", parts)
+                entries.append(FileEntry(name=name, size=data.size, digest=digests[name], kind="raw", raw=blobs))
+                continue
             header = sink.write(zstandard.ZstdCompressor(level=level).compress(layout.header))
-            tensors = []
+            jobs, plans = [], []
             for tensor, dtype, shape, start, nbytes in layout.tensors:
                 itemsize = _itemsize(dtype, nbytes)
                 new = codec.element_view(data[start : start + nbytes], itemsize)
-                old = None
                 loc = base.get(tensor) if base is not None else None
-                if loc is not None and loc.dtype == dtype and loc.shape == shape and loc.nbytes == nbytes:
-                    if loc.path not in maps:
-                        maps[loc.path] = _map(loc.path)
-                    old = codec.element_view(maps[loc.path][loc.start : loc.start + nbytes], itemsize)
-                tensor_hash, blobs, changed = blake3.blake3(), [], 0
-                for lo in range(0, max(new.size, 1), chunk_elements):
-                    new_chunk = new[lo : lo + chunk_elements]
-                    blob, n_changed = codec.encode_chunk(
-                        None if old is None else old[lo : lo + chunk_elements], new_chunk, level, xor
-                    )
+                usable = loc is not None and loc.dtype == dtype and loc.shape == shape and loc.nbytes == nbytes
+                old = base_view(loc, itemsize) if usable else None
+                starts = range(0, max(new.size, 1), chunk_elements)
+                plans.append((tensor, dtype, shape, itemsize, nbytes, len(starts)))
+                jobs += [(None if old is None else old[lo : lo + chunk_elements], new[lo : lo + chunk_elements])
+                         for lo in starts]  # fmt: skip
+            results = _ordered(pool, encode_job, jobs, 2 * threads)
+            tensors, tensor_digests = [], []
+            for tensor, dtype, shape, itemsize, nbytes, n_chunks in plans:
+                blobs, parts, changed = [], [], 0
+                for blob, n_changed, part, chunk_bytes in (next(results) for _ in range(n_chunks)):
                     blobs.append(sink.write(blob))
+                    parts.append(part)
                     changed += n_changed
-                    tensor_hash.update(new_chunk.view(np.uint8))
                     if progress:
-                        progress(new_chunk.nbytes)
-                file_hash.update(data[start : start + nbytes])
+                        progress(chunk_bytes)
+                digest = _digest(b"", parts)
+                tensor_digests.append(bytes.fromhex(digest))
                 tensors.append(
                     TensorEntry(
                         name=tensor, dtype=dtype, shape=list(shape), itemsize=itemsize, nbytes=nbytes,
-                        blake3=tensor_hash.hexdigest(), changed=changed, chunks=blobs,
+                        digest=digest, changed=changed, chunks=blobs,
                     )
                 )  # fmt: skip
-            entry = dict(kind="safetensors", header=header, tensors=tensors)
-        hashes[name] = file_hash.hexdigest()
-        entries.append(FileEntry(name=name, size=data.size, blake3=hashes[name], **entry))
-    return entries, hashes
+            digests[name] = _digest(layout.header, tensor_digests)
+            entries.append(
+                FileEntry(name=name, size=data.size, digest=digests[name], kind="safetensors", header=header, tensors=tensors)
+            )
+    return entries, digests
 
 
-def _write(f, data) -> None:
-    f.write(memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else data)
+def _write(f, data: np.ndarray) -> None:
+    f.write(memoryview(np.ascontiguousarray(data)).cast("B"))
 
 
 def decode_files(
@@ -193,75 +231,88 @@ def decode_files(
     out_dir: Path,
     chunk_elements: int,
     progress: Progress | None = None,
+    threads: int = DEFAULT_THREADS,
 ) -> dict[str, str]:
-    """Write every file of a section into `out_dir`, checking each checksum. Returns the file hashes."""
-    hashes: dict[str, str] = {}
+    """Write every file of a section into `out_dir`, checking each digest as it completes. Returns the file digests."""
+    digests: dict[str, str] = {}
     maps: dict[Path, np.ndarray] = {}
-    for entry in files:
-        if "/" in entry.name or entry.name in ("", ".", "..", MARKER):
-            raise DecodeError(f"manifest names an unsafe file {entry.name!r}")
-        file_hash, written = blake3.blake3(), 0
-        with (out_dir / entry.name).open("wb") as f:
-            if entry.kind == "raw":
-                for blob in entry.raw:
-                    expected = min(RAW_CHUNK_BYTES, entry.size - written)
-                    piece = codec.decode_chunk(None, read_blob(blob), expected, 1)
-                    file_hash.update(piece)
-                    _write(f, piece)
-                    written += piece.size
-                    if progress:
-                        progress(piece.size)
-            else:
-                if entry.header is None:
-                    raise DecodeError(f"{entry.name}: safetensors entry has no header blob")
-                try:
-                    header = zstandard.ZstdDecompressor().decompress(read_blob(entry.header), max_output_size=1 << 30)
-                except zstandard.ZstdError as err:
-                    raise DecodeError(f"{entry.name}: header blob does not decode: {err}") from err
-                file_hash.update(header)
-                f.write(header)
-                written += len(header)
-                for tensor in entry.tensors:
-                    written += _decode_tensor(entry.name, tensor, read_blob, base, maps, f, file_hash, chunk_elements)
-                    if progress:
-                        progress(tensor.nbytes)
-            f.flush()
-            os.fsync(f.fileno())
-        if written != entry.size or file_hash.hexdigest() != entry.blake3:
-            raise DecodeError(
-                f"{entry.name}: rebuilt file ({written} bytes) does not match the published checksum "
-                f"({entry.size} bytes, blake3 {entry.blake3[:16]}...)"
-            )
-        hashes[entry.name] = entry.blake3
-    return hashes
 
-
-def _decode_tensor(file_name, tensor: TensorEntry, read_blob, base, maps, f, file_hash, chunk_elements) -> int:
-    count = tensor.nbytes // tensor.itemsize
-    old = None
-    loc = base.get(tensor.name) if base is not None else None
-    if loc is not None and loc.nbytes == tensor.nbytes:
-        if loc.path not in maps:
-            maps[loc.path] = _map(loc.path)
-        old = codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], tensor.itemsize)
-    expected_chunks = max(1, -(-count // chunk_elements))
-    if len(tensor.chunks) != expected_chunks:
-        raise DecodeError(f"{file_name}: tensor {tensor.name} has {len(tensor.chunks)} chunks, expected {expected_chunks}")
-    tensor_hash = blake3.blake3()
-    for i, blob in enumerate(tensor.chunks):
-        lo = i * chunk_elements
-        n = min(chunk_elements, count - lo)
+    def decode_job(job: tuple) -> tuple[np.ndarray, bytes]:
+        where, old, blob, count, itemsize = job
         try:
-            chunk = codec.decode_chunk(None if old is None else old[lo : lo + n], read_blob(blob), n, tensor.itemsize)
+            chunk = codec.decode_chunk(old, read_blob(blob), count, itemsize)
         except codec.CodecError as err:
-            raise DecodeError(f"{file_name}: tensor {tensor.name} chunk {i}: {err}") from err
+            raise DecodeError(f"{where}: {err}") from err
         raw = chunk.view(np.uint8)
-        tensor_hash.update(raw)
-        file_hash.update(raw)
-        _write(f, raw)
-    if tensor_hash.hexdigest() != tensor.blake3:
-        raise DecodeError(
-            f"{file_name}: tensor {tensor.name} does not match its published checksum after decoding "
-            "(wrong base checkpoint or corrupt delta)"
-        )
-    return tensor.nbytes
+        return raw, blake3.blake3(raw).digest()
+
+    with ThreadPoolExecutor(threads) as pool:
+        for entry in files:
+            if "/" in entry.name or entry.name in ("", ".", "..", MARKER) or entry.name.startswith("."):
+                raise DecodeError(f"manifest names an unsafe file {entry.name!r}")
+            with (out_dir / entry.name).open("wb") as f:
+                if entry.kind == "raw":
+                    jobs = [(entry.name, None, blob, min(RAW_CHUNK_BYTES, entry.size - i * RAW_CHUNK_BYTES), 1)
+                            for i, blob in enumerate(entry.raw)]  # fmt: skip
+                    head, parts = b"", []
+                    for raw, part in _ordered(pool, decode_job, jobs, 2 * threads):
+                        _write(f, raw)
+                        parts.append(part)
+                        if progress:
+                            progress(raw.size)
+                else:
+                    if entry.header is None:
+                        raise DecodeError(f"{entry.name}: safetensors entry has no header blob")
+                    try:
+                        head = zstandard.ZstdDecompressor().decompress(read_blob(entry.header), max_output_size=1 << 30)
+                    except zstandard.ZstdError as err:
+                        raise DecodeError(f"{entry.name}: header blob does not decode: {err}") from err
+                    f.write(head)
+                    parts = _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, threads, progress)
+                f.flush()
+                os.fsync(f.fileno())
+                written = f.tell()
+            if written != entry.size or _digest(head, parts) != entry.digest:
+                raise DecodeError(
+                    f"{entry.name}: rebuilt file ({written} bytes) does not match the published digest "
+                    f"({entry.size} bytes, {entry.digest[:16]}...)"
+                )
+            digests[entry.name] = entry.digest
+    return digests
+
+
+def _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, threads, progress) -> list[bytes]:
+    jobs, plans = [], []
+    for tensor in entry.tensors:
+        count = tensor.nbytes // tensor.itemsize
+        old = None
+        loc = base.get(tensor.name) if base is not None else None
+        if loc is not None and loc.nbytes == tensor.nbytes:
+            if loc.path not in maps:
+                maps[loc.path] = _map(loc.path)
+            old = codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], tensor.itemsize)
+        expected = max(1, -(-count // chunk_elements))
+        if len(tensor.chunks) != expected:
+            raise DecodeError(f"{entry.name}: tensor {tensor.name} has {len(tensor.chunks)} chunks, expected {expected}")
+        plans.append(tensor)
+        for i, blob in enumerate(tensor.chunks):
+            lo = i * chunk_elements
+            n = min(chunk_elements, count - lo)
+            where = f"{entry.name}: tensor {tensor.name} chunk {i}"
+            jobs.append((where, None if old is None else old[lo : lo + n], blob, n, tensor.itemsize))
+    results = _ordered(pool, decode_job, jobs, 2 * threads)
+    tensor_digests = []
+    for tensor in plans:
+        parts = []
+        for raw, part in (next(results) for _ in tensor.chunks):
+            _write(f, raw)
+            parts.append(part)
+        if _digest(b"", parts) != tensor.digest:
+            raise DecodeError(
+                f"{entry.name}: tensor {tensor.name} does not match its published digest after decoding "
+                "(wrong base checkpoint or corrupt delta)"
+            )
+        tensor_digests.append(bytes.fromhex(tensor.digest))
+        if progress:
+            progress(tensor.nbytes)
+    return tensor_digests

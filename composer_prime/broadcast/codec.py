@@ -6,8 +6,10 @@ checkpoint is described exactly by *which* elements changed and *what they are n
 
 - the tensor bytes are viewed as unsigned integers of the element width (bf16 -> uint16), so "changed" means "bit
   pattern differs" (NaN payloads and -0.0 included) and nothing ever goes through float arithmetic;
-- changed positions are gap-coded (first position, then differences minus one) as LEB128 varints: gaps are roughly
-  geometric, so one byte covers most of them at 1-10% change rates;
+- changed positions are gap-coded (first position, then differences minus one). Gaps are roughly geometric, so at
+  1-10% change rates nearly all fit a byte: a gap below 255 is that byte, a larger one is the escape byte 255 plus
+  its value in a separate little-endian uint32 stream (byte planes). Measured against LEB128 varints this is as small
+  after zstd (zstd's entropy stage sees the same byte histogram) and ten times faster to build with numpy;
 - the new values are stored either as they are (`DELTA`) or XORed bitwise with the old bit patterns (`DELTA_XOR`, the
   default). Both are exact bijections on bit patterns; neither is a float subtraction, so nothing can drift. XOR wins
   because an RL step mostly moves a changed bf16 value by one or two units in the last place: sign and exponent bits
@@ -19,7 +21,8 @@ checkpoint is described exactly by *which* elements changed and *what they are n
 A chunk blob is `kind (1 byte) | payload`:
 
 - `FULL`  (0): zstd(byte planes of all elements). Keyframes and tensors with no usable base.
-- `DELTA` (1): varint(changed count) | varint(len(gap bytes)) | zstd(gap bytes | planes of the new values).
+- `DELTA` (1): varint(changed count) | varint(escaped gap count) | zstd(gap bytes | escaped gap planes | planes of the
+  new values).
 - `SAME`  (2): nothing; the chunk equals the base.
 - `DELTA_XOR` (3): as `DELTA`, with planes of (new XOR old) at the changed positions.
 
@@ -36,6 +39,9 @@ FULL, DELTA, SAME, DELTA_XOR = 0, 1, 2, 3
 
 # zstd level 3 is zstd's own default; higher levels buy ~1% here at several times the encode time.
 DEFAULT_LEVEL = 3
+ESCAPE = 255
+# Positions and escaped gaps are uint32 inside a chunk.
+MAX_CHUNK_ELEMENTS = 1 << 31
 
 
 class CodecError(ValueError):
@@ -63,42 +69,14 @@ def from_planes(planes: np.ndarray, itemsize: int) -> np.ndarray:
     return np.ascontiguousarray(planes.reshape(itemsize, count).T).view(f"<u{itemsize}").ravel()
 
 
-def varint_encode(values: np.ndarray) -> np.ndarray:
-    """LEB128 of non-negative integers (7 bits a byte, high bit = more bytes follow), vectorised."""
-    values = values.astype(np.uint64, copy=False)
-    nbytes = np.ones(values.size, dtype=np.int64)
-    for shift in range(7, 64, 7):
-        nbytes += values >= (np.uint64(1) << np.uint64(shift))
-    starts = np.cumsum(nbytes) - nbytes
-    out = np.zeros(int(nbytes.sum()), dtype=np.uint8)
-    for j in range(int(nbytes.max(initial=0))):
-        sel = nbytes > j
-        byte = (values[sel] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        more = (nbytes[sel] > j + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[sel] + j] = (byte | more).astype(np.uint8)
-    return out
-
-
-def varint_decode(data: np.ndarray, count: int) -> np.ndarray:
-    """Inverse of `varint_encode`; `data` must hold exactly `count` varints."""
-    ends = np.flatnonzero((data & 0x80) == 0)
-    if ends.size != count or (data.size and (ends.size == 0 or ends[-1] != data.size - 1)):
-        raise CodecError(f"varint stream holds {ends.size} values in {data.size} bytes, expected exactly {count}")
-    starts = np.empty_like(ends)
-    starts[:1] = 0
-    starts[1:] = ends[:-1] + 1
-    lengths = ends - starts + 1
-    if lengths.size and lengths.max() > 10:
-        raise CodecError("varint longer than 10 bytes")
-    out = np.zeros(count, dtype=np.uint64)
-    for j in range(int(lengths.max(initial=0))):
-        sel = lengths > j
-        out[sel] |= (data[starts[sel] + j] & np.uint8(0x7F)).astype(np.uint64) << np.uint64(7 * j)
-    return out
-
-
 def _varint_bytes(value: int) -> bytes:
-    return varint_encode(np.array([value], dtype=np.uint64)).tobytes()
+    """LEB128: 7 bits a byte, high bit set while more bytes follow."""
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
 
 
 def _read_varint(blob: memoryview, pos: int) -> tuple[int, int]:
@@ -136,13 +114,16 @@ def encode_chunk(
     if positions.size * 2 > new.size:
         return encode_full(new, level), int(positions.size)
     gaps = np.diff(positions, prepend=-1) - 1
-    gap_bytes = varint_encode(gaps)
+    escaped = gaps >= ESCAPE
+    big = gaps[escaped].astype("<u4")
     values = new[positions] ^ old[positions] if xor else new[positions]
-    stream = gap_bytes.tobytes() + to_planes(values).tobytes()
+    stream = b"".join(
+        (np.where(escaped, ESCAPE, gaps).astype(np.uint8).tobytes(), to_planes(big).tobytes(), to_planes(values).tobytes())
+    )
     blob = (
         bytes([DELTA_XOR if xor else DELTA])
         + _varint_bytes(positions.size)
-        + _varint_bytes(gap_bytes.size)
+        + _varint_bytes(big.size)
         + zstandard.ZstdCompressor(level=level).compress(stream)
     )
     return blob, int(positions.size)
@@ -177,18 +158,24 @@ def decode_chunk(old: np.ndarray | None, blob: bytes | memoryview, count: int, i
     if kind not in (DELTA, DELTA_XOR):
         raise CodecError(f"unknown blob kind {kind}")
     changed, pos = _read_varint(view, 1)
-    gap_len, pos = _read_varint(view, pos)
-    if changed == 0 or changed > count or gap_len < changed or gap_len > 10 * changed:
-        raise CodecError(f"DELTA blob header is inconsistent: {changed} changes, {gap_len} gap bytes, {count} elements")
-    stream = _decompress(view[pos:], gap_len + changed * itemsize)
-    positions = np.cumsum(varint_decode(stream[:gap_len], changed) + np.uint64(1)) - np.uint64(1)
+    n_big, pos = _read_varint(view, pos)
+    if changed == 0 or changed > count or n_big > changed:
+        raise CodecError(f"DELTA blob header is inconsistent: {changed} changes, {n_big} escaped gaps, {count} elements")
+    stream = _decompress(view[pos:], changed + 4 * n_big + changed * itemsize)
+    gaps = stream[:changed].astype(np.int64)
+    escaped = gaps == ESCAPE
+    if int(escaped.sum()) != n_big:
+        raise CodecError(f"DELTA blob has {int(escaped.sum())} escape bytes, its header says {n_big}")
+    gaps[escaped] = from_planes(stream[changed : changed + 4 * n_big], 4)
+    positions = np.cumsum(gaps + 1) - 1
     if positions[-1] >= count:
         raise CodecError(f"changed position {int(positions[-1])} is outside the {count}-element chunk")
-    index = positions.astype(np.int64)
-    values = from_planes(stream[gap_len:], itemsize)
+    stream = stream[changed + 4 * n_big :]
+    index = positions
+    values = from_planes(stream, itemsize)
     if kind == DELTA_XOR:
         values = values ^ old[index]
-        if not values.size or np.any(values == old[index]):
+        if np.any(values == old[index]):
             raise CodecError("DELTA_XOR blob marks an element as changed whose XOR is zero")
     new = old.copy()
     new[index] = values

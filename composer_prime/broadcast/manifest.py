@@ -10,8 +10,8 @@ A section is either `delta` (turns the checkpoint of `base_step`, identified by 
 `full` (this step's checkpoint from nothing). Keyframes carry a `full` section and, when there was a previous version,
 a `delta` section too, so that clients already at the previous step never download the keyframe.
 
-The checkpoint digest names the exact bytes of a checkpoint directory: blake3 over the sorted `name:blake3(file)` lines
-of its files. Every version records its own digest and the digest of its base, which is how a client proves it holds
+The checkpoint digest names the exact bytes of a checkpoint directory: blake3 over the sorted `name:digest` lines of
+its files (file digests are trees of chunk digests, see `checkpoint.py`). Every version records its own digest and the digest of its base, which is how a client proves it holds
 the right base before applying a delta and the right result after.
 """
 
@@ -55,8 +55,8 @@ class TensorEntry(_Strict):
     """Element width the codec used (1 for dtypes it treats as plain bytes)."""
     nbytes: int = Field(ge=0)
     """Tensor size in bytes."""
-    blake3: str
-    """blake3 of the tensor's bytes in the new checkpoint."""
+    digest: str
+    """blake3 over the blake3 digests of the tensor's chunks (see `checkpoint.py`)."""
     changed: int = Field(ge=0)
     """Elements whose bit pattern differs from the base (all of them in a full section)."""
     chunks: list[Blob]
@@ -68,8 +68,8 @@ class FileEntry(_Strict):
     """File name inside the step directory."""
     size: int = Field(ge=0)
     """File size in bytes."""
-    blake3: str
-    """blake3 of the whole file."""
+    digest: str
+    """safetensors: blake3 of the header bytes followed by the tensor digests; raw: blake3 of the piece digests."""
     kind: Literal["safetensors", "raw"]
     """`safetensors`: header blob + one entry per tensor in file order; `raw`: zstd blobs of the bytes."""
     header: Blob | None = None

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.broadcast import checkpoint, protocol
+from composer_prime.broadcast import checkpoint, codec, protocol
 from composer_prime.broadcast.manifest import ManifestError, parse_manifest
 from composer_prime.broadcast.progress import ProgressLog, human_bytes
 
@@ -55,7 +55,7 @@ class OriginConfig(BaseModel):
     """Keyframes (each with the deltas after it) kept listed; 1 keeps only the latest keyframe onward."""
     shard_size: int = Field(50_000_000, ge=1024)
     """Bytes per shard file (SHARDCAST's default is 50 MB)."""
-    chunk_elements: int = Field(1 << 23, ge=1024)
+    chunk_elements: int = Field(1 << 23, ge=1024, le=codec.MAX_CHUNK_ELEMENTS)
     """Codec chunk size in tensor elements; bounds encoder and decoder memory to a few chunks."""
     zstd_level: int = Field(3, ge=1, le=22)
     """zstd level for every blob."""

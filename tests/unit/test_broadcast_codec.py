@@ -28,22 +28,18 @@ def rl_step_pair() -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def test_varint_round_trips_edge_values():
-    values = np.array([0, 1, 127, 128, 16383, 16384, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1], dtype=np.uint64)
-    encoded = codec.varint_encode(values)
-    # 1 + 1 + 1 + 2 + 2 + 3 + 5 + 5 + 9 + 10 bytes
-    assert encoded.size == 39
-    assert np.array_equal(codec.varint_decode(encoded, values.size), values)
-
-
-def test_varint_decode_refuses_wrong_count_and_truncation():
-    encoded = codec.varint_encode(np.array([5, 300, 7], dtype=np.uint64))
-    with pytest.raises(codec.CodecError, match="expected exactly 2"):
-        codec.varint_decode(encoded, 2)
-    with pytest.raises(codec.CodecError):
-        codec.varint_decode(encoded[:-1], 3)  # last varint cut in half (300 takes 2 bytes, 7 takes 1)
-    with pytest.raises(codec.CodecError):
-        codec.varint_decode(encoded[:2], 2)  # ends on a continuation byte
+def test_long_gaps_use_the_escape_stream():
+    old = np.zeros(3_000_000, dtype="<u2")
+    new = old.copy()
+    positions = [0, 254, 255 + 254 + 1, 2_999_999]  # gaps 0, 253, 255 (escaped), 2_489_489 (escaped)
+    new[positions] = 7
+    blob, changed = codec.encode_chunk(old, new)
+    assert changed == 4
+    assert np.array_equal(codec.decode_chunk(old, blob, old.size, 2), new)
+    assert np.flatnonzero(codec.decode_chunk(old, blob, old.size, 2)).tolist() == positions
+    assert blob[1:3] == bytes([4, 2])  # 4 changes, 2 escaped gaps
+    with pytest.raises(codec.CodecError, match="expected"):
+        codec.decode_chunk(old, blob[:2] + bytes([1]) + blob[3:], old.size, 2)
 
 
 @pytest.mark.parametrize("xor", [True, False])

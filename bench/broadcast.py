@@ -74,9 +74,13 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
 def serve(directory: Path) -> ThreadingHTTPServer:
-    handler = partial(SimpleHTTPRequestHandler, directory=str(directory))
-    handler.log_message = lambda *a: None
+    handler = partial(_QuietHandler, directory=str(directory))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -251,7 +251,15 @@ class Fetcher:
                 return self.step_dir(step)
             listing = self.wait_listed(step)
             for manifest, section in self.plan(step, listing):
-                self._apply(manifest, section)
+                try:
+                    self._apply(manifest, section)
+                except checkpoint.DecodeError:
+                    if section.kind == "delta":
+                        # The shards were verified, so the local base is what is wrong: drop it, and the next
+                        # attempt plans from a keyframe.
+                        logger.error(f"step_{section.base_step} on disk is damaged; deleting it")
+                        shutil.rmtree(self.step_dir(section.base_step), ignore_errors=True)
+                    raise
             self._prune(keep=step)
             self._manifests = {s: m for s, m in self._manifests.items() if s in listing}
             return self.step_dir(step)

@@ -88,6 +88,10 @@ class _Handler(SimpleHTTPRequestHandler):
             return None
         return super().send_head()
 
+    def list_directory(self, path):
+        self.send_error(404, "Not found")
+        return None
+
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class
         logger.debug("%s %s", self.address_string(), format % args)
 

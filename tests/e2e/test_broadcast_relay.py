@@ -192,8 +192,30 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             assert vllm.updates() == []
             # The origin serves only the protocol's files.
             assert http("GET", f"{url}/.base/.base.json")[0] == 404
+            assert http("GET", f"{url}/")[0] == 404  # no directory listings
             assert http("POST", f"{url}/distribution.txt", b"{}")[0] == 501
             assert _raw(url, b"\x00\x01garbage\r\n\r\n").split(b" ")[1] == b"400"
             # Both still work afterwards.
             assert update_weights(proxy, trainer.broadcasts / "step_0")[0] == 200
             assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_0")
+
+
+def test_damaged_base_on_the_client_is_caught_and_replaced(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
+            victim = tmp_path / "store" / "steps" / "step_1" / "model-00001-of-00002.safetensors"
+            data = bytearray(victim.read_bytes())
+            data[-3] ^= 0x40  # a weight byte, not the header: only the tensor digest can notice
+            victim.write_bytes(bytes(data))
+
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
+            assert status == 502 and "does not match its published digest" in body.decode(), body
+            assert len(vllm.updates()) == 1  # only step 1 ever reached vLLM
+            assert not (tmp_path / "store" / "steps" / "step_1").exists()
+
+            status, body = update_weights(proxy, trainer.broadcasts / "step_2")  # PRIME-RL's retry
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_2")

@@ -39,10 +39,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer_prime.broadcast import checkpoint, protocol  # noqa: E402
-from composer_prime.broadcast.client import ClientConfig, Fetcher  # noqa: E402
-from composer_prime.broadcast.origin import Origin, OriginConfig  # noqa: E402
-from tests.support.rl_checkpoints import ModelShape, RLTrainer, param_count, write_broadcast_step  # noqa: E402
+from composer_prime.broadcast import checkpoint, protocol
+from composer_prime.broadcast.client import ClientConfig, Fetcher
+from composer_prime.broadcast.origin import Origin, OriginConfig
+from tests.support.rl_checkpoints import ModelShape, RLTrainer, param_count, write_broadcast_step
 
 LINK_BYTES_PER_S = 125e6  # 1 Gbit/s
 
@@ -86,6 +86,11 @@ def serve(directory: Path) -> ThreadingHTTPServer:
     return server
 
 
+def copy_files(src: Path, dest: Path) -> None:
+    for name in checkpoint.checkpoint_files(src):
+        shutil.copyfile(src / name, dest / name)
+
+
 def fetch_full(url: str, step_dir: Path, dest: Path) -> None:
     dest.mkdir(parents=True)
     for name in checkpoint.checkpoint_files(step_dir):
@@ -124,26 +129,26 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
         h_mask = 0.0 if p in (0.0, 1.0) else -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
         bound = (a.size * h_mask + changed.size * entropy_bits(b[changed])) / 8
 
-        t_encode, _ = timed(lambda: origin.publish(step))
-        delta_size = (lambda m: m.section("delta").size)(fetcher.manifest(fetcher.listing()[step]))
+        t_encode, _ = timed(partial(origin.publish, step))
+        delta_size = fetcher.manifest(fetcher.listing()[step]).section("delta").size
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
             new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, xor=False
         )
         raw_size = raw_manifest.section("delta").size
-        t_fetch_apply, _ = timed(lambda: fetcher.ensure_step(step))
-        t_decode, _ = timed(lambda: _decode_again(fetcher, origin.data_dir, step, work / "redecode"))
+        t_fetch_apply, _ = timed(partial(fetcher.ensure_step, step))
+        t_decode, _ = timed(partial(_decode_again, fetcher, origin.data_dir, step, work / "redecode"))
         copy_dir = work / "copy"
         shutil.rmtree(copy_dir, ignore_errors=True)
         copy_dir.mkdir()
-        t_copy, _ = timed(lambda: [shutil.copyfile(new / f, copy_dir / f) for f in checkpoint.checkpoint_files(new)])
+        t_copy, _ = timed(partial(copy_files, new, copy_dir))
         shutil.rmtree(work / "full", ignore_errors=True)
-        t_full, _ = timed(lambda: fetch_full(full_url, new, work / "full"))
-        rows.append(dict(
-            changed=p, total=total, delta=delta_size, raw=raw_size, bound=bound, t_encode=t_encode,
-            t_decode=t_decode, t_copy=t_copy, t_e2e=t_encode + t_fetch_apply, t_full=t_full,
-        ))  # fmt: skip
+        t_full, _ = timed(partial(fetch_full, full_url, new, work / "full"))
+        rows.append({
+            "changed": p, "total": total, "delta": delta_size, "raw": raw_size, "bound": bound, "t_encode": t_encode,
+            "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
+        })  # fmt: skip
         shutil.rmtree(old, ignore_errors=True)
     server.shutdown()
     full_server.shutdown()

@@ -15,7 +15,10 @@ from composer_prime import __version__
 
 # name -> (module, one-line help). Modules are imported when the parser is built, so they must import cheaply.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "relay": ("composer_prime.broadcast.command", "weight relay: delta-compressed SHARDCAST origin and inference-side proxy"),
+    "relay": (
+        "composer_prime.broadcast.command",
+        "weight relay: delta-compressed SHARDCAST origin and inference-side proxy",
+    ),
 }
 
 

@@ -95,7 +95,9 @@ def read_layout(path: Path) -> SafetensorsLayout | None:
             begin, end = (int(x) for x in info["data_offsets"])
             if begin != cursor or end < begin:
                 return None
-            tensors.append((name, str(info["dtype"]), tuple(int(d) for d in info["shape"]), data_start + begin, end - begin))
+            tensors.append(
+                (name, str(info["dtype"]), tuple(int(d) for d in info["shape"]), data_start + begin, end - begin)
+            )
             cursor = end
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -215,7 +217,9 @@ def encode_files(
                 )  # fmt: skip
             digests[name] = _digest(layout.header, tensor_digests)
             entries.append(
-                FileEntry(name=name, size=data.size, digest=digests[name], kind="safetensors", header=header, tensors=tensors)
+                FileEntry(
+                    name=name, size=data.size, digest=digests[name], kind="safetensors", header=header, tensors=tensors
+                )
             )
     return entries, digests
 
@@ -293,7 +297,9 @@ def _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, thre
             old = codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], tensor.itemsize)
         expected = max(1, -(-count // chunk_elements))
         if len(tensor.chunks) != expected:
-            raise DecodeError(f"{entry.name}: tensor {tensor.name} has {len(tensor.chunks)} chunks, expected {expected}")
+            raise DecodeError(
+                f"{entry.name}: tensor {tensor.name} has {len(tensor.chunks)} chunks, expected {expected}"
+            )
         plans.append(tensor)
         for i, blob in enumerate(tensor.chunks):
             lo = i * chunk_elements

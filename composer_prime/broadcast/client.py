@@ -27,11 +27,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import blake3
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.broadcast import checkpoint, protocol
 from composer_prime.broadcast.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
@@ -64,7 +65,15 @@ class ClientConfig(BaseModel):
     retries: int = Field(5, ge=1)
     """Attempts per shard (a corrupt, truncated or failed fetch counts as one)."""
     concurrency: int = Field(4, ge=1)
-    """Shards fetched in parallel."""
+    """Shards fetched in parallel (each is held in memory while it is checked: at most `concurrency` x shard size)."""
+
+    @field_validator("servers")
+    @classmethod
+    def _http_urls(cls, servers: list[str]) -> list[str]:
+        for server in servers:
+            if not server.startswith(("http://", "https://")):
+                raise ValueError(f"relay server {server!r} is not an http(s) URL; write it as http://host:port")
+        return servers
 
 
 def _get(url: str, timeout: float) -> bytes:
@@ -83,6 +92,7 @@ class Fetcher:
         for stale in self.steps_dir.glob(".*"):
             shutil.rmtree(stale, ignore_errors=True)  # half-built steps from a crash
         self._lock = threading.Lock()
+        self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now
         self._manifests: dict[int, Manifest] = {}
 
     # -- local state -----------------------------------------------------------------------------------------------
@@ -211,7 +221,11 @@ class Fetcher:
         with ThreadPoolExecutor(self.config.concurrency) as pool:
             futures = {
                 index: pool.submit(
-                    self._shard, manifest.step, index, manifest.shards[index - 1].size, manifest.shards[index - 1].blake3
+                    self._shard,
+                    manifest.step,
+                    index,
+                    manifest.shards[index - 1].size,
+                    manifest.shards[index - 1].blake3,
                 )
                 for index in range(section.first_shard, section.first_shard + section.num_shards)
             }
@@ -244,29 +258,52 @@ class Fetcher:
         )
         return final
 
-    def ensure_step(self, step: int) -> Path:
-        """The local directory of `step`, built from the relay if it is not here yet."""
+    def ensure_step(self, step: int, pin: bool = False) -> Path:
+        """The local directory of `step`, built from the relay if it is not here yet.
+
+        With `pin`, the step is not pruned until `release(step)`: vLLM may still be reading it.
+        """
         with self._lock:
+            if pin:
+                self._pinned[step] += 1
             if step in self.local_steps():
                 return self.step_dir(step)
-            listing = self.wait_listed(step)
-            for manifest, section in self.plan(step, listing):
-                try:
-                    self._apply(manifest, section)
-                except checkpoint.DecodeError:
-                    if section.kind == "delta":
-                        # The shards were verified, so the local base is what is wrong: drop it, and the next
-                        # attempt plans from a keyframe.
-                        logger.error(f"step_{section.base_step} on disk is damaged; deleting it")
-                        shutil.rmtree(self.step_dir(section.base_step), ignore_errors=True)
-                    raise
-            self._prune(keep=step)
-            self._manifests = {s: m for s, m in self._manifests.items() if s in listing}
+            try:
+                self._build(step)
+            except BaseException:
+                if pin:
+                    self._release(step)
+                raise
             return self.step_dir(step)
+
+    def release(self, step: int) -> None:
+        with self._lock:
+            self._release(step)
+
+    def _release(self, step: int) -> None:
+        self._pinned[step] -= 1
+        if self._pinned[step] <= 0:
+            del self._pinned[step]
+
+    def _build(self, step: int) -> None:
+        listing = self.wait_listed(step)
+        for manifest, section in self.plan(step, listing):
+            try:
+                self._apply(manifest, section)
+            except checkpoint.DecodeError:
+                if section.kind == "delta":
+                    # The shards were verified, so the local base is what is wrong: drop it, and the next
+                    # attempt plans from a keyframe.
+                    logger.error(f"step_{section.base_step} on disk is damaged; deleting it")
+                    shutil.rmtree(self.step_dir(section.base_step), ignore_errors=True)
+                raise
+        self._prune(keep=step)
+        self._manifests = {s: m for s, m in self._manifests.items() if s in listing}
 
     def _prune(self, keep: int) -> None:
         steps = sorted(self.local_steps())
         doomed = [s for s in steps if s != keep][: max(0, len(steps) - self.config.keep_steps)]
+        doomed = [s for s in doomed if s not in self._pinned]
         for old in doomed:
             shutil.rmtree(self.step_dir(old), ignore_errors=True)
         for folder in self.downloads.iterdir():

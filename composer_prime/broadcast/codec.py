@@ -118,7 +118,11 @@ def encode_chunk(
     big = gaps[escaped].astype("<u4")
     values = new[positions] ^ old[positions] if xor else new[positions]
     stream = b"".join(
-        (np.where(escaped, ESCAPE, gaps).astype(np.uint8).tobytes(), to_planes(big).tobytes(), to_planes(values).tobytes())
+        (
+            np.where(escaped, ESCAPE, gaps).astype(np.uint8).tobytes(),
+            to_planes(big).tobytes(),
+            to_planes(values).tobytes(),
+        )
     )
     blob = (
         bytes([DELTA_XOR if xor else DELTA])
@@ -150,7 +154,9 @@ def decode_chunk(old: np.ndarray | None, blob: bytes | memoryview, count: int, i
     if old is None:
         raise CodecError(f"blob kind {kind} needs a base chunk and there is none")
     if old.size != count or old.dtype.itemsize != itemsize:
-        raise CodecError(f"base chunk has {old.size} x {old.dtype.itemsize}-byte elements, expected {count} x {itemsize}")
+        raise CodecError(
+            f"base chunk has {old.size} x {old.dtype.itemsize}-byte elements, expected {count} x {itemsize}"
+        )
     if kind == SAME:
         if len(view) != 1:
             raise CodecError("SAME blob carries trailing bytes")
@@ -160,7 +166,9 @@ def decode_chunk(old: np.ndarray | None, blob: bytes | memoryview, count: int, i
     changed, pos = _read_varint(view, 1)
     n_big, pos = _read_varint(view, pos)
     if changed == 0 or changed > count or n_big > changed:
-        raise CodecError(f"DELTA blob header is inconsistent: {changed} changes, {n_big} escaped gaps, {count} elements")
+        raise CodecError(
+            f"DELTA blob header is inconsistent: {changed} changes, {n_big} escaped gaps, {count} elements"
+        )
     stream = _decompress(view[pos:], changed + 4 * n_big + changed * itemsize)
     gaps = stream[:changed].astype(np.int64)
     escaped = gaps == ESCAPE

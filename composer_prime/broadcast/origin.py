@@ -79,6 +79,7 @@ def stable_steps(broadcast_dir: Path) -> list[int]:
 
 class _Handler(SimpleHTTPRequestHandler):
     """Static GET/HEAD over the data dir; dot-files (temp folders, the base copy) are never served."""
+
     default_request_version = "HTTP/1.0"  # errors on unparseable request lines still get a status line
 
     def send_head(self):
@@ -90,9 +91,8 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def list_directory(self, path):
         self.send_error(404, "Not found")
-        return None
 
-    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+    def log_message(self, format, *args):
         logger.debug("%s %s", self.address_string(), format % args)
 
 
@@ -180,7 +180,9 @@ class Origin:
         try:
             files = checkpoint.checkpoint_files(step_dir)
             total = sum((step_dir / name).stat().st_size for name in files)
-            progress = ProgressLog(logger, f"step {step} {'keyframe' if keyframe else 'delta'}", total * (2 if keyframe and base else 1))
+            progress = ProgressLog(
+                logger, f"step {step} {'keyframe' if keyframe else 'delta'}", total * (2 if keyframe and base else 1)
+            )
             manifest, listed = protocol.encode_version(
                 step_dir, step, base, keyframe, self.data_dir, cfg.shard_size, cfg.chunk_elements, cfg.zstd_level,
                 cfg.xor_values, progress,
@@ -192,12 +194,15 @@ class Origin:
         self.listing[step] = listed
         stale = self._prune()
         protocol.write_atomic(
-            self.data_dir / protocol.DISTRIBUTION_FILE, protocol.format_distribution(list(self.listing.values())).encode()
+            self.data_dir / protocol.DISTRIBUTION_FILE,
+            protocol.format_distribution(list(self.listing.values())).encode(),
         )
         # Folders go after the listing stops naming them; a reader racing this gets a 404 and re-reads the listing.
         for old in stale:
             shutil.rmtree(self.data_dir / protocol.version_name(old), ignore_errors=True)
-        self._replace_base(step_dir, {"step": step, "digest": manifest.digest, "since_keyframe": 0 if keyframe else since})
+        self._replace_base(
+            step_dir, {"step": step, "digest": manifest.digest, "since_keyframe": 0 if keyframe else since}
+        )
         self.base = self._load_base()
         delta = manifest.section("delta")
         logger.info(

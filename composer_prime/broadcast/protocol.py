@@ -54,7 +54,9 @@ def shard_name(index: int) -> str:
 
 
 def format_distribution(versions: list[Listed]) -> str:
-    return "".join(f"{version_name(v.step)}: {v.checksum}|{v.num_shards}\n" for v in sorted(versions, key=lambda v: v.step))
+    return "".join(
+        f"{version_name(v.step)}: {v.checksum}|{v.num_shards}\n" for v in sorted(versions, key=lambda v: v.step)
+    )
 
 
 def parse_distribution(text: str) -> dict[int, Listed]:
@@ -65,7 +67,9 @@ def parse_distribution(text: str) -> dict[int, Listed]:
             continue
         match = _LINE.match(line.strip())
         if match is None:
-            raise ProtocolError(f"{DISTRIBUTION_FILE} line {number} is not 'v<step>: <blake3>|<shards>': {line[:120]!r}")
+            raise ProtocolError(
+                f"{DISTRIBUTION_FILE} line {number} is not 'v<step>: <blake3>|<shards>': {line[:120]!r}"
+            )
         step, checksum, shards = int(match[1]), match[2], int(match[3])
         if shards < 1:
             raise ProtocolError(f"{DISTRIBUTION_FILE} line {number}: version v{step} lists {shards} shards")
@@ -218,7 +222,9 @@ class SectionReader:
             self.spans.append((offset, size, shard_path(index)))
             offset += size
         if offset != section.size:
-            raise ProtocolError(f"section '{section.kind}' spans {offset} shard bytes, its manifest says {section.size}")
+            raise ProtocolError(
+                f"section '{section.kind}' spans {offset} shard bytes, its manifest says {section.size}"
+            )
 
     def __call__(self, blob: Blob) -> bytes:
         if blob.offset + blob.length > (self.spans[-1][0] + self.spans[-1][1] if self.spans else 0):

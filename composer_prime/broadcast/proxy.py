@@ -40,7 +40,7 @@ REWRITES = {"/update_weights": "weight_dir", "/load_lora_adapter": "lora_path"}
 class ProxyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    upstream: str
+    upstream: str = Field(pattern=r"^https?://")
     """The real vLLM admin base URL on this host, e.g. `http://127.0.0.1:8000` (no `/v1`)."""
     host: str = "0.0.0.0"
     """Address the proxy binds; PRIME-RL's `admin_base_url` points here."""
@@ -79,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
     default_request_version = "HTTP/1.0"  # errors on unparseable request lines still get a status line
     proxy: Proxy  # set on the subclass built by Proxy.serve
 
-    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+    def log_message(self, format, *args):
         logger.debug("%s %s", self.address_string(), format % args)
 
     def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
@@ -120,9 +120,14 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             route = self.path.split("?", 1)[0]
+            pinned = None
             if self.command == "POST" and route in REWRITES:
-                body = self._materialise(route, body)
-            self._forward(body)
+                body, pinned = self._materialise(route, body)
+            try:
+                self._forward(body)
+            finally:
+                if pinned is not None:
+                    self.proxy.fetcher.release(pinned)
         except HttpError as err:
             self._error(err.status, str(err))
         except Exception as err:  # a bug must not kill the server thread silently
@@ -131,7 +136,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
 
-    def _materialise(self, route: str, body: bytes) -> bytes:
+    def _materialise(self, route: str, body: bytes) -> tuple[bytes, int | None]:
+        """The body to forward, and the step pinned for vLLM to read (release it after forwarding)."""
         field = REWRITES[route]
         try:
             payload = json.loads(body or b"null")
@@ -140,16 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(payload, dict):
             raise HttpError(400, f"POST {route} needs a JSON object with {field!r}, got {type(payload).__name__}")
         if route == "/update_weights" and payload.get(field) is None:
-            return body  # no directory to relay (e.g. an NCCL broadcast): vLLM gets the call as sent
+            return body, None  # no directory to relay (e.g. an NCCL broadcast): vLLM gets the call as sent
         step = step_of(payload.get(field), field, route)
         try:
-            local = self.proxy.fetcher.ensure_step(step)
+            local = self.proxy.fetcher.ensure_step(step, pin=True)
         except TimeoutError as err:
             raise HttpError(504, str(err)) from err
         except (RelayError, DecodeError, ManifestError, ProtocolError) as err:
             raise HttpError(502, f"cannot materialise step {step}: {err}") from err
         payload[field] = local.as_posix()
-        return json.dumps(payload).encode()
+        return json.dumps(payload).encode(), step
 
     def _forward(self, body: bytes) -> None:
         url = self.proxy.config.upstream.rstrip("/") + self.path

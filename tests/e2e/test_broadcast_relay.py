@@ -45,7 +45,11 @@ def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
     trainer = Trainer(tmp_path / "run")
     trainer.next()
     origin, origin_url = start_origin(
-        tmp_path / "run", tmp_path / "origin", tmp_path / "origin.log", keyframe_interval=3, keep_keyframes=1,
+        tmp_path / "run",
+        tmp_path / "origin",
+        tmp_path / "origin.log",
+        keyframe_interval=3,
+        keep_keyframes=1,
         shard_size=16384,
     )
     with origin, AdminStandIn() as vllm:
@@ -65,16 +69,19 @@ def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
             assert [c.path for c in vllm.calls if c.method == "POST"][:3] == [
                 "/pause?mode=keep&clear_cache=false", "/update_weights", "/resume",
             ]  # fmt: skip
-            assert http("GET", f"{proxy}/v1/models")[1] == json.dumps(
-                {"object": "list", "data": [{"id": "tiny-lm", "object": "model"}]}
-            ).encode()
+            assert (
+                http("GET", f"{proxy}/v1/models")[1]
+                == json.dumps({"object": "list", "data": [{"id": "tiny-lm", "object": "model"}]}).encode()
+            )
             # Bounded disk: two built steps, no leftover downloads.
             store = tmp_path / "store"
             assert len(list((store / "steps").glob("step_*"))) <= 2
             assert not any((store / "downloads").rglob("*.bin"))
 
         # Deltas are far smaller than the checkpoint; keyframes carry both a delta and a full section.
-        ckpt_bytes = sum((trainer.broadcasts / "step_1" / f).stat().st_size for f in dir_digests(trainer.broadcasts / "step_1"))
+        ckpt_bytes = sum(
+            (trainer.broadcasts / "step_1" / f).stat().st_size for f in dir_digests(trainer.broadcasts / "step_1")
+        )
         wait_until(lambda: (tmp_path / "origin" / "v5").is_dir(), 30, "v5 published")
         v4_bytes = sum(p.stat().st_size for p in (tmp_path / "origin" / "v4").iterdir())
         assert v4_bytes < ckpt_bytes / 5
@@ -186,9 +193,9 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             assert _raw(proxy, b"POST /update_weights HTTP/1.1\r\nContent-Length: abc\r\n\r\n").startswith(
                 b"HTTP/1.0 400"
             )
-            assert _raw(proxy, b"POST /update_weights HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").startswith(
-                b"HTTP/1.0 411"
-            )
+            assert _raw(
+                proxy, b"POST /update_weights HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            ).startswith(b"HTTP/1.0 411")
             assert vllm.updates() == []
             # The origin serves only the protocol's files.
             assert http("GET", f"{url}/.base/.base.json")[0] == 404

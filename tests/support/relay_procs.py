@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,7 +87,7 @@ class RelayProcess:
                 self.kill()
         self._log.close()
 
-    def __enter__(self) -> RelayProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -103,7 +104,9 @@ def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tupl
     return RelayProcess(args, log, f"{url}/data1.bin"), url
 
 
-def start_client(servers: str, upstream: str, store_dir: Path, log: Path, *flags: str, **options) -> tuple[RelayProcess, str]:
+def start_client(
+    servers: str, upstream: str, store_dir: Path, log: Path, *flags: str, **options
+) -> tuple[RelayProcess, str]:
     port = free_port()
     args = ["client", "--servers", servers, "--upstream", upstream, "--store-dir", str(store_dir),
             "--host", "127.0.0.1", "--port", str(port), *flags]  # fmt: skip
@@ -172,7 +175,7 @@ class Tap:
         with self._lock:
             return [p for p in self.served if p.startswith(f"v{version}/")]
 
-    def __enter__(self) -> Tap:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -78,7 +78,10 @@ class RLTrainer:
         self.optimizer.step()
 
     def bf16_state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach().to(torch.bfloat16, copy=True).contiguous() for name, tensor in self.model.state_dict().items()}
+        return {
+            name: tensor.detach().to(torch.bfloat16, copy=True).contiguous()
+            for name, tensor in self.model.state_dict().items()
+        }
 
 
 def write_broadcast_step(

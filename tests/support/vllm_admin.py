@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 import blake3
 
@@ -96,7 +97,7 @@ class AdminStandIn:
         with self._lock:
             return [c for c in self.calls if c.path.split("?", 1)[0] == "/update_weights"]
 
-    def __enter__(self) -> AdminStandIn:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

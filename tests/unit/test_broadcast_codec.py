@@ -77,7 +77,9 @@ def test_every_element_width_round_trips(itemsize):
 
 
 def test_bit_patterns_not_float_values_decide_what_changed():
-    as_bits = lambda xs: torch.tensor(xs, dtype=torch.bfloat16).view(torch.uint16).numpy().copy()  # noqa: E731
+    def as_bits(xs: list[float]) -> np.ndarray:
+        return torch.tensor(xs, dtype=torch.bfloat16).view(torch.uint16).numpy().copy()
+
     old = as_bits([0.0, 1.0, float("nan"), 2.0])
     new = as_bits([-0.0, 1.0, float("nan"), 2.0])
     new[2] = old[2] ^ 0x0001  # another NaN payload: float-equal in no sense, bit-different

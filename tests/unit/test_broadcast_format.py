@@ -119,8 +119,15 @@ def test_listing_is_shardcast_compatible():
 
 
 def _origin(tmp_path: Path, **overrides) -> Origin:
-    config = dict(output_dir=tmp_path / "run", data_dir=tmp_path / "pub", host="127.0.0.1", port=0,
-                  keyframe_interval=3, keep_keyframes=1, shard_size=4096)  # fmt: skip
+    config = {
+        "output_dir": tmp_path / "run",
+        "data_dir": tmp_path / "pub",
+        "host": "127.0.0.1",
+        "port": 0,
+        "keyframe_interval": 3,
+        "keep_keyframes": 1,
+        "shard_size": 4096,
+    }
     return Origin(OriginConfig(**{**config, **overrides}))
 
 
@@ -154,5 +161,5 @@ def test_origin_skips_a_step_the_trainer_deleted(tmp_path):
     shutil.rmtree(steps[1])
     assert origin.publish(1) is None
     origin.publish(2)
-    manifest_shard = sorted((tmp_path / "pub" / "v2").iterdir())[-1]
+    manifest_shard = max((tmp_path / "pub" / "v2").iterdir())
     assert parse_manifest(manifest_shard.read_bytes()).section("delta").base_step == 0

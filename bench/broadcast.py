@@ -6,8 +6,10 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
 
 - changed: fraction of bf16 values whose bit pattern differs from the previous step;
 - ratio: checkpoint bytes / delta-section bytes, for XORed values (the default) and for raw new values;
-- vs bound: delta bytes / the order-0 entropy bound of the change mask (N * H(p)) plus the new values (k * H(values));
-  below 1.00 means the coder beats a coder that knows the exact change rate and value histogram;
+- vs bound: delta bytes / the order-0 entropy bound of the change mask (N * H(p)) plus the new values (k * H(values)),
+  for both value codings; below 1.00 means the coder beats any coder of positions and new values that knows only the
+  exact change rate and value histogram (XOR gets there by using the old value as context);
+- keyframe: checkpoint bytes / the full (keyframe) section of the first version;
 - encode / decode: MB/s of checkpoint processed, against a plain file copy of the same bytes (`copy`);
 - loopback: time from STABLE to the step rebuilt in a client's store (encode at the origin + HTTP fetch + decode +
   checks + atomic write) against fetching the full checkpoint over the same HTTP server;
@@ -118,6 +120,7 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
     full_url = f"http://127.0.0.1:{full_server.server_address[1]}"
     fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2))
     fetcher.ensure_step(0)
+    keyframe = fetcher.manifest(fetcher.listing()[0]).section("full").size
     for step in range(1, steps + 1):
         trainer.step()
         new = write_broadcast_step(trainer.bf16_state_dict(), broadcasts, step)
@@ -148,6 +151,7 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
         rows.append({
             "changed": p, "total": total, "delta": delta_size, "raw": raw_size, "bound": bound, "t_encode": t_encode,
             "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
+            "keyframe": keyframe,
         })  # fmt: skip
         shutil.rmtree(old, ignore_errors=True)
     server.shutdown()
@@ -183,8 +187,10 @@ def main() -> int:
     )
     print(f"model: {param_count(shape) / 1e6:.1f}M parameters, bf16 broadcast; AdamW (0.9, 0.999), wd 0.01, clip 1.0;"
           f" {args.warmup} warm-up steps, mean of {args.steps} steps per row\n")  # fmt: skip
-    header = ("| master | lr | changed | ratio (xor) | ratio (raw values) | vs bound | encode MB/s | decode MB/s "
-              "| copy MB/s | loopback e2e / full | at 1 Gbit/s: delta / full |")  # fmt: skip
+    header = (
+        "| master | lr | changed | delta ratio (xor) | (raw values) | vs bound: xor | raw | keyframe ratio "
+        "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full |"
+    )
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
     masters = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -197,7 +203,8 @@ def main() -> int:
                 wire_full = r["total"] / LINK_BYTES_PER_S
                 print(
                     f"| {master_name} | {lr:g} | {r['changed']:.2%} | {r['total'] / r['delta']:.1f}x "
-                    f"| {r['total'] / r['raw']:.1f}x | {r['delta'] / r['bound']:.2f} | {mb / r['t_encode']:.0f} "
+                    f"| {r['total'] / r['raw']:.1f}x | {r['delta'] / r['bound']:.2f} | {r['raw'] / r['bound']:.2f} "
+                    f"| {r['total'] / r['keyframe']:.2f}x | {mb / r['t_encode']:.0f} "
                     f"| {mb / r['t_decode']:.0f} | {mb / r['t_copy']:.0f} | {r['t_e2e']:.2f}s / {r['t_full']:.2f}s "
                     f"| {wire_delta:.2f}s / {wire_full:.2f}s |",
                     flush=True,

@@ -18,6 +18,7 @@ Disk stays bounded: after a step is built its downloads are deleted, and only th
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -93,7 +94,7 @@ class Fetcher:
             shutil.rmtree(stale, ignore_errors=True)  # half-built steps from a crash
         self._lock = threading.Lock()
         self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now
-        self._manifests: dict[int, Manifest] = {}
+        self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
 
     # -- local state -----------------------------------------------------------------------------------------------
 
@@ -120,8 +121,8 @@ class Fetcher:
             url = f"{server.rstrip('/')}/{path}"
             try:
                 return _get(url, self.config.http_timeout_s)
-            except (urllib.error.URLError, OSError, ValueError) as err:
-                errors.append(f"{url}: {err}")
+            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+                errors.append(f"{url}: {type(err).__name__}: {err}")
         raise RelayError("; ".join(errors))
 
     def listing(self) -> dict[int, protocol.Listed]:
@@ -148,16 +149,19 @@ class Fetcher:
             time.sleep(self.config.poll_interval_s)
 
     def manifest(self, listed: protocol.Listed) -> Manifest:
-        if listed.step in self._manifests:
-            return self._manifests[listed.step]
+        key = (listed.step, listed.checksum)
+        if key in self._manifests:
+            return self._manifests[key]
         path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
         last: Exception | None = None
-        for _ in range(self.config.retries):
+        for attempt in range(1, self.config.retries + 1):
+            if attempt > 1:
+                time.sleep(min(0.2 * 2**attempt, 5.0))
             try:
                 manifest = parse_manifest(self._fetch(path))
                 if manifest.step != listed.step or len(manifest.shards) + 1 != listed.num_shards:
                     raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
-                self._manifests[listed.step] = manifest
+                self._manifests[key] = manifest
                 return manifest
             except (RelayError, ManifestError) as err:
                 last = err
@@ -298,7 +302,9 @@ class Fetcher:
                     shutil.rmtree(self.step_dir(section.base_step), ignore_errors=True)
                 raise
         self._prune(keep=step)
-        self._manifests = {s: m for s, m in self._manifests.items() if s in listing}
+        self._manifests = {
+            key: m for key, m in self._manifests.items() if key[0] in listing and listing[key[0]].checksum == key[1]
+        }
 
     def _prune(self, keep: int) -> None:
         steps = sorted(self.local_steps())

@@ -242,7 +242,13 @@ class Origin:
                 for step in self.pending():
                     if stop.is_set():
                         break
-                    self.publish(step)
+                    try:
+                        self.publish(step)
+                    except OSError:
+                        # Disk full, permissions, a step dir being rewritten...: nothing was listed; try again at
+                        # the next poll rather than take the relay down.
+                        logger.exception(f"publishing step {step} failed; retrying at the next poll")
+                        break
                 stop.wait(self.config.poll_interval_s)
         finally:
             server.shutdown()

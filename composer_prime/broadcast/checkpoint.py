@@ -41,6 +41,9 @@ ITEMSIZE = {
 RAW_CHUNK_BYTES = 64 * 1024**2
 DEFAULT_THREADS = min(8, os.cpu_count() or 1)
 MARKER = "STABLE"
+# Empty marker files PRIME-RL drops into a step dir: `STABLE` (trainer, written last) and `NCCL_READY` (the
+# orchestrator touches it in `weight_dir` on every update, whatever the transport). They are not checkpoint content.
+MARKERS = (MARKER, "NCCL_READY")
 
 Progress = Callable[[int], None]
 
@@ -69,8 +72,10 @@ class SafetensorsLayout:
 
 
 def checkpoint_files(step_dir: Path) -> list[str]:
-    """Files that make up a step directory: everything but the `STABLE` marker and dot-files (temp names)."""
-    return sorted(p.name for p in step_dir.iterdir() if p.is_file() and p.name != MARKER and not p.name.startswith("."))
+    """Files that make up a step directory: everything but PRIME-RL's markers and dot-files (temp names)."""
+    return sorted(
+        p.name for p in step_dir.iterdir() if p.is_file() and p.name not in MARKERS and not p.name.startswith(".")
+    )
 
 
 def read_layout(path: Path) -> SafetensorsLayout | None:
@@ -252,7 +257,7 @@ def decode_files(
 
     with ThreadPoolExecutor(threads) as pool:
         for entry in files:
-            if "/" in entry.name or entry.name in ("", ".", "..", MARKER) or entry.name.startswith("."):
+            if "/" in entry.name or entry.name in ("", *MARKERS) or entry.name.startswith("."):
                 raise DecodeError(f"manifest names an unsafe file {entry.name!r}")
             with (out_dir / entry.name).open("wb") as f:
                 if entry.kind == "raw":

@@ -34,8 +34,9 @@ class Trainer:
 
 
 def update_weights(proxy: str, step_dir: Path) -> tuple[int, dict]:
-    """What PRIME-RL's orchestrator does for each new step: pause, update_weights, resume."""
+    """What PRIME-RL's orchestrator does for each new step: pause, touch NCCL_READY, update_weights, resume."""
     assert http("POST", f"{proxy}/pause?mode=keep&clear_cache=false")[0] == 200
+    (step_dir / "NCCL_READY").touch()
     status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": step_dir.as_posix()}, timeout=120)
     assert http("POST", f"{proxy}/resume")[0] == 200
     return status, json.loads(body or b"null")

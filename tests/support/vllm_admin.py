@@ -27,10 +27,11 @@ class Call:
 
 
 def dir_digests(path: Path) -> dict[str, str]:
+    """blake3 of every checkpoint file in a step dir (PRIME-RL's empty marker files and dot-files left out)."""
     return {
         p.name: blake3.blake3(p.read_bytes()).hexdigest()
         for p in sorted(path.iterdir())
-        if p.is_file() and p.name != "STABLE" and not p.name.startswith(".")
+        if p.is_file() and p.name not in ("STABLE", "NCCL_READY") and not p.name.startswith(".")
     }
 
 

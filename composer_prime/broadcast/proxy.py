@@ -85,7 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
         self.send_response(status)
         for key, value in headers or [("Content-Type", "application/json")]:
-            if key.lower() not in _HOP_BY_HOP:
+            if key.lower() not in _HOP_BY_HOP and key.lower() not in ("server", "date"):  # send_response adds these
                 self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")

@@ -96,6 +96,11 @@ class _Handler(SimpleHTTPRequestHandler):
         logger.debug("%s %s", self.address_string(), format % args)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many inference hosts poll the listing at once
+
+
 class Origin:
     def __init__(self, config: OriginConfig):
         self.config = config
@@ -228,8 +233,7 @@ class Origin:
 
     def serve(self) -> ThreadingHTTPServer:
         handler = partial(_Handler, directory=str(self.data_dir))
-        server = ThreadingHTTPServer((self.config.host, self.config.port), handler)
-        server.daemon_threads = True
+        server = _Server((self.config.host, self.config.port), handler)
         threading.Thread(target=server.serve_forever, name="relay-origin-http", daemon=True).start()
         return server
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.relay_procs import Tap, http, start_client, start_origin, wait_until
+from tests.support.relay_procs import REPO, Tap, http, start_client, start_origin, wait_until
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
 
@@ -227,3 +229,18 @@ def test_damaged_base_on_the_client_is_caught_and_replaced(tmp_path):
             status, body = update_weights(proxy, trainer.broadcasts / "step_2")  # PRIME-RL's retry
             assert status == 200, body
             assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_2")
+
+
+def test_cli_names_the_bad_option(tmp_path):
+    cases = [
+        (["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--keyframe-interval", "0"],
+         "--keyframe-interval = 0"),
+        (["client", "--servers", "trainer:8000", "--upstream", "http://127.0.0.1:1", "--store-dir", str(tmp_path)],
+         "write it as http://host:port"),
+    ]  # fmt: skip
+    for args, message in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "composer_prime", "relay", *args],
+            check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
+        )  # fmt: skip
+        assert done.returncode == 2 and message in done.stderr, done.stderr

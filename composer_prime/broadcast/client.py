@@ -138,9 +138,12 @@ class Fetcher:
                 listing, last_error = {}, err
             if step in listing:
                 return listing
-            if listing and step < min(listing):
-                # The origin publishes steps in increasing order, so an older step will never appear.
-                raise RelayError(f"step {step} is older than every listed version (v{min(listing)}..v{max(listing)})")
+            if listing and step < max(listing):
+                # The origin publishes steps in increasing order: a step behind the newest will never appear.
+                raise RelayError(
+                    f"v{step} is not published and never will be (the relay lists v{min(listing)}..v{max(listing)}: "
+                    "the step was pruned, or the trainer deleted it before the origin encoded it)"
+                )
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"v{step} was not published within wait_for_version_s={self.config.wait_for_version_s:.0f}s"

@@ -159,6 +159,9 @@ def test_missing_keyframe_fails_loudly_then_recovers(tmp_path):
             assert "v0 is needed" in body.decode() and "keyframe" in body.decode()
             assert vllm.updates() == []  # nothing half-built reached vLLM
             assert not list((tmp_path / "store" / "steps").glob("step_2"))
+            tap.hidden_versions = {1}  # skipped: v2 is listed, so v1 can never appear; no 600 s wait
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_1")})
+            assert status == 502 and "never will be" in body.decode(), body
             tap.hidden_versions = set()
             status, body = update_weights(proxy, trainer.broadcasts / "step_2")
             assert status == 200, body

@@ -27,7 +27,7 @@ A chunk blob is `kind (1 byte) | payload`:
 - `DELTA_XOR` (3): as `DELTA`, with planes of (new XOR old) at the changed positions.
 
 The element count is not stored: the caller knows it from the tensor's shape. Decoding validates every length and
-position and raises `CodecError` on anything inconsistent; the per-tensor blake3 checked by the caller catches the rest.
+position and raises `CodecError` on anything inconsistent; the per-tensor digest checked by the caller catches the rest.
 """
 
 from __future__ import annotations
@@ -178,13 +178,11 @@ def decode_chunk(old: np.ndarray | None, blob: bytes | memoryview, count: int, i
     positions = np.cumsum(gaps + 1) - 1
     if positions[-1] >= count:
         raise CodecError(f"changed position {int(positions[-1])} is outside the {count}-element chunk")
-    stream = stream[changed + 4 * n_big :]
-    index = positions
-    values = from_planes(stream, itemsize)
+    values = from_planes(stream[changed + 4 * n_big :], itemsize)
     if kind == DELTA_XOR:
-        values = values ^ old[index]
-        if np.any(values == old[index]):
+        if not values.all():
             raise CodecError("DELTA_XOR blob marks an element as changed whose XOR is zero")
+        values = values ^ old[positions]
     new = old.copy()
-    new[index] = values
+    new[positions] = values
     return new

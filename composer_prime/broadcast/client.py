@@ -273,7 +273,7 @@ class Fetcher:
         with self._lock:
             if pin:
                 self._pinned[step] += 1
-            if step in self.local_steps():
+            if self._local_is_current(step):
                 return self.step_dir(step)
             try:
                 self._build(step)
@@ -282,6 +282,27 @@ class Fetcher:
                     self._release(step)
                 raise
             return self.step_dir(step)
+
+    def _local_is_current(self, step: int) -> bool:
+        """Whether `step` is built here and, if the relay still lists it, is the version the relay has now.
+
+        A trainer restarted from a checkpoint writes the same step numbers again with other weights; the origin
+        re-publishes them, and a copy built from the earlier run must not be served.
+        """
+        digest = self.local_steps().get(step)
+        if digest is None:
+            return False
+        try:
+            listed = self.listing().get(step)
+            current = self.manifest(listed).digest if listed else digest
+        except (RelayError, ManifestError, protocol.ProtocolError) as err:
+            logger.warning(f"relay unreachable to confirm step_{step} ({err}); using the local copy")
+            return True
+        if current != digest:
+            logger.warning(f"step_{step} here is from an earlier publication of that step; rebuilding it")
+            shutil.rmtree(self.step_dir(step), ignore_errors=True)
+            return False
+        return True
 
     def release(self, step: int) -> None:
         with self._lock:

@@ -36,6 +36,7 @@ from composer_prime.broadcast.progress import ProgressLog, human_bytes
 logger = logging.getLogger("composer_prime.relay.origin")
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _BASE, _BASE_NEW, _BASE_OLD = ".base", ".base.new", ".base.old"
+_SOURCES = ".sources.json"
 
 
 class OriginConfig(BaseModel):
@@ -110,6 +111,7 @@ class Origin:
         self._recover_base()
         self.listing = self._load_listing()
         self.base = self._load_base()
+        self.sources = self._load_sources()
         if self.base and (not self.listing or max(self.listing) != self.base["step"]):
             logger.warning("the base copy is not the newest listed version: the next version will be a keyframe")
             self.base = None
@@ -125,6 +127,41 @@ class Origin:
             return {}
         listing = protocol.parse_distribution(path.read_text())
         return {step: v for step, v in listing.items() if (self.data_dir / protocol.version_name(step)).is_dir()}
+
+    def _load_sources(self) -> dict[int, int]:
+        """step -> mtime (ns) of the `STABLE` it was published from; a newer `STABLE` means the step was rewritten."""
+        try:
+            return {int(k): v for k, v in json.loads((self.data_dir / _SOURCES).read_text()).items()}
+        except (OSError, ValueError):
+            return {}
+
+    def _stable_mtime(self, step: int) -> int | None:
+        try:
+            return (self.broadcast_dir / f"step_{step}" / checkpoint.MARKER).stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def _write_listing(self) -> None:
+        protocol.write_atomic(
+            self.data_dir / protocol.DISTRIBUTION_FILE,
+            protocol.format_distribution(list(self.listing.values())).encode(),
+        )
+        self.sources = {step: mtime for step, mtime in self.sources.items() if step in self.listing}
+        protocol.write_atomic(self.data_dir / _SOURCES, json.dumps(self.sources).encode())
+
+    def _rewind(self, step: int) -> None:
+        """The trainer wrote `step_{step}` again (restarted from an earlier checkpoint): withdraw v{step} and later."""
+        withdrawn = sorted(s for s in self.listing if s >= step)
+        logger.warning(
+            f"step {step} was re-broadcast (trainer restarted from a checkpoint?): withdrawing "
+            f"{', '.join(protocol.version_name(s) for s in withdrawn)} and starting a new keyframe chain"
+        )
+        for old in withdrawn:
+            del self.listing[old]
+        self._write_listing()
+        for old in withdrawn:
+            shutil.rmtree(self.data_dir / protocol.version_name(old), ignore_errors=True)
+        self.base = None
 
     def _recover_base(self) -> None:
         base, new, old = (self.data_dir / name for name in (_BASE, _BASE_NEW, _BASE_OLD))
@@ -170,8 +207,17 @@ class Origin:
     # -- publishing ------------------------------------------------------------------------------------------------
 
     def pending(self) -> list[int]:
+        """Stable steps to publish, in order (after withdrawing versions the trainer has since rewritten)."""
+        stable = stable_steps(self.broadcast_dir)
+        rewritten = [
+            s
+            for s in stable
+            if s in self.listing and s in self.sources and self._stable_mtime(s) not in (None, self.sources[s])
+        ]
+        if rewritten:
+            self._rewind(min(rewritten))
         last = max(self.listing) if self.listing else -1
-        return [step for step in stable_steps(self.broadcast_dir) if step > last]
+        return [step for step in stable if step > last]
 
     def publish(self, step: int) -> protocol.Listed | None:
         """Encode and list `broadcasts/step_{step}`. Returns None if the trainer deleted it first."""
@@ -182,6 +228,7 @@ class Origin:
             base = protocol.Base(self.base["step"], self.data_dir / _BASE, self.base["digest"])
         since = self.base["since_keyframe"] + 1 if base is not None else 0
         keyframe = base is None or since >= cfg.keyframe_interval
+        source_mtime = self._stable_mtime(step)
         try:
             files = checkpoint.checkpoint_files(step_dir)
             total = sum((step_dir / name).stat().st_size for name in files)
@@ -197,11 +244,10 @@ class Origin:
             shutil.rmtree(self.data_dir / f".{protocol.version_name(step)}.tmp", ignore_errors=True)
             return None
         self.listing[step] = listed
+        if source_mtime is not None:
+            self.sources[step] = source_mtime
         stale = self._prune()
-        protocol.write_atomic(
-            self.data_dir / protocol.DISTRIBUTION_FILE,
-            protocol.format_distribution(list(self.listing.values())).encode(),
-        )
+        self._write_listing()
         # Folders go after the listing stops naming them; a reader racing this gets a 404 and re-reads the listing.
         for old in stale:
             shutil.rmtree(self.data_dir / protocol.version_name(old), ignore_errors=True)

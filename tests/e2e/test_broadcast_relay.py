@@ -247,3 +247,26 @@ def test_cli_names_the_bad_option(tmp_path):
             check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
         )  # fmt: skip
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_2")[0] == 200
+            old_step_2 = vllm.updates()[-1].files
+            # The trainer crashes and resumes from step 1 with other data: step_2 is written again, then step_3.
+            resumed = Trainer(tmp_path / "run", lr=1e-5)
+            for step in (2, 3):
+                resumed.rl.step()
+                write_broadcast_step(resumed.rl.bf16_state_dict(), resumed.broadcasts, step, SHARD)
+            wait_until(lambda: "v3:" in http("GET", f"{url}/distribution.txt")[1].decode(), 60, "v3 listed")
+            assert "re-broadcast" in origin.log()
+
+            for step in (2, 3):
+                status, body = update_weights(proxy, resumed.broadcasts / f"step_{step}")
+                assert status == 200, body
+                assert vllm.updates()[-1].files == dir_digests(resumed.broadcasts / f"step_{step}")
+            assert vllm.updates()[-2].files != old_step_2  # the rewritten step_2, not the copy built before
+            assert "from an earlier publication" in client.log()

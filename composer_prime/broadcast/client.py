@@ -1,0 +1,341 @@
+"""The client side: materialise a published step on this host, from the nearest base it can prove it has.
+
+`Fetcher.ensure_step(N)` returns `<store>/steps/step_N/`, a checkpoint directory byte-identical to the trainer's
+`broadcasts/step_N/`, building it if needed:
+
+1. wait (bounded) until the relay lists `vN`;
+2. plan: read manifests backwards from `vN` until one has a delta section whose base this host holds (same step,
+   same checkpoint digest) or a full section (a keyframe); a chain that reaches an unlisted version before either is
+   a `RelayError` ("missing keyframe");
+3. for each version of the plan, fetch the shards of the section it needs into `<store>/downloads/vK/`, each checked
+   against the manifest's size and blake3 (a corrupt or truncated shard is deleted and fetched again, a bounded
+   number of times); shards already there from an earlier run are re-checked and reused, so a restart resumes;
+4. decode into a dot-named temp folder (every tensor, file and the checkpoint digest checked), fsync, write
+   `.relay.json` and `STABLE`, then rename to `steps/step_K/`.
+
+Disk stays bounded: after a step is built its downloads are deleted, and only the `keep_steps` newest steps stay.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import blake3
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from composer_prime.broadcast import checkpoint, protocol
+from composer_prime.broadcast.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
+from composer_prime.broadcast.progress import ProgressLog, human_bytes
+
+logger = logging.getLogger("composer_prime.relay.client")
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+_META = ".relay.json"
+
+
+class RelayError(RuntimeError):
+    """The relay cannot provide the step (unreachable, not published in time, or the chain is broken)."""
+
+
+class ClientConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    servers: list[str] = Field(min_length=1)
+    """Relay base URLs (the origin or SHARDCAST middle nodes), tried in turn."""
+    store_dir: Path
+    """Where downloads and materialised steps live on this host."""
+    keep_steps: int = Field(2, ge=1)
+    """Materialised steps kept: the one vLLM serves and the newest; older ones are deleted."""
+    wait_for_version_s: float = Field(600.0, gt=0)
+    """How long `/update_weights` waits for the origin to publish the requested step (PRIME-RL gives it 720 s)."""
+    poll_interval_s: float = Field(0.5, gt=0)
+    """How often to re-read the listing while waiting."""
+    http_timeout_s: float = Field(30.0, gt=0)
+    """Per-request timeout."""
+    retries: int = Field(5, ge=1)
+    """Attempts per shard (a corrupt, truncated or failed fetch counts as one)."""
+    concurrency: int = Field(4, ge=1)
+    """Shards fetched in parallel (each is held in memory while it is checked: at most `concurrency` x shard size)."""
+
+    @field_validator("servers")
+    @classmethod
+    def _http_urls(cls, servers: list[str]) -> list[str]:
+        for server in servers:
+            if not server.startswith(("http://", "https://")):
+                raise ValueError(f"relay server {server!r} is not an http(s) URL; write it as http://host:port")
+        return servers
+
+
+def _get(url: str, timeout: float) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read()
+
+
+class Fetcher:
+    def __init__(self, config: ClientConfig):
+        self.config = config
+        self.store = config.store_dir.resolve()
+        self.steps_dir = self.store / "steps"
+        self.downloads = self.store / "downloads"
+        self.steps_dir.mkdir(parents=True, exist_ok=True)
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        for stale in self.steps_dir.glob(".*"):
+            shutil.rmtree(stale, ignore_errors=True)  # half-built steps from a crash
+        self._lock = threading.Lock()
+        self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now
+        self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
+
+    # -- local state -----------------------------------------------------------------------------------------------
+
+    def local_steps(self) -> dict[int, str]:
+        """step -> checkpoint digest of every complete materialised step."""
+        steps = {}
+        for entry in self.steps_dir.iterdir():
+            match = _STEP_DIR.match(entry.name)
+            if match and (entry / checkpoint.MARKER).exists():
+                try:
+                    steps[int(match[1])] = json.loads((entry / _META).read_text())["digest"]
+                except (OSError, ValueError, KeyError):
+                    continue
+        return steps
+
+    def step_dir(self, step: int) -> Path:
+        return self.steps_dir / f"step_{step}"
+
+    # -- HTTP ------------------------------------------------------------------------------------------------------
+
+    def _fetch(self, path: str) -> bytes:
+        errors = []
+        for server in self.config.servers:
+            url = f"{server.rstrip('/')}/{path}"
+            try:
+                return _get(url, self.config.http_timeout_s)
+            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+                errors.append(f"{url}: {type(err).__name__}: {err}")
+        raise RelayError("; ".join(errors))
+
+    def listing(self) -> dict[int, protocol.Listed]:
+        return protocol.parse_distribution(self._fetch(protocol.DISTRIBUTION_FILE).decode("utf-8", "replace"))
+
+    def wait_listed(self, step: int) -> dict[int, protocol.Listed]:
+        deadline = time.monotonic() + self.config.wait_for_version_s
+        last_error = None
+        while True:
+            try:
+                listing = self.listing()
+            except (RelayError, protocol.ProtocolError) as err:
+                listing, last_error = {}, err
+            if step in listing:
+                return listing
+            if listing and step < max(listing):
+                # The origin publishes steps in increasing order: a step behind the newest will never appear.
+                raise RelayError(
+                    f"v{step} is not published and never will be (the relay lists v{min(listing)}..v{max(listing)}: "
+                    "the step was pruned, or the trainer deleted it before the origin encoded it)"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"v{step} was not published within wait_for_version_s={self.config.wait_for_version_s:.0f}s"
+                    + (f" (last error: {last_error})" if last_error else "")
+                )
+            time.sleep(self.config.poll_interval_s)
+
+    def manifest(self, listed: protocol.Listed) -> Manifest:
+        key = (listed.step, listed.checksum)
+        if key in self._manifests:
+            return self._manifests[key]
+        path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
+        last: Exception | None = None
+        for attempt in range(1, self.config.retries + 1):
+            if attempt > 1:
+                time.sleep(min(0.2 * 2**attempt, 5.0))
+            try:
+                manifest = parse_manifest(self._fetch(path))
+                if manifest.step != listed.step or len(manifest.shards) + 1 != listed.num_shards:
+                    raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
+                self._manifests[key] = manifest
+                return manifest
+            except (RelayError, ManifestError) as err:
+                last = err
+                logger.warning(f"manifest {path}: {err}; fetching again")
+        raise RelayError(f"manifest {path} could not be fetched intact after {self.config.retries} attempts: {last}")
+
+    def _shard(self, step: int, index: int, size: int, digest: str) -> Path:
+        folder = self.downloads / protocol.version_name(step)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / protocol.shard_name(index)
+        if path.exists():
+            if path.stat().st_size == size and blake3.blake3(path.read_bytes()).hexdigest() == digest:
+                return path
+            logger.warning(f"{path} on disk is damaged; fetching it again")
+            path.unlink()
+        url_path = f"{protocol.version_name(step)}/{protocol.shard_name(index)}"
+        problem = ""
+        for attempt in range(1, self.config.retries + 1):
+            try:
+                data = self._fetch(url_path)
+            except RelayError as err:
+                problem = str(err)
+            else:
+                if len(data) == size and blake3.blake3(data).hexdigest() == digest:
+                    protocol.write_atomic(path, data)
+                    return path
+                problem = f"got {len(data)} bytes (want {size}) with the wrong checksum"
+            logger.warning(f"{url_path} attempt {attempt}/{self.config.retries}: {problem}")
+            time.sleep(min(0.2 * 2**attempt, 5.0))
+        raise RelayError(f"{url_path} could not be fetched intact after {self.config.retries} attempts: {problem}")
+
+    # -- planning and applying -------------------------------------------------------------------------------------
+
+    def plan(self, step: int, listing: dict[int, protocol.Listed]) -> list[tuple[Manifest, Section]]:
+        """The versions to apply, oldest first, each with the section to use."""
+        local = self.local_steps()
+        chain: list[tuple[Manifest, Section]] = []
+        current = step
+        while True:
+            if current not in listing:
+                raise RelayError(
+                    f"cannot rebuild step {step}: v{current} is needed (no keyframe or local base after it) but the "
+                    f"relay lists only {sorted(listing)}; wait for the next keyframe or raise keep_keyframes on the origin"
+                )
+            manifest = self.manifest(listing[current])
+            delta, full = manifest.section("delta"), manifest.section("full")
+            if delta is not None and local.get(delta.base_step) == delta.base_digest:
+                chain.append((manifest, delta))
+                break
+            if full is not None:
+                chain.append((manifest, full))
+                break
+            if delta is None:
+                raise RelayError(f"v{current} has neither a delta nor a full section")
+            chain.append((manifest, delta))
+            current = delta.base_step
+        return chain[::-1]
+
+    def _apply(self, manifest: Manifest, section: Section) -> Path:
+        shards = {}
+        with ThreadPoolExecutor(self.config.concurrency) as pool:
+            futures = {
+                index: pool.submit(
+                    self._shard,
+                    manifest.step,
+                    index,
+                    manifest.shards[index - 1].size,
+                    manifest.shards[index - 1].blake3,
+                )
+                for index in range(section.first_shard, section.first_shard + section.num_shards)
+            }
+            for index, future in futures.items():
+                shards[index] = future.result()
+        base = None
+        if section.kind == "delta":
+            base_dir = self.step_dir(section.base_step)
+            base = checkpoint.scan_checkpoint(base_dir)
+        tmp = self.steps_dir / f".step_{manifest.step}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        total = sum(f.size for f in section.files)
+        progress = ProgressLog(logger, f"v{manifest.step} {section.kind}", total)
+        reader = protocol.SectionReader(manifest, section, lambda index: shards[index])
+        hashes = checkpoint.decode_files(section.files, reader, base, tmp, manifest.chunk_elements, progress)
+        if checkpoint_digest(hashes) != manifest.digest:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise checkpoint.DecodeError(f"v{manifest.step}: rebuilt checkpoint digest differs from the published one")
+        protocol.write_atomic(tmp / _META, json.dumps({"step": manifest.step, "digest": manifest.digest}).encode())
+        (tmp / checkpoint.MARKER).touch()
+        protocol.fsync_dir(tmp)
+        final = self.step_dir(manifest.step)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        shutil.rmtree(self.downloads / protocol.version_name(manifest.step), ignore_errors=True)
+        logger.info(
+            f"built step_{manifest.step} from {section.kind} v{manifest.step}: {human_bytes(section.size)} fetched for "
+            f"{human_bytes(total)} in {progress.elapsed():.2f}s"
+        )
+        return final
+
+    def ensure_step(self, step: int, pin: bool = False) -> Path:
+        """The local directory of `step`, built from the relay if it is not here yet.
+
+        With `pin`, the step is not pruned until `release(step)`: vLLM may still be reading it.
+        """
+        with self._lock:
+            if pin:
+                self._pinned[step] += 1
+            if self._local_is_current(step):
+                return self.step_dir(step)
+            try:
+                self._build(step)
+            except BaseException:
+                if pin:
+                    self._release(step)
+                raise
+            return self.step_dir(step)
+
+    def _local_is_current(self, step: int) -> bool:
+        """Whether `step` is built here and, if the relay still lists it, is the version the relay has now.
+
+        A trainer restarted from a checkpoint writes the same step numbers again with other weights; the origin
+        re-publishes them, and a copy built from the earlier run must not be served.
+        """
+        digest = self.local_steps().get(step)
+        if digest is None:
+            return False
+        try:
+            listed = self.listing().get(step)
+            current = self.manifest(listed).digest if listed else digest
+        except (RelayError, ManifestError, protocol.ProtocolError) as err:
+            logger.warning(f"relay unreachable to confirm step_{step} ({err}); using the local copy")
+            return True
+        if current != digest:
+            logger.warning(f"step_{step} here is from an earlier publication of that step; rebuilding it")
+            shutil.rmtree(self.step_dir(step), ignore_errors=True)
+            return False
+        return True
+
+    def release(self, step: int) -> None:
+        with self._lock:
+            self._release(step)
+
+    def _release(self, step: int) -> None:
+        self._pinned[step] -= 1
+        if self._pinned[step] <= 0:
+            del self._pinned[step]
+
+    def _build(self, step: int) -> None:
+        listing = self.wait_listed(step)
+        for manifest, section in self.plan(step, listing):
+            try:
+                self._apply(manifest, section)
+            except checkpoint.DecodeError:
+                if section.kind == "delta":
+                    # The shards were verified, so the local base is what is wrong: drop it, and the next
+                    # attempt plans from a keyframe.
+                    logger.error(f"step_{section.base_step} on disk is damaged; deleting it")
+                    shutil.rmtree(self.step_dir(section.base_step), ignore_errors=True)
+                raise
+        self._prune(keep=step)
+        self._manifests = {
+            key: m for key, m in self._manifests.items() if key[0] in listing and listing[key[0]].checksum == key[1]
+        }
+
+    def _prune(self, keep: int) -> None:
+        steps = sorted(self.local_steps())
+        doomed = [s for s in steps if s != keep][: max(0, len(steps) - self.config.keep_steps)]
+        doomed = [s for s in doomed if s not in self._pinned]
+        for old in doomed:
+            shutil.rmtree(self.step_dir(old), ignore_errors=True)
+        for folder in self.downloads.iterdir():
+            if folder.name.startswith("v") and folder.name[1:].isdigit() and int(folder.name[1:]) <= keep:
+                shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,305 @@
+"""The origin: turn PRIME-RL's filesystem broadcasts into SHARDCAST versions and serve them over HTTP.
+
+The trainer writes `<output_dir>/broadcasts/step_N/` (safetensors shards, the index last, then `STABLE`). The origin
+polls for stable steps newer than the last one it published and, in step order, encodes each against the previous
+version (a keyframe every `keyframe_interval` versions, or whenever there is no usable base) into `<data_dir>/v{N}/`,
+then rewrites `distribution.txt`. It keeps a hard-linked copy of the last published step in `<data_dir>/.base`
+(the trainer deletes `step_{N-2}`), which also lets a restarted origin continue the chain where it stopped.
+
+Retention: every version from the `keep_keyframes`-th newest keyframe onward stays listed, so a client that is behind
+by less than a keyframe interval catches up with deltas and any client can start from a listed keyframe.
+
+Why not `shardcast.OriginServer`: it binds 0.0.0.0 with no host option, serves one request at a time from a loop in a
+thread, numbers versions itself (v1, v2, ... not the trainer step), rewrites `distribution.txt` in place (a reader can
+see it half-written), ships one opaque file per version and prunes by count, which can drop the keyframe a lagging
+client needs. The origin here keeps its wire protocol (see `protocol.py`), so SHARDCAST relays can still fan it out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer_prime.broadcast import checkpoint, codec, protocol
+from composer_prime.broadcast.manifest import ManifestError, parse_manifest
+from composer_prime.broadcast.progress import ProgressLog, human_bytes
+
+logger = logging.getLogger("composer_prime.relay.origin")
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+_BASE, _BASE_NEW, _BASE_OLD = ".base", ".base.new", ".base.old"
+_SOURCES = ".sources.json"
+
+
+class OriginConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    output_dir: Path
+    """PRIME-RL's `output_dir`; the origin watches `<output_dir>/broadcasts/step_N/`."""
+    data_dir: Path
+    """Where published versions live and are served from (needs room for about two keyframes plus deltas)."""
+    host: str = "0.0.0.0"
+    """Address the HTTP server binds."""
+    port: int = Field(8000, ge=0, le=65535)
+    """HTTP port (SHARDCAST's default is 8000; 0 picks a free one)."""
+    keyframe_interval: int = Field(20, ge=1)
+    """A full checkpoint every this many versions; clients further behind restart from the latest keyframe."""
+    keep_keyframes: int = Field(2, ge=1)
+    """Keyframes (each with the deltas after it) kept listed; 1 keeps only the latest keyframe onward."""
+    shard_size: int = Field(50_000_000, ge=1024)
+    """Bytes per shard file (SHARDCAST's default is 50 MB)."""
+    chunk_elements: int = Field(1 << 23, ge=1024, le=codec.MAX_CHUNK_ELEMENTS)
+    """Codec chunk size in tensor elements; bounds encoder and decoder memory to a few chunks."""
+    zstd_level: int = Field(3, ge=1, le=22)
+    """zstd level for every blob."""
+    xor_values: bool = True
+    """Store changed values XORed with the old bit patterns (smaller, still exact) instead of as they are."""
+    poll_interval_s: float = Field(1.0, gt=0)
+    """How often to look for new stable steps."""
+
+
+def stable_steps(broadcast_dir: Path) -> list[int]:
+    """Steps whose `step_N/STABLE` exists, ascending."""
+    if not broadcast_dir.is_dir():
+        return []
+    steps = []
+    for entry in broadcast_dir.iterdir():
+        match = _STEP_DIR.match(entry.name)
+        if match and (entry / checkpoint.MARKER).exists():
+            steps.append(int(match[1]))
+    return sorted(steps)
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    """Static GET/HEAD over the data dir; dot-files (temp folders, the base copy) are never served."""
+
+    default_request_version = "HTTP/1.0"  # errors on unparseable request lines still get a status line
+
+    def send_head(self):
+        parts = self.path.split("?", 1)[0].split("/")
+        if any(part.startswith(".") for part in parts if part):
+            self.send_error(404, "Not found")
+            return None
+        return super().send_head()
+
+    def list_directory(self, path):
+        self.send_error(404, "Not found")
+
+    def log_message(self, format, *args):
+        logger.debug("%s %s", self.address_string(), format % args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many inference hosts poll the listing at once
+
+
+class Origin:
+    def __init__(self, config: OriginConfig):
+        self.config = config
+        self.data_dir = config.data_dir.resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.broadcast_dir = config.output_dir / "broadcasts"
+        self._recover_base()
+        self.listing = self._load_listing()
+        self.base = self._load_base()
+        self.sources = self._load_sources()
+        if self.base and (not self.listing or max(self.listing) != self.base["step"]):
+            logger.warning("the base copy is not the newest listed version: the next version will be a keyframe")
+            self.base = None
+        probe = self.data_dir / protocol.PROBE_FILE
+        if not probe.exists():
+            protocol.write_atomic(probe, bytes(64 * 1024))
+
+    # -- state -----------------------------------------------------------------------------------------------------
+
+    def _load_listing(self) -> dict[int, protocol.Listed]:
+        path = self.data_dir / protocol.DISTRIBUTION_FILE
+        if not path.exists():
+            return {}
+        listing = protocol.parse_distribution(path.read_text())
+        return {step: v for step, v in listing.items() if (self.data_dir / protocol.version_name(step)).is_dir()}
+
+    def _load_sources(self) -> dict[int, int]:
+        """step -> mtime (ns) of the `STABLE` it was published from; a newer `STABLE` means the step was rewritten."""
+        try:
+            return {int(k): v for k, v in json.loads((self.data_dir / _SOURCES).read_text()).items()}
+        except (OSError, ValueError):
+            return {}
+
+    def _stable_mtime(self, step: int) -> int | None:
+        try:
+            return (self.broadcast_dir / f"step_{step}" / checkpoint.MARKER).stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def _write_listing(self) -> None:
+        protocol.write_atomic(
+            self.data_dir / protocol.DISTRIBUTION_FILE,
+            protocol.format_distribution(list(self.listing.values())).encode(),
+        )
+        self.sources = {step: mtime for step, mtime in self.sources.items() if step in self.listing}
+        protocol.write_atomic(self.data_dir / _SOURCES, json.dumps(self.sources).encode())
+
+    def _rewind(self, step: int) -> None:
+        """The trainer wrote `step_{step}` again (restarted from an earlier checkpoint): withdraw v{step} and later."""
+        withdrawn = sorted(s for s in self.listing if s >= step)
+        logger.warning(
+            f"step {step} was re-broadcast (trainer restarted from a checkpoint?): withdrawing "
+            f"{', '.join(protocol.version_name(s) for s in withdrawn)} and starting a new keyframe chain"
+        )
+        for old in withdrawn:
+            del self.listing[old]
+        self._write_listing()
+        for old in withdrawn:
+            shutil.rmtree(self.data_dir / protocol.version_name(old), ignore_errors=True)
+        self.base = None
+
+    def _recover_base(self) -> None:
+        base, new, old = (self.data_dir / name for name in (_BASE, _BASE_NEW, _BASE_OLD))
+        if not base.exists() and new.exists():
+            os.replace(new, base)
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _load_base(self) -> dict | None:
+        meta = self.data_dir / _BASE / ".base.json"
+        try:
+            return json.loads(meta.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _replace_base(self, step_dir: Path, meta: dict) -> None:
+        new, base, old = (self.data_dir / name for name in (_BASE_NEW, _BASE, _BASE_OLD))
+        shutil.rmtree(new, ignore_errors=True)
+        new.mkdir()
+        for name in checkpoint.checkpoint_files(step_dir):
+            try:
+                os.link(step_dir / name, new / name)
+            except OSError:
+                shutil.copy2(step_dir / name, new / name)
+        protocol.write_atomic(new / ".base.json", json.dumps(meta).encode())
+        protocol.fsync_dir(new)
+        if base.exists():
+            os.replace(base, old)
+        os.replace(new, base)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _keyframe_steps(self) -> list[int]:
+        steps = []
+        for step, listed in sorted(self.listing.items()):
+            shard = self.data_dir / protocol.version_name(step) / protocol.shard_name(listed.num_shards)
+            try:
+                if parse_manifest(shard.read_bytes()).keyframe:
+                    steps.append(step)
+            except (OSError, ManifestError):
+                continue
+        return steps
+
+    # -- publishing ------------------------------------------------------------------------------------------------
+
+    def pending(self) -> list[int]:
+        """Stable steps to publish, in order (after withdrawing versions the trainer has since rewritten)."""
+        stable = stable_steps(self.broadcast_dir)
+        rewritten = [
+            s
+            for s in stable
+            if s in self.listing and s in self.sources and self._stable_mtime(s) not in (None, self.sources[s])
+        ]
+        if rewritten:
+            self._rewind(min(rewritten))
+        last = max(self.listing) if self.listing else -1
+        return [step for step in stable if step > last]
+
+    def publish(self, step: int) -> protocol.Listed | None:
+        """Encode and list `broadcasts/step_{step}`. Returns None if the trainer deleted it first."""
+        cfg = self.config
+        step_dir = self.broadcast_dir / f"step_{step}"
+        base = None
+        if self.base is not None and (self.data_dir / _BASE).is_dir():
+            base = protocol.Base(self.base["step"], self.data_dir / _BASE, self.base["digest"])
+        since = self.base["since_keyframe"] + 1 if base is not None else 0
+        keyframe = base is None or since >= cfg.keyframe_interval
+        source_mtime = self._stable_mtime(step)
+        try:
+            files = checkpoint.checkpoint_files(step_dir)
+            total = sum((step_dir / name).stat().st_size for name in files)
+            progress = ProgressLog(
+                logger, f"step {step} {'keyframe' if keyframe else 'delta'}", total * (2 if keyframe and base else 1)
+            )
+            manifest, listed = protocol.encode_version(
+                step_dir, step, base, keyframe, self.data_dir, cfg.shard_size, cfg.chunk_elements, cfg.zstd_level,
+                cfg.xor_values, progress,
+            )  # fmt: skip
+        except FileNotFoundError:
+            logger.warning(f"step {step} vanished before it was encoded (the trainer cleans old steps); skipping it")
+            shutil.rmtree(self.data_dir / f".{protocol.version_name(step)}.tmp", ignore_errors=True)
+            return None
+        self.listing[step] = listed
+        if source_mtime is not None:
+            self.sources[step] = source_mtime
+        stale = self._prune()
+        self._write_listing()
+        # Folders go after the listing stops naming them; a reader racing this gets a 404 and re-reads the listing.
+        for old in stale:
+            shutil.rmtree(self.data_dir / protocol.version_name(old), ignore_errors=True)
+        self._replace_base(
+            step_dir, {"step": step, "digest": manifest.digest, "since_keyframe": 0 if keyframe else since}
+        )
+        self.base = self._load_base()
+        delta = manifest.section("delta")
+        logger.info(
+            f"published v{step}: {human_bytes(total)} checkpoint"
+            + (f", delta {human_bytes(delta.size)} ({total / max(delta.size, 1):.1f}x)" if delta else "")
+            + (" + keyframe" if keyframe else "")
+            + f" in {progress.elapsed():.1f}s"
+        )
+        return listed
+
+    def _prune(self) -> list[int]:
+        """Drop versions older than the oldest kept keyframe from the listing; returns the folders to delete."""
+        keyframes = self._keyframe_steps()
+        if len(keyframes) <= self.config.keep_keyframes:
+            return []
+        oldest_kept = keyframes[-self.config.keep_keyframes]
+        for step in [s for s in self.listing if s < oldest_kept]:
+            del self.listing[step]
+        folders = [int(p.name[1:]) for p in self.data_dir.glob("v*") if p.is_dir() and p.name[1:].isdigit()]
+        return [s for s in folders if s < oldest_kept]
+
+    # -- serving ---------------------------------------------------------------------------------------------------
+
+    def serve(self) -> ThreadingHTTPServer:
+        handler = partial(_Handler, directory=str(self.data_dir))
+        server = _Server((self.config.host, self.config.port), handler)
+        threading.Thread(target=server.serve_forever, name="relay-origin-http", daemon=True).start()
+        return server
+
+    def run(self, stop: threading.Event) -> None:
+        server = self.serve()
+        host, port = server.server_address[:2]
+        logger.info(f"serving {self.data_dir} on http://{host}:{port}; watching {self.broadcast_dir}")
+        try:
+            while not stop.is_set():
+                for step in self.pending():
+                    if stop.is_set():
+                        break
+                    try:
+                        self.publish(step)
+                    except OSError:
+                        # Disk full, permissions, a step dir being rewritten...: nothing was listed; try again at
+                        # the next poll rather than take the relay down.
+                        logger.exception(f"publishing step {step} failed; retrying at the next poll")
+                        break
+                stop.wait(self.config.poll_interval_s)
+        finally:
+            server.shutdown()
+            server.server_close()

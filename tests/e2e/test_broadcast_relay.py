@@ -1,0 +1,272 @@
+"""Origin and client as real processes on 127.0.0.1, fed by real AdamW steps in PRIME-RL's broadcast layout."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.relay_procs import REPO, Tap, http, start_client, start_origin, wait_until
+from tests.support.rl_checkpoints import ModelShape, RLTrainer, write_broadcast_step
+from tests.support.vllm_admin import AdminStandIn, dir_digests
+
+pytestmark = pytest.mark.slow
+
+SHAPE = ModelShape()  # ~120k parameters: 240 KB of bf16 per step
+SHARD = 200_000  # trainer-side safetensors shard limit: two shards + index, like a multi-rank save
+
+
+class Trainer:
+    """Writes broadcasts/step_N the way PRIME-RL's filesystem broadcast does, one real RL step at a time."""
+
+    def __init__(self, output_dir: Path, lr: float = 3e-6):
+        self.rl = RLTrainer(SHAPE, lr)
+        self.broadcasts = output_dir / "broadcasts"
+        self.step = -1
+
+    def next(self) -> Path:
+        if self.step >= 0:
+            self.rl.step()
+        self.step += 1
+        return write_broadcast_step(self.rl.bf16_state_dict(), self.broadcasts, self.step, SHARD)
+
+
+def update_weights(proxy: str, step_dir: Path) -> tuple[int, dict]:
+    """What PRIME-RL's orchestrator does for each new step: pause, touch NCCL_READY, update_weights, resume."""
+    assert http("POST", f"{proxy}/pause?mode=keep&clear_cache=false")[0] == 200
+    (step_dir / "NCCL_READY").touch()
+    status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": step_dir.as_posix()}, timeout=120)
+    assert http("POST", f"{proxy}/resume")[0] == 200
+    return status, json.loads(body or b"null")
+
+
+def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
+    trainer = Trainer(tmp_path / "run")
+    trainer.next()
+    origin, origin_url = start_origin(
+        tmp_path / "run",
+        tmp_path / "origin",
+        tmp_path / "origin.log",
+        keyframe_interval=3,
+        keep_keyframes=1,
+        shard_size=16384,
+    )
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(origin_url, vllm.url, tmp_path / "store", tmp_path / "client.log")
+        with client:
+            for _ in range(5):  # steps 0..5: keyframes at v0 and v3
+                step_dir = trainer.broadcasts / f"step_{trainer.step}"
+                # The orchestrator fires as soon as STABLE exists, before the origin has published: the proxy waits.
+                status, body = update_weights(proxy, step_dir)
+                assert status == 200, body
+                call = vllm.updates()[-1]
+                local = Path(call.body["weight_dir"])
+                assert local == tmp_path / "store" / "steps" / f"step_{trainer.step}"
+                assert call.files == dir_digests(step_dir), f"step {trainer.step} differs from the trainer's"
+                trainer.next()
+
+            assert [c.path for c in vllm.calls if c.method == "POST"][:3] == [
+                "/pause?mode=keep&clear_cache=false", "/update_weights", "/resume",
+            ]  # fmt: skip
+            assert (
+                http("GET", f"{proxy}/v1/models")[1]
+                == json.dumps({"object": "list", "data": [{"id": "tiny-lm", "object": "model"}]}).encode()
+            )
+            # Bounded disk: two built steps, no leftover downloads.
+            store = tmp_path / "store"
+            assert len(list((store / "steps").glob("step_*"))) <= 2
+            assert not any((store / "downloads").rglob("*.bin"))
+
+        # Deltas are far smaller than the checkpoint; keyframes carry both a delta and a full section.
+        ckpt_bytes = sum(
+            (trainer.broadcasts / "step_1" / f).stat().st_size for f in dir_digests(trainer.broadcasts / "step_1")
+        )
+        wait_until(lambda: (tmp_path / "origin" / "v5").is_dir(), 30, "v5 published")
+        v4_bytes = sum(p.stat().st_size for p in (tmp_path / "origin" / "v4").iterdir())
+        assert v4_bytes < ckpt_bytes / 5
+        # Retention with keep_keyframes=1: the latest keyframe (v3) onward.
+        listed = (tmp_path / "origin" / "distribution.txt").read_text().split()
+        assert [l for l in listed if l.endswith(":")] == ["v3:", "v4:", "v5:"]
+        assert not (tmp_path / "origin" / "v0").exists()
+
+
+def _publish(tmp_path: Path, steps: int, **origin_options) -> tuple[Trainer, object, str]:
+    trainer = Trainer(tmp_path / "run")
+    for _ in range(steps + 1):
+        trainer.next()
+    origin, url = start_origin(tmp_path / "run", tmp_path / "origin", tmp_path / "origin.log", **origin_options)
+    wait_until(lambda: f"v{steps}:" in http("GET", f"{url}/distribution.txt")[1].decode(), 60, f"v{steps} listed")
+    return trainer, origin, url
+
+
+def test_late_client_catches_up_from_the_latest_keyframe(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 5, keyframe_interval=3, shard_size=16384)
+    with origin, Tap(url) as tap, AdminStandIn() as vllm:
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            status, body = update_weights(proxy, trainer.broadcasts / "step_5")
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_5")
+            # Only the manifests of v5, v4, v3 and their needed sections: nothing before the keyframe.
+            assert not any(tap.shards_served(v) for v in (0, 1, 2))
+            assert tap.shards_served(3) and tap.shards_served(4) and tap.shards_served(5)
+            assert "built step_3 from full v3" in client.log()
+            assert "built step_5 from delta v5" in client.log()
+
+
+def test_client_killed_mid_download_resumes_and_refetches_damage(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 1, keyframe_interval=10, shard_size=8192)
+    with origin, Tap(url) as tap, AdminStandIn() as vllm:
+        tap.shard_delay_s = 0.15
+        downloads = tmp_path / "store" / "downloads" / "v0"
+        tap.damage = {"v0/shard_00002.bin": ["flip"], "v0/shard_00003.bin": ["truncate"]}
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log",
+                                     concurrency=1)  # fmt: skip
+        with client:  # prefetch starts downloading v1 (keyframe v0 first) on its own
+            wait_until(lambda: len(list(downloads.glob("shard_*.bin"))) >= 4, 60, "four verified shards on disk")
+            client.kill()
+        before = sorted(p.name for p in downloads.glob("shard_*.bin"))
+        assert 4 <= len(before) < len(list((tmp_path / "origin" / "v0").iterdir()))
+        assert tap.count("v0/shard_00002.bin") == 2 and tap.count("v0/shard_00003.bin") == 2  # damaged once, refetched
+        # Damage one verified shard on disk while the client is down: it must be re-checked, not trusted.
+        victim = downloads / before[0]
+        victim.write_bytes(b"\x00" + victim.read_bytes()[1:])
+
+        tap.shard_delay_s = 0.0
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client2.log", "--no-prefetch")
+        with client:
+            status, body = update_weights(proxy, trainer.broadcasts / "step_1")
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_1")
+            assert "is damaged; fetching it again" in client.log()
+        for name in before[1:]:
+            assert tap.count(f"v0/{name}") == (2 if name in ("shard_00002.bin", "shard_00003.bin") else 1), name
+        assert tap.count(f"v0/{before[0]}") >= 2
+
+
+def test_missing_keyframe_fails_loudly_then_recovers(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
+    with origin, Tap(url) as tap, AdminStandIn() as vllm:
+        tap.hidden_versions = {0}  # a relay that lost the keyframe
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
+            assert status == 502
+            assert "v0 is needed" in body.decode() and "keyframe" in body.decode()
+            assert vllm.updates() == []  # nothing half-built reached vLLM
+            assert not list((tmp_path / "store" / "steps").glob("step_2"))
+            tap.hidden_versions = {1}  # skipped: v2 is listed, so v1 can never appear; no 600 s wait
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_1")})
+            assert status == 502 and "never will be" in body.decode(), body
+            tap.hidden_versions = set()
+            status, body = update_weights(proxy, trainer.broadcasts / "step_2")
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_2")
+
+
+def _raw(url: str, data: bytes) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_garbage_http_gets_clean_4xx(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 0, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            update = f"{proxy}/update_weights"
+            cases = [
+                (b"not json", 400, "not JSON"),
+                (b"[1, 2]", 400, "JSON object"),
+                (json.dumps({"weight_dir": 5}).encode(), 400, "'weight_dir'"),
+                (json.dumps({"weight_dir": "/etc/passwd"}).encode(), 400, "not a PRIME-RL broadcast step dir"),
+                (b"x" * ((2 << 20) + 7), 413, "max_body_bytes"),
+            ]
+            for body, status, message in cases:
+                got, reply = http("POST", update, body)
+                assert got == status and message in json.loads(reply)["error"], (body[:40], got, reply)
+            assert _raw(proxy, b"\x16\x03\x01 garbage\r\n\r\n").startswith(b"HTTP/1.0 400")
+            assert _raw(proxy, b"POST /update_weights HTTP/1.1\r\nContent-Length: abc\r\n\r\n").startswith(
+                b"HTTP/1.0 400"
+            )
+            assert _raw(
+                proxy, b"POST /update_weights HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            ).startswith(b"HTTP/1.0 411")
+            assert vllm.updates() == []
+            # The origin serves only the protocol's files.
+            assert http("GET", f"{url}/.base/.base.json")[0] == 404
+            assert http("GET", f"{url}/")[0] == 404  # no directory listings
+            assert http("POST", f"{url}/distribution.txt", b"{}")[0] == 501
+            assert _raw(url, b"\x00\x01garbage\r\n\r\n").split(b" ")[1] == b"400"
+            # Both still work afterwards.
+            assert update_weights(proxy, trainer.broadcasts / "step_0")[0] == 200
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_0")
+
+
+def test_damaged_base_on_the_client_is_caught_and_replaced(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
+            victim = tmp_path / "store" / "steps" / "step_1" / "model-00001-of-00002.safetensors"
+            data = bytearray(victim.read_bytes())
+            data[-3] ^= 0x40  # a weight byte, not the header: only the tensor digest can notice
+            victim.write_bytes(bytes(data))
+
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
+            assert status == 502 and "does not match its published digest" in body.decode(), body
+            assert len(vllm.updates()) == 1  # only step 1 ever reached vLLM
+            assert not (tmp_path / "store" / "steps" / "step_1").exists()
+
+            status, body = update_weights(proxy, trainer.broadcasts / "step_2")  # PRIME-RL's retry
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_2")
+
+
+def test_cli_names_the_bad_option(tmp_path):
+    cases = [
+        (["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--keyframe-interval", "0"],
+         "--keyframe-interval = 0"),
+        (["client", "--servers", "trainer:8000", "--upstream", "http://127.0.0.1:1", "--store-dir", str(tmp_path)],
+         "write it as http://host:port"),
+    ]  # fmt: skip
+    for args, message in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "composer_prime", "relay", *args],
+            check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
+        )  # fmt: skip
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_2")[0] == 200
+            old_step_2 = vllm.updates()[-1].files
+            # The trainer crashes and resumes from step 1 with other data: step_2 is written again, then step_3.
+            resumed = Trainer(tmp_path / "run", lr=1e-5)
+            for step in (2, 3):
+                resumed.rl.step()
+                write_broadcast_step(resumed.rl.bf16_state_dict(), resumed.broadcasts, step, SHARD)
+            wait_until(lambda: "v3:" in http("GET", f"{url}/distribution.txt")[1].decode(), 60, "v3 listed")
+            assert "re-broadcast" in origin.log()
+
+            for step in (2, 3):
+                status, body = update_weights(proxy, resumed.broadcasts / f"step_{step}")
+                assert status == 200, body
+                assert vllm.updates()[-1].files == dir_digests(resumed.broadcasts / f"step_{step}")
+            assert vllm.updates()[-2].files != old_step_2  # the rewritten step_2, not the copy built before
+            assert "from an earlier publication" in client.log()

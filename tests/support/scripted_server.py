@@ -92,6 +92,7 @@ class ScriptedModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out as separate writes; no 40 ms delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass

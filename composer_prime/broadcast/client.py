@@ -35,6 +35,7 @@ from pathlib import Path
 import blake3
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.broadcast import checkpoint, protocol
 from composer_prime.broadcast.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
 from composer_prime.broadcast.progress import ProgressLog, human_bytes
@@ -189,7 +190,7 @@ class Fetcher:
                 problem = str(err)
             else:
                 if len(data) == size and blake3.blake3(data).hexdigest() == digest:
-                    protocol.write_atomic(path, data)
+                    write_atomic(path, data)
                     return path
                 problem = f"got {len(data)} bytes (want {size}) with the wrong checksum"
             logger.warning(f"{url_path} attempt {attempt}/{self.config.retries}: {problem}")
@@ -252,9 +253,9 @@ class Fetcher:
         if checkpoint_digest(hashes) != manifest.digest:
             shutil.rmtree(tmp, ignore_errors=True)
             raise checkpoint.DecodeError(f"v{manifest.step}: rebuilt checkpoint digest differs from the published one")
-        protocol.write_atomic(tmp / _META, json.dumps({"step": manifest.step, "digest": manifest.digest}).encode())
+        write_atomic(tmp / _META, json.dumps({"step": manifest.step, "digest": manifest.digest}).encode())
         (tmp / checkpoint.MARKER).touch()
-        protocol.fsync_dir(tmp)
+        fsync_dir(tmp)
         final = self.step_dir(manifest.step)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.broadcast import checkpoint, codec, protocol
 from composer_prime.broadcast.manifest import ManifestError, parse_manifest
 from composer_prime.broadcast.progress import ProgressLog, human_bytes
@@ -117,7 +118,7 @@ class Origin:
             self.base = None
         probe = self.data_dir / protocol.PROBE_FILE
         if not probe.exists():
-            protocol.write_atomic(probe, bytes(64 * 1024))
+            write_atomic(probe, bytes(64 * 1024))
 
     # -- state -----------------------------------------------------------------------------------------------------
 
@@ -142,12 +143,12 @@ class Origin:
             return None
 
     def _write_listing(self) -> None:
-        protocol.write_atomic(
+        write_atomic(
             self.data_dir / protocol.DISTRIBUTION_FILE,
             protocol.format_distribution(list(self.listing.values())).encode(),
         )
         self.sources = {step: mtime for step, mtime in self.sources.items() if step in self.listing}
-        protocol.write_atomic(self.data_dir / _SOURCES, json.dumps(self.sources).encode())
+        write_atomic(self.data_dir / _SOURCES, json.dumps(self.sources).encode())
 
     def _rewind(self, step: int) -> None:
         """The trainer wrote `step_{step}` again (restarted from an earlier checkpoint): withdraw v{step} and later."""
@@ -186,8 +187,8 @@ class Origin:
                 os.link(step_dir / name, new / name)
             except OSError:
                 shutil.copy2(step_dir / name, new / name)
-        protocol.write_atomic(new / ".base.json", json.dumps(meta).encode())
-        protocol.fsync_dir(new)
+        write_atomic(new / ".base.json", json.dumps(meta).encode())
+        fsync_dir(new)
         if base.exists():
             os.replace(base, old)
         os.replace(new, base)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import blake3
 
+from composer_prime.atomic import fsync_dir
 from composer_prime.broadcast import checkpoint
 from composer_prime.broadcast.manifest import Blob, Manifest, Section, ShardEntry, checkpoint_digest, frame_manifest
 
@@ -75,23 +76,6 @@ def parse_distribution(text: str) -> dict[int, Listed]:
             raise ProtocolError(f"{DISTRIBUTION_FILE} line {number}: version v{step} lists {shards} shards")
         versions[step] = Listed(step, checksum, shards)
     return versions
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ShardWriter:

@@ -8,7 +8,6 @@ tasks already in it are kept, candidates already rejected (recorded in `<out>.sk
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
@@ -19,14 +18,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from composer_prime.atomic import write_atomic
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
-from composer_prime.pytest_outcomes import PASSING, passing
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
 from composer_prime.mining.snapshot import SnapshotError, build_snapshot, fingerprint, list_files, write_tree
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
+from composer_prime.pytest_outcomes import PASSING, passing
 
 
 class MiningError(Exception):
@@ -50,20 +50,6 @@ class MineConfig(BaseModel):
     """The pytest launcher; mining and grading append their own arguments."""
     test_timeout_s: float = Field(300.0, gt=0)
     """Wall-clock limit for one run of the suite, in seconds; a run past it is killed and the candidate skipped."""
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _covers(feature: Feature, path: str, qualname: str) -> bool:
@@ -122,8 +108,8 @@ class Miner:
         return tasks, skipped
 
     def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
-        _atomic_write(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
-        _atomic_write(self.skipped_path, json.dumps({"repo_fingerprint": repo_fp, "skipped": skipped}, indent=1))
+        write_atomic(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
+        write_atomic(self.skipped_path, json.dumps({"repo_fingerprint": repo_fp, "skipped": skipped}, indent=1))
 
     def _baseline(self, work: Path) -> TestRun:
         self.log(f"baseline: running {' '.join(self.config.test_cmd)} in a copy of {self.config.repo}")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from composer_prime.atomic import write_atomic
 from swe_gym.rows import SWEGymRow
 
 logger = logging.getLogger(__name__)
@@ -246,15 +247,6 @@ def env_path(config: LocalConfig, row: SWEGymRow) -> Path:
     return config.root() / "envs" / slug(row.repo) / f"{slug(row.version)}-{env_key(config, row.repo)}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    with tmp.open("w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.rename(path)
-
-
 def venv_vars(venv: Path) -> dict[str, str]:
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -282,7 +274,7 @@ def prepare_env(config: LocalConfig, row: SWEGymRow, snapshot: Path) -> Path:
                 timeout_s=60,
             ).strip()
             lines = "".join(f"{Path(p).expanduser().resolve()}\n" for p in config.site_packages)
-            _write_atomic(Path(site) / "swe_gym_site_packages.pth", lines)
+            write_atomic(Path(site) / "swe_gym_site_packages.pth", lines)
         src = venv / "src"
         run(["git", "clone", "--quiet", "--no-hardlinks", str(snapshot), str(src)], timeout_s=GIT_TIMEOUT_S)
         log = venv / "prep.log"
@@ -299,7 +291,7 @@ def prepare_env(config: LocalConfig, row: SWEGymRow, snapshot: Path) -> Path:
             "install": spec.install,
             "seconds": round(time.monotonic() - started, 1),
         }
-        _write_atomic(ready, json.dumps(record, indent=2) + "\n")
+        write_atomic(ready, json.dumps(record, indent=2) + "\n")
         logger.info("swe-gym: %s %s environment ready in %.0fs", row.repo, row.version, record["seconds"])
     return venv
 

@@ -142,7 +142,7 @@ def main() -> int:
     timings: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(3):
         for name, (fn, with_ref) in candidates.items():
-            timings[name].append(time_fn(lambda: step(fn, with_ref), max(1, args.reps // 3), args.device))
+            timings[name].append(time_fn(lambda fn=fn, ref=with_ref: step(fn, ref), max(1, args.reps // 3), args.device))
     rows = [(name, min(ts)) for name, ts in timings.items()]
 
     total = sum(len(t) for t in batch["trainer_logprobs"])

@@ -9,4 +9,4 @@ docs/composer-agent.md.
 from composer_agent.config import ComposerAgentConfig
 from composer_agent.harness import ComposerAgentHarness
 
-__all__ = ["ComposerAgentHarness", "ComposerAgentConfig"]
+__all__ = ["ComposerAgentConfig", "ComposerAgentHarness"]

@@ -63,6 +63,7 @@ def test_custom_loss_config_parses_the_toml_block(prl):
     config = TypeAdapter(prl.configs.LossConfig).validate_python(block)
     assert isinstance(config, prl.configs.CustomLossConfig)
     from prime_rl.utils.utils import import_object
+
     from composer_prime.loss import composer_loss
 
     assert import_object(config.import_path) is composer_loss

@@ -67,8 +67,9 @@ def score_in_fresh_box(task: vf.Task, gold: bool) -> tuple[bool | None, vf.Trace
 
 
 def test_taskset_resolves_with_composer_agent_as_default_harness(tasks_file, tmp_path, caplog):
-    from composer_agent import ComposerAgentConfig, ComposerAgentHarness
     from verifiers.v1.utils.loaders import default_harness_id, harness_class, resolve_env_config
+
+    from composer_agent import ComposerAgentConfig, ComposerAgentHarness
 
     assert harness_class(default_harness_id("feature-deletion")) is ComposerAgentHarness
     config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(tasks_file)}})

@@ -67,8 +67,9 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
 
 
 def test_default_harness_is_composer_agent() -> None:
-    from composer_agent import ComposerAgentConfig, ComposerAgentHarness
     from verifiers.v1.utils.loaders import default_harness_id, harness_class, resolve_env_config
+
+    from composer_agent import ComposerAgentConfig, ComposerAgentHarness
 
     assert harness_class(default_harness_id("swe-gym")) is ComposerAgentHarness
     # An agent that names no harness gets composer-agent's config, resolved under the taskset's id.

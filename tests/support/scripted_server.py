@@ -15,9 +15,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -87,7 +88,7 @@ class ScriptedModelServer:
             self._cursor += 1
             return reply
 
-    def start(self) -> "ScriptedModelServer":
+    def start(self) -> ScriptedModelServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -207,8 +208,8 @@ class ScriptedModelServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "ScriptedModelServer":
+    def __enter__(self) -> ScriptedModelServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -11,11 +11,11 @@ import pytest
 
 from composer_prime.mining.deletion import CannotDelete, delete_feature
 from composer_prime.mining.features import discover, is_protected_file, is_source_file, module_name
-from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import load_rows
 from composer_prime.mining.snapshot import is_scrubbed, leaks
+from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction
 from tests.support.featdel_repo import FILES
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from composer_prime.pytest_outcomes import parse_outcomes
 from swe_gym.grading import END, START, diff_paths, directives_for, report
+
+from composer_prime.pytest_outcomes import parse_outcomes
 
 TEST_PATCH = """diff --git a/tests/test_ops.py b/tests/test_ops.py
 index 1111111..2222222 100644

@@ -5,7 +5,6 @@ taskset's default (`default_harness_id`), so an agent without an explicit harnes
 """
 
 from composer_agent import ComposerAgentHarness
-
 from feature_deletion.taskset import FeatureDeletionTaskset
 
 __all__ = ["ComposerAgentHarness", "FeatureDeletionTaskset"]

@@ -22,9 +22,9 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import Field
 
-from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction, passing
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.testrun import PYTEST_ARGS
+from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction, passing
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ taskset's default (`default_harness_id`), so an agent without an explicit harnes
 """
 
 from composer_agent import ComposerAgentHarness
-
 from swe_gym.taskset import SWEGymTaskset
 
 __all__ = ["ComposerAgentHarness", "SWEGymTaskset"]

@@ -1,0 +1,133 @@
+"""The PRIME-RL side of the `composer` algorithm: its config class in `AlgoConfig` and `ComposerAlgorithm`.
+
+Imported only by `hook.py`, from inside a PRIME-RL process, right after the PRIME-RL module it patches has
+executed. Everything the algorithm computes lives in the pure core (`credit.py`, `hints.py`); this adapter wires it
+to PRIME-RL's hooks: `score_episode` prefill-scores hint targets through the live policy pool
+(`InferencePool.score`) and `score_group` assigns outcome + replay advantages with PRIME-RL's `assign_advantages`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import typing
+from types import ModuleType
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import Field
+
+from composer_prime.algorithm.config import ComposerAlgoConfig
+from composer_prime.algorithm.credit import group_advantages, step_credit
+from composer_prime.algorithm.hints import record_hint_metrics, score_hints
+
+PINNED_COMMIT = "559b447"
+
+
+class SeamMoved(RuntimeError):
+    """A PRIME-RL seam the composer hook patches is not where commit 559b447 has it."""
+
+
+def _moved(what: str) -> SeamMoved:
+    return SeamMoved(
+        f"composer-prime cannot register the `composer` algorithm: {what}. composer-prime supports PRIME-RL at commit "
+        f"{PINNED_COMMIT}; check out that commit (git -C prime-rl checkout {PINNED_COMMIT}) or update "
+        "composer_prime/algorithm/plugin.py to the new seam (docs/prime-rl-integration.md)."
+    )
+
+
+def extend_algo_config(module: ModuleType) -> None:
+    """Add the composer config to `prime_rl.configs.algorithm.AlgoConfig` (a discriminated union on `type`)."""
+    if getattr(module, "ComposerAlgoConfig", None) is not None:
+        return
+    base = getattr(module, "BaseAlgoConfig", None)
+    union = getattr(module, "AlgoConfig", None)
+    if base is None or union is None:
+        raise _moved("prime_rl.configs.algorithm has no BaseAlgoConfig or AlgoConfig")
+    args = typing.get_args(union)
+    members = typing.get_args(args[0]) if args else ()
+    discriminators = [m for m in args[1:] if getattr(m, "discriminator", None) == "type"]
+    if typing.get_origin(union) is not Annotated or not members or not discriminators:
+        raise _moved("AlgoConfig is no longer an Annotated union discriminated on `type`")
+    if getattr(sys.modules.get("prime_rl.configs.orchestrator"), "OrchestratorConfig", None) is not None:
+        raise _moved(
+            "PRIME-RL's orchestrator config was imported before the hook ran (the union is already bound); "
+            "install composer-prime into PRIME-RL's environment so its .pth loads the hook at start-up"
+        )
+    from renderers import AutoRendererConfig, RendererConfig
+
+    class PrimeRLComposerAlgoConfig(base, ComposerAlgoConfig):  # type: ignore[misc, valid-type]
+        """The composer algorithm (composer-prime): RLVR outcome advantage + targeted hint self-distillation +
+        trace-replay credit, for `composer_prime.loss.composer_loss`."""
+
+        action_loss_type: ClassVar[Literal["rl"]] = "rl"
+
+        renderer: RendererConfig = AutoRendererConfig()
+        """Renderer family for the hint message. The tokenizer is always the live policy's. Defaults to `auto`;
+        set it to match a non-auto policy renderer."""
+
+    PrimeRLComposerAlgoConfig.__name__ = PrimeRLComposerAlgoConfig.__qualname__ = "ComposerAlgoConfig"
+    module.ComposerAlgoConfig = PrimeRLComposerAlgoConfig
+    module.AlgoConfig = Annotated[Union[(*members, PrimeRLComposerAlgoConfig)], Field(discriminator="type")]  # noqa: UP007
+
+
+def register_algorithm(module: ModuleType) -> None:
+    """Add `ComposerAlgorithm` to `prime_rl.orchestrator.algo.ALGORITHM_CLASSES`."""
+    classes = getattr(module, "ALGORITHM_CLASSES", None)
+    if not isinstance(classes, dict) or not callable(getattr(module, "build_algorithm", None)):
+        raise _moved("prime_rl.orchestrator.algo has no ALGORITHM_CLASSES dict or build_algorithm")
+    if "composer" not in classes:
+        classes["composer"] = _algorithm_class()
+    globals()["ComposerAlgorithm"] = classes["composer"]
+
+
+def _algorithm_class() -> type:
+    from prime_rl.orchestrator.algo.base import Algorithm, iter_trainable_traces
+    from prime_rl.orchestrator.algo.routing import assign_advantages
+
+    class ComposerAlgorithm(Algorithm):
+        """Outcome + replay advantages per group, hint references per episode (composer_prime.algorithm)."""
+
+        action_loss_type = "rl"
+
+        def __init__(self, config: Any, policy_pool: Any):
+            super().__init__(config, policy_pool)
+            self.config = config
+            self.renderer: Any = None
+
+        async def setup(self) -> None:
+            if not self.config.hints.enabled:
+                return
+            from renderers.base import create_renderer, load_tokenizer
+
+            self.renderer = create_renderer(load_tokenizer(self.policy_pool.model_name), self.config.renderer)
+
+        def render(self, role: str, text: str) -> list[int]:
+            return self.renderer.render_ids([{"role": role, "content": text}], add_generation_prompt=False)
+
+        async def score_episode(self, episode: Any) -> None:
+            if not self.config.hints.enabled:
+                return
+            assert self.renderer is not None, "renderer not built: Algorithm.setup() must run first"
+            traces = [trace for _, trace in iter_trainable_traces([episode])]
+            results = await asyncio.gather(
+                *(
+                    score_hints(
+                        trace,
+                        self.config.hints,
+                        step_credit(trace, self.config.replay).hints,
+                        self.render,
+                        self.policy_pool.score,
+                    )
+                    for trace in traces
+                )
+            )
+            for trace, stats in zip(traces, results, strict=True):
+                record_hint_metrics(trace, stats)
+
+        async def score_group(self, episodes: list[Any]) -> None:
+            traces = [trace for _, trace in iter_trainable_traces(episodes)]
+            for trace, values in zip(traces, group_advantages(traces, self.config), strict=True):
+                assign_advantages(trace, values)
+
+    ComposerAlgorithm.__module__, ComposerAlgorithm.__qualname__ = __name__, "ComposerAlgorithm"
+    return ComposerAlgorithm

@@ -150,11 +150,11 @@ async def score_hints(
             try:
                 scored = await asyncio.wait_for(score(request.token_ids), config.score_timeout_s)
                 return request, reference_for(trace, request, list(scored))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return request, "score_timeout"
             except ValueError:
                 return request, "bad_score"
-            except Exception:  # a pool error of any kind drops this hint, never the episode
+            except Exception:  # noqa: BLE001 - a pool error of any kind drops this hint, never the episode
                 return request, "score_failed"
 
     for request, result in await asyncio.gather(*(one(t) for t in targets)):

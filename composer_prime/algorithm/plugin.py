@@ -67,7 +67,7 @@ def extend_algo_config(module: ModuleType) -> None:
 
     PrimeRLComposerAlgoConfig.__name__ = PrimeRLComposerAlgoConfig.__qualname__ = "ComposerAlgoConfig"
     module.ComposerAlgoConfig = PrimeRLComposerAlgoConfig
-    module.AlgoConfig = Annotated[Union[(*members, PrimeRLComposerAlgoConfig)], Field(discriminator="type")]  # noqa: UP007
+    module.AlgoConfig = Annotated[Union[(*members, PrimeRLComposerAlgoConfig)], Field(discriminator="type")]
 
 
 def register_algorithm(module: ModuleType) -> None:

@@ -172,6 +172,20 @@ def test_targets_by_kind_priority_then_latest_and_capped():
     assert [(t.node, t.kind) for t in every] == [(2, "tool_error"), (6, "test_failure")]
     custom = HintConfig(kinds=["tool_error"], templates={"tool_error": "Careful: {detail}"})
     assert select_targets(trace, custom, {})[0].text == "Careful: Error: nope.py does not exist."
+    twice = build_trace(
+        [
+            [
+                SYSTEM,
+                TASK,
+                assistant("", tool_call("a", "view", path="one.py")),
+                tool("a", "Error: one.py does not exist."),
+                assistant("", tool_call("b", "view", path="two.py")),
+                tool("b", "Error: two.py does not exist."),
+            ]
+        ]
+    )
+    latest = select_targets(twice, HintConfig(kinds=["tool_error"], max_targets_per_trace=1), {})
+    assert [t.node for t in latest] == [4]  # within a kind, the latest step first
     # the summary turn (node 9) is never a target, even with a teacher hint on it
     assert select_targets(trace, HintConfig(kinds=["teacher_hint"]), {9: "shorter"}) == []
 

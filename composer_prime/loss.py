@@ -13,8 +13,12 @@ divides the returned token *sum* by the global rl-token count. Composer puts thr
 Per token t on the loss mask, with r = exp(trainer - inference) the importance ratio and p = exp(logprob):
 
     pg_adv[t]   = adv_tau * advantages[t]                     if the DPPO trust region keeps t, else 0
-    hint_adv[t] = hint_coef * (ref[t] - trainer[t]).detach()  if t is a hint token kept by its trust region, else 0
+    hint_adv[t] = w * (ref[t] - trainer[t]).detach()          if t is a hint token kept by its trust region, else 0
     loss[t]     = -(pg_adv[t] + hint_adv[t]) * r[t] + kl_tau * log(r[t])**2
+
+with w = min(hint_coef * n_loss / n_hint, hint_token_cap) per sample (n_loss loss-mask tokens, n_hint hint tokens):
+the hint channel's total weight in a sample is at most `hint_coef` times its rl tokens however many tokens were
+targeted (`hint_norm = "token"` makes w = hint_coef instead).
 
 The trust regions follow PRIME-RL's default loss (DPPO-Binary TV, arXiv:2602.04879): a token is dropped when its
 probability already moved past the bound in the direction the update pushes it (up for a positive signal, down
@@ -32,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Bool, Float
@@ -56,9 +60,20 @@ class ComposerLossConfig(BaseModel):
     """Policy-gradient trust region, upward: a token with a positive advantage is dropped once
     p_trainer - p_inference > dppo_mask_high (PRIME-RL default 0.2)."""
 
-    hint_coef: float = Field(1.0, ge=0)
-    """Weight of the hint self-distillation term. 1.0 puts one nat of hint gap on the scale of one unit of advantage;
-    hint tokens are a small fraction of rl tokens, so the term stays a targeted correction. 0 disables it."""
+    hint_coef: float = Field(0.05, ge=0)
+    """Strength of the hint self-distillation term. With `hint_norm = "sample"` it is the hint channel's share of a
+    sample's rl signal: the hint tokens of a sample together weigh at most `hint_coef` x its loss-mask tokens, however
+    many tokens were targeted. 0.05 rests on a paired-seed experiment (docs/loss.md, "Choosing hint_coef"): shares
+    of 0.02-0.06 beat GRPO, 0.18 and above lost 3-36 points. 0 disables the term."""
+
+    hint_norm: Literal["sample", "token"] = "sample"
+    """How hint tokens are weighted. `sample`: each hint token of a sample weighs
+    min(hint_coef * n_loss / n_hint, hint_token_cap), so the channel's total does not grow with the number of
+    targeted tokens. `token`: each hint token weighs hint_coef, so the channel grows with them (the OPSD/SDPO form)."""
+
+    hint_token_cap: float = Field(1.0, gt=0)
+    """With `hint_norm = "sample"`: the most one hint token may weigh, in units of advantage per nat of hint gap.
+    Keeps a sample with a handful of hint tokens from concentrating its whole hint share on them."""
 
     hint_mask_low: float = Field(0.2, ge=0)
     """Hint trust region, downward: a hint token whose reference is below the trainer is dropped once
@@ -174,6 +189,15 @@ def composer_loss(inputs: Any, **kwargs: Any) -> ComposerLossOutputs:
     )
 
 
+def _hint_weight(hint: Bool[Tensor, " seq"], loss_mask: Bool[Tensor, " seq"], config: ComposerLossConfig) -> Tensor:
+    """Per-hint-token weight (0-dim, no host sync): see `ComposerLossConfig.hint_norm`."""
+    coef = torch.tensor(config.hint_coef, dtype=torch.float32, device=hint.device)
+    if config.hint_norm == "token":
+        return coef
+    share = coef * loss_mask.sum() / hint.sum().clamp_min(1)
+    return share.clamp_max(config.hint_token_cap)
+
+
 def composer_loss_terms(
     trainer_logprobs: Float[Tensor, " seq"],
     inference_logprobs: Float[Tensor, " seq"],
@@ -208,7 +232,7 @@ def composer_loss_terms(
             hint_up = probs_diff > config.hint_mask_high
             hint_down = probs_diff < -config.hint_mask_low
         hint_masked = hint & (((gap > 0) & hint_up) | ((gap < 0) & hint_down))
-        hint_signal = torch.where(hint & ~hint_masked, config.hint_coef * gap, zeros)
+        hint_signal = torch.where(hint & ~hint_masked, _hint_weight(hint, loss_mask, config) * gap, zeros)
         signal = signal + hint_signal
     else:
         hint = None
@@ -244,3 +268,15 @@ def composer_loss_terms(
             metrics["composer/hint/is_masked"] = zero
             metrics["composer/hint/ref_gap"] = zero
     return ComposerLossOutputs(loss=loss, metrics=metrics)
+
+
+def prime_rl_default_loss(inputs: Any, **kwargs: Any) -> Any:
+    """PRIME-RL's own `default_loss_fn` behind the custom-loss seam, with `kwargs` as its `DefaultLossConfig`.
+
+    For baselines layered on a composer TOML (recipes/grpo-baseline.toml): a TOML overlay can change
+    `[trainer.loss] import_path` but cannot remove it, so it cannot switch back to `type = "default"`. Imports
+    PRIME-RL, so it only runs inside PRIME-RL's trainer."""
+    from prime_rl.configs.trainer import DefaultLossConfig
+    from prime_rl.trainer.rl.loss import default_loss_fn
+
+    return default_loss_fn(inputs, DefaultLossConfig(**kwargs))

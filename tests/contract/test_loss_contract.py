@@ -109,10 +109,13 @@ def test_compute_loss_on_a_mixed_packed_batch_matches_hand_values(prl):
         ref_kl_scale=1,
     )
     ln2, r = math.log(2), 1.25
-    # sample 0: token 1: -(A + gap) = -(0.5 + ln2)      (ratio 1, ref = log 0.6 vs trainer log 0.3)
-    #           token 2: -0.5                            (ref 0.0: no hint)
-    #           token 3: -(0.5 - ln2) * 1.25 + kl * ln(1.25)^2  (gap = log .25 - log .5 = -ln2, probs moved 0.1)
-    s0 = -(0.5 + ln2) - 0.5 - (0.5 - ln2) * r + KL * math.log(r) ** 2
+    # sample 0 has 3 loss tokens, 2 of them hint tokens: each hint token weighs w = 0.05 * 3 / 2 = 0.075
+    # (default hint_coef 0.05, hint_norm "sample", under the cap of 1).
+    w = 0.075
+    # sample 0: token 1: -(A + w * gap) = -(0.5 + w ln2)      (ratio 1, ref = log 0.6 vs trainer log 0.3)
+    #           token 2: -0.5                                  (ref 0.0: no hint)
+    #           token 3: -(0.5 - w ln2) * 1.25 + kl * ln(1.25)^2  (gap = log .25 - log .5 = -ln2, probs moved 0.1)
+    s0 = -(0.5 + w * ln2) - 0.5 - (0.5 - w * ln2) * r + KL * math.log(r) ** 2
     # sample 1: two tokens, A = -1, ratio 1: +1 each.
     s1 = 2.0
     # sample 2: p 0.5 -> 0.9 with A = +1 is outside the trust region: only drift kl * ln(1.8)^2.
@@ -122,7 +125,9 @@ def test_compute_loss_on_a_mixed_packed_batch_matches_hand_values(prl):
     loss.backward()
     g0, g1, g2 = (t.grad.tolist() for t in batch["trainer_logprobs"])
     # d/d logp_t of -(signal) * ratio + kl * log_ratio^2 = -signal * ratio + 2 kl log_ratio, divided by rl_scale.
-    assert g0 == pytest.approx([0.0, -(0.5 + ln2) / 6, -0.5 / 6, (-(0.5 - ln2) * r + 2 * KL * math.log(r)) / 6])
+    assert g0 == pytest.approx(
+        [0.0, -(0.5 + w * ln2) / 6, -0.5 / 6, (-(0.5 - w * ln2) * r + 2 * KL * math.log(r)) / 6]
+    )
     assert g1 == pytest.approx([1 / 6, 1 / 6])
     assert g2 == pytest.approx([2 * KL * math.log(1.8) / 6])
     # Metrics come back stacked, one value per sample.

@@ -86,8 +86,9 @@ def test_hint_gradient_pulls_trainer_toward_reference():
     # token 0: p_t = p_i = 0.3, ref = log 0.6: gap = ref - logp_t = ln 2 > 0, ratio = 1, A = 0.
     #   loss = -hint_coef * gap * ratio = -ln 2; gradient = -ln 2 < 0, so descent raises logp_t toward ref.
     # token 1: p_t = p_i = 0.6, ref = log 0.3: gap = -ln 2, loss = +ln 2, gradient = +ln 2 (lowers logp_t).
+    # Per-token weighting (hint_norm = "token") with hint_coef = 1 isolates the per-token math.
     inputs = make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)])
-    out, grad = run(inputs, kl_tau=0.0)
+    out, grad = run(inputs, kl_tau=0.0, hint_norm="token", hint_coef=1.0)
     assert out.loss.item() == pytest.approx(0.0)
     assert grad.tolist() == pytest.approx([-LN2, LN2])
     assert out.metrics["composer/hint/token_frac"].item() == pytest.approx(1.0)
@@ -96,7 +97,7 @@ def test_hint_gradient_pulls_trainer_toward_reference():
 
 def test_hint_coef_scales_the_hint_gradient():
     # gradient = -hint_coef * ln 2 with hint_coef = 0.25.
-    out, grad = run(make([0.3], [0.3], [0.0], ref=[math.log(0.6)]), kl_tau=0.0, hint_coef=0.25)
+    out, grad = run(make([0.3], [0.3], [0.0], ref=[math.log(0.6)]), kl_tau=0.0, hint_coef=0.25, hint_norm="token")
     assert grad.tolist() == pytest.approx([-0.25 * LN2])
 
 
@@ -114,7 +115,7 @@ def test_zero_hint_gradient_on_every_non_target_token():
         ref=[math.log(0.25), 0.0, 0.5, -math.inf, math.log(0.25)],
         mask=[True, True, True, True, False],
     )
-    out, grad = run(inputs, kl_tau=0.0)
+    out, grad = run(inputs, kl_tau=0.0, hint_norm="token", hint_coef=1.0)
     assert grad[0].item() == pytest.approx(LN2)
     assert grad[1:].tolist() == [0.0, 0.0, 0.0, 0.0]
     # 1 hint token among 4 loss-mask tokens.
@@ -135,11 +136,40 @@ def test_hint_coef_zero_removes_the_hint_term():
 def test_hint_trust_region_is_its_own():
     # p 0.5 -> 0.9 (moved up 0.4), A = 0, ref = log 0.95 > logp_t: the hint pushes up past the region: masked.
     # The same token with hint_mask_high = 0.5 is kept: loss = -(ln 0.95 - ln 0.9) * 0.9 / 0.5.
-    masked, grad = run(make([0.9], [0.5], [0.0], ref=[math.log(0.95)]), kl_tau=0.0)
+    masked, grad = run(make([0.9], [0.5], [0.0], ref=[math.log(0.95)]), kl_tau=0.0, hint_norm="token", hint_coef=1.0)
     assert grad.tolist() == [0.0]
     assert masked.metrics["composer/hint/is_masked"].item() == pytest.approx(1.0)
-    kept, _ = run(make([0.9], [0.5], [0.0], ref=[math.log(0.95)]), kl_tau=0.0, hint_mask_high=0.5)
+    kept, _ = run(
+        make([0.9], [0.5], [0.0], ref=[math.log(0.95)]), kl_tau=0.0, hint_mask_high=0.5, hint_norm="token", hint_coef=1.0
+    )
     assert kept.loss.item() == pytest.approx(-(math.log(0.95) - math.log(0.9)) * 1.8)
+
+
+def _hint_sample(n_loss: int, n_hint: int) -> Inputs:
+    # p_t = p_i = 0.5 on every token, A = 0; the first n_hint tokens have ref = log 0.25, i.e. gap = -ln 2.
+    ref = [math.log(0.25)] * n_hint + [0.0] * (n_loss - n_hint)
+    return make([0.5] * n_loss, [0.5] * n_loss, [0.0] * n_loss, ref=ref)
+
+
+def test_sample_norm_keeps_the_hint_channel_share_fixed():
+    # Default hint_norm = "sample": each hint token weighs w = min(hint_coef * n_loss / n_hint, hint_token_cap);
+    # its gradient is -w * gap * ratio = w * ln 2.
+    # 40 loss tokens, 4 hint tokens, hint_coef 0.05: w = 0.05 * 40 / 4 = 0.5.
+    _, grad = run(_hint_sample(40, 4), kl_tau=0.0)
+    assert grad[:4].tolist() == pytest.approx([0.5 * LN2] * 4)
+    assert grad[4:].tolist() == [0.0] * 36
+    # 8 hint tokens: w = 0.25, so the channel's total gradient (8 * 0.25 ln 2 = 2 ln 2) is what 4 tokens gave.
+    _, grad8 = run(_hint_sample(40, 8), kl_tau=0.0)
+    assert grad8[:8].tolist() == pytest.approx([0.25 * LN2] * 8)
+    assert grad8.sum().item() == pytest.approx(grad.sum().item())
+    # 1 hint token: 0.05 * 40 / 1 = 2 is capped at hint_token_cap = 1.
+    _, grad1 = run(_hint_sample(40, 1), kl_tau=0.0)
+    assert grad1[0].item() == pytest.approx(LN2)
+    _, capped = run(_hint_sample(40, 4), kl_tau=0.0, hint_token_cap=0.25)
+    assert capped[:4].tolist() == pytest.approx([0.25 * LN2] * 4)
+    # hint_norm = "token": every hint token weighs hint_coef, so 8 tokens pull twice as hard as 4.
+    _, tok = run(_hint_sample(40, 8), kl_tau=0.0, hint_norm="token")
+    assert tok[:8].tolist() == pytest.approx([0.05 * LN2] * 8)
 
 
 def test_drift_term_on_loss_mask_only():

@@ -58,6 +58,11 @@ class FeatureDeletionData(vf.TaskData):
     mined: MinedTask
     """The mined row: snapshot, test files, FAIL_TO_PASS / PASS_TO_PASS ids, gold patch, test command."""
 
+    @property
+    def patch(self) -> str:
+        """The gold patch, under the name swe-gym's task data uses (PRIME-RL's `opsd` reads it as `demo_key`)."""
+        return self.mined.gold_patch
+
 
 class FeatureDeletionTaskConfig(vf.TaskConfig):
     test_cmd: list[str] | None = None

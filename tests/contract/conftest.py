@@ -2,7 +2,12 @@
 
 They need a PRIME-RL source checkout at the pinned commit, named by PRIME_RL_SRC; PRIME-RL itself cannot be
 installed on CPU machines (Python 3.12 + CUDA), but its sources import under Python 3.11 once their PyPI
-dependencies are present (beartype, wandb, loguru). Without PRIME_RL_SRC every test here skips with that reason.
+dependencies are present (beartype, wandb, loguru; msgspec and renderers for the orchestrator side). Without
+PRIME_RL_SRC every test here skips with that reason.
+
+PRIME-RL's orchestrator reads verifiers attributes that only its pinned snapshot (deps/verifiers, a60a606) has, so
+the orchestrator-side tests need that snapshot installed in place of PyPI's 0.4.0 (README, contract section); the
+`verifiers_snapshot` fixture fails with that fix when it is not.
 """
 
 from __future__ import annotations
@@ -27,15 +32,36 @@ def prime_rl_src() -> Path | None:
     return Path(value).resolve() if value else None
 
 
+def contract_paths(src: Path) -> list[Path]:
+    return [src / "src", src / "packages" / "prime-rl-configs" / "src"]
+
+
+def contract_pythonpath(src: Path) -> str:
+    """PYTHONPATH for a fresh interpreter that imports PRIME-RL from the checkout."""
+    return os.pathsep.join(str(p) for p in contract_paths(src))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     src = prime_rl_src()
     if src is None:
         return
     if not (src / "src" / "prime_rl").is_dir():
         raise pytest.UsageError(f"PRIME_RL_SRC={src} is not a PRIME-RL checkout (no src/prime_rl); fix the path")
-    for path in (src / "src", src / "packages" / "prime-rl-configs" / "src"):
+    for path in contract_paths(src):
         if str(path) not in sys.path:
             sys.path.insert(0, str(path))
+
+
+@pytest.fixture(scope="session")
+def verifiers_snapshot() -> None:
+    import verifiers.v1 as vf
+
+    if not hasattr(vf.Branch, "multi_modal_data"):
+        pytest.fail(
+            "PRIME-RL's orchestrator at 559b447 needs its pinned verifiers snapshot (a60a606); this environment has "
+            "verifiers from PyPI. Install the snapshot: git -C $PRIME_RL_SRC submodule update --init deps/verifiers "
+            "&& pip install $PRIME_RL_SRC/deps/verifiers"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -45,7 +45,7 @@ def build_trace(branches: list[list[dict[str, Any]]], info: dict[str, Any] | Non
                 parent = index[key]
                 continue
             sampled = raw["role"] == "assistant" and raw.get("sampled", True)
-            length = SCAFFOLD + (raw.get("_tokens", 3) if sampled else 4)
+            length = SCAFFOLD + raw.get("_tokens", 3 if sampled else 4)
             token_ids = list(range(next_token, next_token + length))
             next_token += length
             mask = [False] * SCAFFOLD + [sampled] * (length - SCAFFOLD)

@@ -1,0 +1,237 @@
+"""The composer algorithm inside PRIME-RL: config parsing by `cli(RLConfig)`, `build_algorithm`, the episode hooks,
+`trace_to_samples` and `compute_loss` with `composer_loss`, all PRIME-RL's own code at 559b447.
+
+The orchestrator side imports under Python 3.11 with msgspec, renderers and verifiers from PyPI (README, contract
+section). The policy pool needs vLLM, so the episode test hands the algorithm a scorer returning known logprobs, and
+a renderer stand-in for the hint message (the tokenizer needs a hub download).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.contract.conftest import contract_pythonpath, prime_rl_src
+from tests.support.traces import assistant, build_trace, tool, tool_call
+
+ROOT = Path(__file__).resolve().parents[2]
+TOMLS = sorted((ROOT / "tomls").glob("*.toml"))
+RECIPES = sorted((ROOT / "recipes").glob("*.toml"))
+EXPECTED_ALGO = {"grpo-baseline": ("grpo", "GRPOAlgorithm"), "opsd-baseline": ("opsd", "OPSDAlgorithm")}
+
+PARSE_SCRIPT = """
+import json, sys
+from prime_rl.configs.rl import RLConfig
+from prime_rl.utils.config import cli
+from prime_rl.orchestrator.algo import build_algorithm
+out = []
+for files in json.loads(sys.argv[1]):
+    config = cli(RLConfig, args=[x for f in files for x in ("@", f)])
+    algos = [config.orchestrator.algo] + [source.algo for source in config.orchestrator.train.source]
+    built = [type(build_algorithm(algo, None)).__name__ for algo in algos]
+    out.append({"files": files, "types": [a.type for a in algos], "built": built,
+                "loss": [config.trainer.loss.type, config.trainer.loss.import_path],
+                "algo": config.orchestrator.algo.model_dump(mode="json")})
+print(json.dumps(out))
+"""
+
+
+def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(verifiers_snapshot):
+    combos = [[str(t)] for t in TOMLS] + [[str(t), str(r)] for t in TOMLS for r in RECIPES]
+    assert len(TOMLS) == 3 and len(RECIPES) >= 6
+    src = prime_rl_src()
+    env = {**os.environ, "PYTHONPATH": contract_pythonpath(src)}
+    # No import of composer_prime here: only the installed .pth line can register the algorithm.
+    result = subprocess.run(
+        [sys.executable, "-c", PARSE_SCRIPT, json.dumps(combos)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(parsed) == len(combos)
+    for item in parsed:
+        recipe = Path(item["files"][-1]).stem if len(item["files"]) == 2 else None
+        algo_type, cls = EXPECTED_ALGO.get(recipe, ("composer", "ComposerAlgorithm"))
+        assert item["types"] == [algo_type] * 3, item
+        assert item["built"] == [cls] * 3, item
+        expected_loss = "prime_rl_default_loss" if recipe == "grpo-baseline" else "composer_loss"
+        assert item["loss"] == ["custom", f"composer_prime.loss.{expected_loss}"], item
+        if recipe == "rlvr-only":
+            assert not item["algo"]["hints"]["enabled"] and not item["algo"]["replay"]["enabled"]
+        if recipe == "no-hint":
+            assert not item["algo"]["hints"]["enabled"] and item["algo"]["replay"]["enabled"]
+        if recipe == "no-replay":
+            assert item["algo"]["hints"]["enabled"] and not item["algo"]["replay"]["enabled"]
+
+
+def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
+    fake = tmp_path / "prime_rl" / "configs"
+    fake.mkdir(parents=True)
+    (tmp_path / "prime_rl" / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "algorithm.py").write_text("from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n")
+    result = subprocess.run(
+        [sys.executable, "-c", "import prime_rl.configs.algorithm"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr
+
+
+# --- a hand-built episode through ComposerAlgorithm, trace_to_samples and compute_loss -------------------------------
+
+SYSTEM = {"role": "system", "content": "You are a coding agent."}
+TASK = {"role": "user", "content": "Implement chunked()."}
+HINT_IDS = [9001, 9002, 9003]
+REF = -0.2  # every token's logprob under the hint context, from the stand-in scorer
+SAMPLED = -0.5  # every sampled token's logprob at sampling time (tests/support/traces.py)
+
+
+def episode_trace(reward: float, teacher: bool):
+    """Failed tool call (node 2), a passing step (node 4), a summary (node 7) ending branch 0, a final step (node 9)
+    on branch 1. The teacher scores node 4 at -1 by both teachers and leaves node 2 unscored."""
+    info = {}
+    if teacher:
+        info["teacher"] = {
+            "teachers": ["a", "b"],
+            "steps": [{"node": 4, "scores": {"a": -1.0, "b": -1.0}, "hint": None}, {"node": 99, "scores": {}}],
+            "cost_usd": 0.02,
+            "skipped": None,
+        }
+    trace = build_trace(
+        [
+            [
+                SYSTEM,
+                TASK,
+                assistant("", tool_call("a", "view", path="nope.py")),
+                tool("a", "Error: nope.py does not exist."),
+                assistant("", tool_call("b", "bash", command="ls")),
+                tool("b", "m.py\n[exit code 0]"),
+                {"role": "user", "content": "Summarise your progress."},
+                assistant("looked around; m.py holds the code"),
+            ],
+            [SYSTEM, TASK, {"role": "user", "content": "<summary>...</summary>"}, assistant("", tool_call("c", "finish"))],
+        ],
+        info=info,
+    )
+    trace.ok = True
+    trace.record_reward("tests", reward)
+    return trace
+
+
+class Scorer:
+    """Stands in for `InferencePool.score`: one logprob per token, REF everywhere, 0.0 first (as vLLM's prefill)."""
+
+    def __init__(self):
+        self.requests: list[list[int]] = []
+
+    async def score(self, token_ids: list[int]) -> list[float]:
+        self.requests.append(list(token_ids))
+        return [0.0] + [REF] * (len(token_ids) - 1)
+
+
+class Renderer:
+    def render_ids(self, messages, add_generation_prompt=False):
+        assert not add_generation_prompt and messages[0]["role"] == "user"
+        return list(HINT_IDS)
+
+
+def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(verifiers_snapshot):
+    import verifiers.v1 as vf
+    from pydantic import TypeAdapter
+
+    from prime_rl.configs.algorithm import AlgoConfig
+    from prime_rl.configs.trainer import CustomLossConfig
+    from prime_rl.orchestrator.algo import build_algorithm
+    from prime_rl.orchestrator.trajectories import trace_to_samples
+    from prime_rl.trainer.rl.loss import compute_loss, setup_rl_loss_fn
+
+    config = TypeAdapter(AlgoConfig).validate_python(
+        {"type": "composer", "replay": {"replay_coef": 0.5, "min_teachers": 2}}
+    )
+    scorer = Scorer()
+    algorithm = build_algorithm(config, scorer)
+    assert type(algorithm).__name__ == "ComposerAlgorithm"
+    algorithm.renderer = Renderer()
+
+    passing, failing = episode_trace(1.0, teacher=True), episode_trace(0.0, teacher=False)
+    episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in (passing, failing)]
+
+    async def orchestrate():
+        for episode in episodes:
+            await algorithm.finalize_episode(episode)
+        await algorithm.finalize_group(episodes)
+
+    asyncio.run(orchestrate())
+
+    # One hint target per trace: the failed tool call (node 2); its prefill request is the branch up to it, the hint,
+    # then its own tokens.
+    assert len(scorer.requests) == 2
+    prefix = [t for i in (0, 1) for t in passing.nodes[i].token_ids]
+    assert scorer.requests[0] == prefix + HINT_IDS + passing.nodes[2].token_ids
+    assert passing.nodes[2].reference_logprobs == [REF] * 3
+    assert all(passing.nodes[i].reference_logprobs is None for i in (4, 7, 9))
+    assert passing.metrics["composer/algo/hint/targets"] == 1.0
+    assert passing.metrics["composer/algo/replay/steps"] == 1.0
+    assert passing.metrics["composer/algo/replay/skipped/not_a_sampled_node"] == 1.0
+
+    samples = trace_to_samples(passing)
+    assert len(samples) == 2  # one per branch: before and after the summary
+    first, second = samples
+    # Outcome +0.5 on every sampled token (the summary turn included); node 4 also gets 0.5 * -1 from the teachers.
+    spans = {}
+    offset = 0
+    for i in (0, 1, 2, 3, 4, 5, 6, 7):
+        spans[i] = range(offset, offset + len(passing.nodes[i].token_ids))
+        offset += len(passing.nodes[i].token_ids)
+    for k, sampled in enumerate(first.mask):
+        node = next(i for i, span in spans.items() if k in span)
+        expected = (0.0 if node == 4 else 0.5) if sampled else 0.0
+        assert first.advantages[k] == pytest.approx(expected), (k, node)
+        assert first.ref_logprobs[k] == (REF if node == 2 and sampled else 0.0), (k, node)
+    assert sum(first.mask) == 9 and all(a == 0.5 for a, m in zip(second.advantages, second.mask) if m)
+    assert second.ref_logprobs is None
+
+    # The trainer: trainer == inference logprobs (ratio 1), so d loss / d logp = -(A + w * (ref - logp)) / scale on
+    # the mask. The hint part is non-zero exactly on node 2's sampled tokens.
+    loss_fn = setup_rl_loss_fn(CustomLossConfig(import_path="composer_prime.loss.composer_loss", kwargs={"kl_tau": 0.0}))
+    trainer = [torch.tensor(s.logprobs, dtype=torch.float64, requires_grad=True) for s in samples]
+    loss, _ = compute_loss(
+        trainer_logprobs=trainer,
+        inference_logprobs=[torch.tensor(s.logprobs, dtype=torch.float64) for s in samples],
+        ref_logprobs=[torch.tensor(s.ref_logprobs or [0.0] * len(s.token_ids), dtype=torch.float64) for s in samples],
+        advantages=[torch.tensor(s.advantages, dtype=torch.float64) for s in samples],
+        loss_mask=[torch.tensor(s.mask) for s in samples],
+        rl_weights=None,
+        ce_weights=None,
+        ref_kl_weights=None,
+        rl_loss_fn=loss_fn,
+        rl_scale=1,
+        ce_scale=1,
+        ref_kl_scale=1,
+    )
+    loss.backward()
+    # sample 0: 9 loss tokens, 3 hint tokens: w = min(0.05 * 9 / 3, 1) = 0.15; gap = REF - SAMPLED = 0.3
+    w, gap = 0.15, REF - SAMPLED
+    hint_part = [g + a for g, a in zip(trainer[0].grad.tolist(), first.advantages, strict=True)]
+    for k, value in enumerate(hint_part):
+        node = next(i for i, span in spans.items() if k in span)
+        on_target = node == 2 and first.mask[k]
+        assert value == pytest.approx(-w * gap if on_target else 0.0, abs=1e-12), (k, node)
+    assert trainer[1].grad.tolist() == pytest.approx([-a for a in second.advantages])
+    assert math.isfinite(loss.item())

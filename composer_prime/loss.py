@@ -189,12 +189,13 @@ def composer_loss(inputs: Any, **kwargs: Any) -> ComposerLossOutputs:
     )
 
 
-def _hint_weight(hint: Bool[Tensor, " seq"], loss_mask: Bool[Tensor, " seq"], config: ComposerLossConfig) -> Tensor:
-    """Per-hint-token weight (0-dim, no host sync): see `ComposerLossConfig.hint_norm`."""
-    coef = torch.tensor(config.hint_coef, dtype=torch.float32, device=hint.device)
+def _hint_weight(
+    hint: Bool[Tensor, " seq"], loss_mask: Bool[Tensor, " seq"], config: ComposerLossConfig, dtype: torch.dtype
+) -> float | Tensor:
+    """Per-hint-token weight (a float, or a 0-dim tensor computed without a host sync): see `hint_norm`."""
     if config.hint_norm == "token":
-        return coef
-    share = coef * loss_mask.sum() / hint.sum().clamp_min(1)
+        return config.hint_coef
+    share = config.hint_coef * loss_mask.sum().to(dtype) / hint.sum().clamp_min(1).to(dtype)
     return share.clamp_max(config.hint_token_cap)
 
 
@@ -232,7 +233,7 @@ def composer_loss_terms(
             hint_up = probs_diff > config.hint_mask_high
             hint_down = probs_diff < -config.hint_mask_low
         hint_masked = hint & (((gap > 0) & hint_up) | ((gap < 0) & hint_down))
-        hint_signal = torch.where(hint & ~hint_masked, _hint_weight(hint, loss_mask, config) * gap, zeros)
+        hint_signal = torch.where(hint & ~hint_masked, _hint_weight(hint, loss_mask, config, gap.dtype) * gap, zeros)
         signal = signal + hint_signal
     else:
         hint = None

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig  # noqa: E402
-from composer_prime.algorithm.credit import group_advantages, step_credit  # noqa: E402
-from composer_prime.algorithm.hints import node_path, record_hint_metrics, score_hints  # noqa: E402
-from tests.support.traces import assistant, build_trace, tool, tool_call  # noqa: E402
+from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig
+from composer_prime.algorithm.credit import group_advantages, step_credit
+from composer_prime.algorithm.hints import node_path, record_hint_metrics, score_hints
+from tests.support.traces import assistant, build_trace, tool, tool_call
 
 ASSISTANT_TOKENS = 180
 TOOL_TOKENS = 300
@@ -46,8 +46,11 @@ def make_trace(turns: int, seed: int):
             message = assistant("", tool_call(call, "view", path=f"missing{turn}.py"), tokens=ASSISTANT_TOKENS)
             answer = f"Error: missing{turn}.py does not exist."
         elif turn % 9 == 6:
-            message = assistant("", tool_call(call, "str_replace", path="m.py", old_str="a", new_str=f"b{turn}"),
-                                tokens=ASSISTANT_TOKENS)
+            message = assistant(
+                "",
+                tool_call(call, "str_replace", path="m.py", old_str="a", new_str=f"b{turn}"),
+                tokens=ASSISTANT_TOKENS,
+            )
             answer = "Edited m.py."
         elif turn % 9 == 7:
             message = assistant("", tool_call(call, "bash", command="python -m pytest -q"), tokens=ASSISTANT_TOKENS)
@@ -58,8 +61,13 @@ def make_trace(turns: int, seed: int):
         message["_seed"] = f"{seed}-{turn}"  # distinct traces do not share nodes
         current += [message, {**tool(call, answer), "_tokens": TOOL_TOKENS}]
         if turn % 8 == 0 and len(teacher_steps) < 12:
-            teacher_steps.append({"node": node, "scores": {"a": -0.5, "b": -1.0, "c": 0.2},
-                                  "hint": "check the file list first" if turn % 16 == 0 else None})
+            teacher_steps.append(
+                {
+                    "node": node,
+                    "scores": {"a": -0.5, "b": -1.0, "c": 0.2},
+                    "hint": "check the file list first" if turn % 16 == 0 else None,
+                }
+            )
         node += 2
         if turn == turns // 2:
             current += [{"role": "user", "content": "Summarise."}, assistant(f"summary {seed}", tokens=400)]
@@ -126,8 +134,17 @@ def main() -> None:
         config = ComposerAlgoConfig(hints=HintConfig(placement=placement))
         rows.append((placement, run(args.group, args.turns, args.repeat, config)))
     print(f"composer algorithm, {args.group} traces x {args.turns} turns, median of {args.repeat} groups")
-    header = ("placement", "tokens/trace", "score_episode ms/trace", "score_group ms/trace", "targets/trace",
-              "prefill tok/target", "branch to target", "new tok/target", "new / (hint+target)")
+    header = (
+        "placement",
+        "tokens/trace",
+        "score_episode ms/trace",
+        "score_group ms/trace",
+        "targets/trace",
+        "prefill tok/target",
+        "branch to target",
+        "new tok/target",
+        "new / (hint+target)",
+    )
     print(" | ".join(header))
     for placement, row in rows:
         per_target = HINT_TOKENS + 2 + ASSISTANT_TOKENS  # hint + the target node (scaffold + sampled)

@@ -34,7 +34,9 @@ _TEST_COMMAND = re.compile(r"\bpytest\b|\bpy\.test\b|-m\s+unittest\b|\btox\b|\bn
 _EDIT_COMMAND = re.compile(r"\bsed\s+-i|\bpatch\b|\bgit\s+apply\b|\bcat\s*>|\btee\b|>\s*[\w./-]+\.py\b")
 _EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]\s*$")
 _TIMED_OUT = re.compile(r"\[command timed out after [^\]]*\]\s*$")
-_SHELL_ERROR = re.compile(r"Traceback \(most recent call last\)|command not found|SyntaxError:|No such file or directory")
+_SHELL_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|command not found|SyntaxError:|No such file or directory"
+)
 _FAILING_LINE = re.compile(r"^(FAILED|ERROR)\b|^E\s|Error\b|assert", re.MULTILINE)
 
 
@@ -172,9 +174,7 @@ def _branch_paths(nodes: list[Any], children: dict[int, list[int]]) -> list[list
     return paths
 
 
-def _outcomes(
-    nodes: list[Any], children: dict[int, list[int]], step: int
-) -> list[tuple[bool, bool, Failure | None]]:
+def _outcomes(nodes: list[Any], children: dict[int, list[int]], step: int) -> list[tuple[bool, bool, Failure | None]]:
     """(was an edit, was a test run, failure) for each tool call of `step`, read from the tool messages after it."""
     answers: dict[str, str] = {}
     current = step

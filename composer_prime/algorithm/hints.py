@@ -138,7 +138,9 @@ async def score_hints(
     `render(role, text)` is the token ids of one message; `score(token_ids)` one logprob per token (PRIME-RL's
     `InferencePool.score`)."""
     stats = HintStats()
-    targets = [t for t in select_targets(trace, config, teacher_hints) if trace.nodes[t.node].reference_logprobs is None]
+    targets = [
+        t for t in select_targets(trace, config, teacher_hints) if trace.nodes[t.node].reference_logprobs is None
+    ]
     if not targets:
         return stats
     gate = asyncio.Semaphore(config.max_concurrent_scores)
@@ -169,7 +171,6 @@ async def score_hints(
         stats.tokens += len(result)
         stats.ref_gap.extend(r - p for r, p in zip(result, node.logprobs) if math.isfinite(r))
     return stats
-
 
 
 def record_hint_metrics(trace: Any, stats: HintStats) -> None:

@@ -56,6 +56,7 @@ def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(ve
         text=True,
         env=env,
         cwd=ROOT,
+        check=False,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -74,23 +75,6 @@ def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(ve
             assert not item["algo"]["hints"]["enabled"] and item["algo"]["replay"]["enabled"]
         if recipe == "no-replay":
             assert item["algo"]["hints"]["enabled"] and not item["algo"]["replay"]["enabled"]
-
-
-def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
-    fake = tmp_path / "prime_rl" / "configs"
-    fake.mkdir(parents=True)
-    (tmp_path / "prime_rl" / "__init__.py").write_text("")
-    (fake / "__init__.py").write_text("")
-    (fake / "algorithm.py").write_text("from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n")
-    result = subprocess.run(
-        [sys.executable, "-c", "import prime_rl.configs.algorithm"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        timeout=120,
-    )
-    assert result.returncode != 0
-    assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr
 
 
 # --- a hand-built episode through ComposerAlgorithm, trace_to_samples and compute_loss -------------------------------
@@ -125,7 +109,12 @@ def episode_trace(reward: float, teacher: bool):
                 {"role": "user", "content": "Summarise your progress."},
                 assistant("looked around; m.py holds the code"),
             ],
-            [SYSTEM, TASK, {"role": "user", "content": "<summary>...</summary>"}, assistant("", tool_call("c", "finish"))],
+            [
+                SYSTEM,
+                TASK,
+                {"role": "user", "content": "<summary>...</summary>"},
+                assistant("", tool_call("c", "finish")),
+            ],
         ],
         info=info,
     )
@@ -153,13 +142,12 @@ class Renderer:
 
 def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(verifiers_snapshot):
     import verifiers.v1 as vf
-    from pydantic import TypeAdapter
-
     from prime_rl.configs.algorithm import AlgoConfig
     from prime_rl.configs.trainer import CustomLossConfig
     from prime_rl.orchestrator.algo import build_algorithm
     from prime_rl.orchestrator.trajectories import trace_to_samples
     from prime_rl.trainer.rl.loss import compute_loss, setup_rl_loss_fn
+    from pydantic import TypeAdapter
 
     config = TypeAdapter(AlgoConfig).validate_python(
         {"type": "composer", "replay": {"replay_coef": 0.5, "min_teachers": 2}}
@@ -209,7 +197,9 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
 
     # The trainer: trainer == inference logprobs (ratio 1), so d loss / d logp = -(A + w * (ref - logp)) / scale on
     # the mask. The hint part is non-zero exactly on node 2's sampled tokens.
-    loss_fn = setup_rl_loss_fn(CustomLossConfig(import_path="composer_prime.loss.composer_loss", kwargs={"kl_tau": 0.0}))
+    loss_fn = setup_rl_loss_fn(
+        CustomLossConfig(import_path="composer_prime.loss.composer_loss", kwargs={"kl_tau": 0.0})
+    )
     trainer = [torch.tensor(s.logprobs, dtype=torch.float64, requires_grad=True) for s in samples]
     loss, _ = compute_loss(
         trainer_logprobs=trainer,

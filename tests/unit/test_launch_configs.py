@@ -1,0 +1,137 @@
+"""Every shipped TOML (tomls/*.toml, recipes/*.toml) parses and its composer blocks validate, without PRIME-RL.
+
+PRIME-RL's own `cli(RLConfig)` parse of each TOML alone and with each recipe is in tests/contract (it needs a PRIME-RL
+checkout); here every block composer-prime owns is validated with the config class that will read it, after the same
+deep merge PRIME-RL's config loader applies to `@ base.toml @ overlay.toml` (tables merge key by key, anything else,
+arrays of tables included, is replaced).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from feature_deletion.taskset import FeatureDeletionConfig
+from swe_gym.taskset import SWEGymTasksetConfig
+
+from composer_agent.config import ComposerAgentConfig
+from composer_prime.algorithm.config import ComposerAlgoConfig
+from composer_prime.loss import ComposerLossConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+TOMLS = sorted((ROOT / "tomls").glob("*.toml"))
+RECIPES = sorted((ROOT / "recipes").glob("*.toml"))
+TASKSETS = {"feature-deletion": FeatureDeletionConfig, "swe-gym": SWEGymTasksetConfig}
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load(path: Path) -> dict:
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def test_shipped_tomls_exist():
+    assert [p.name for p in TOMLS] == ["qwen3-0.6b-composer.toml", "qwen3-32b-composer.toml", "qwen3-4b-composer.toml"]
+    names = {p.stem for p in RECIPES}
+    assert {"rlvr-only", "no-hint", "no-replay", "no-compaction", "grpo-baseline", "opsd-baseline"} <= names
+
+
+@pytest.mark.parametrize("path", TOMLS + RECIPES, ids=lambda p: p.name)
+def test_each_toml_opens_with_hypothesis_change_and_launch(path):
+    head = path.read_text().split("\n\n", 1)[0]
+    assert all(line.startswith("#") for line in head.splitlines()), f"{path.name} must open with a comment block"
+    for word in ("Hypothesis", "Launch"):
+        assert word in head, f"{path.name}'s opening comment must state the {word.lower()}"
+    launch = next(line for line in head.splitlines() if "uv run rl @" in line)
+    assert path.name in launch
+
+
+@pytest.mark.parametrize(
+    "combo",
+    [[t] for t in TOMLS] + [[t, r] for t in TOMLS for r in RECIPES],
+    ids=lambda c: "+".join(p.stem for p in c),
+)
+def test_composer_blocks_validate_after_the_overlay_merge(combo):
+    config: dict = {}
+    for path in combo:
+        config = deep_merge(config, load(path))
+    orchestrator, trainer = config["orchestrator"], config["trainer"]
+    algo = orchestrator["algo"]
+    if algo["type"] == "composer":
+        ComposerAlgoConfig.model_validate(algo)
+    else:
+        assert set(algo) <= {"type", "demo_key", "template", "length_penalty"}, "a baseline must not keep composer keys"
+    loss = trainer["loss"]
+    assert loss["type"] == "custom"
+    if loss["import_path"] == "composer_prime.loss.composer_loss":
+        ComposerLossConfig.model_validate(loss.get("kwargs", {}))
+    else:
+        assert loss["import_path"] == "composer_prime.loss.prime_rl_default_loss" and not loss.get("kwargs")
+    sources = orchestrator["train"]["source"] + orchestrator.get("eval", {}).get("source", [])
+    assert {s["env"]["taskset"]["id"] for s in sources} == {"feature-deletion", "swe-gym"}
+    for source in sources:
+        env = source["env"]
+        TASKSETS[env["taskset"]["id"]].model_validate(env["taskset"])
+        ComposerAgentConfig.model_validate(env["agent"]["harness"])
+
+
+def test_every_launch_toml_has_the_same_sources_and_no_compaction_changes_only_compaction():
+    bases = [load(t) for t in TOMLS]
+    sources = [b["orchestrator"]["train"]["source"] for b in bases]
+    assert sources[0] == sources[1] == sources[2]
+    assert all(s["env"]["agent"]["harness"]["compaction"]["enabled"] for s in sources[0])
+    restated = load(ROOT / "recipes" / "no-compaction.toml")["orchestrator"]["train"]["source"]
+    assert [s["env"]["agent"]["harness"]["compaction"] for s in restated] == [{"enabled": False}] * len(restated)
+    for mine, base in zip(restated, sources[0], strict=True):
+        mine = copy.deepcopy(mine)
+        mine["env"]["agent"]["harness"]["compaction"]["enabled"] = True
+        assert mine == base
+
+
+def test_the_import_hook_is_installed_and_costs_nothing_without_prime_rl():
+    # A fresh interpreter of this environment: the .pth has run, the finder waits, nothing heavy is imported.
+    code = (
+        "import sys; from composer_prime.algorithm.hook import _Finder; "
+        "print(sum(isinstance(f, _Finder) for f in sys.meta_path), "
+        "[m for m in ('torch', 'prime_rl', 'pydantic', 'verifiers') if m in sys.modules])"
+    )
+    probe = "import sys; print(sorted(m for m in sys.modules if m.startswith('composer_prime')))"
+    before = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert "composer_prime.algorithm.hook" in before.stdout, "composer_prime_algorithm.pth is not installed"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.split() == ["1", "[]"]
+
+
+def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
+    # A `prime_rl` whose algorithm config module lacks the AlgoConfig union the hook extends.
+    package = tmp_path / "prime_rl" / "configs"
+    package.mkdir(parents=True)
+    (tmp_path / "prime_rl" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "algorithm.py").write_text(
+        "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import prime_rl.configs.algorithm"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr

@@ -283,3 +283,98 @@ def test_check_finite_can_be_disabled():
     inputs = make([0.5], [0.5], [float("nan")])
     out = composer_loss(inputs, check_finite=False)
     assert math.isnan(out.loss.item())
+
+
+# --- settings a mutant could swap or drop: unequal bounds, adv_tau != 1, weights on every term ----------------------
+
+
+def test_unequal_dppo_bounds_each_guard_their_own_direction():
+    # dppo_mask_low = 0.1, dppo_mask_high = 0.3, kl_tau = 0, ratio r = p_t / p_i.
+    # token 0: A = -1, p 0.5 -> 0.35 (moved down 0.15 > 0.1): dropped; with the high bound (0.3) it would be kept.
+    # token 1: A = +1, p 0.5 -> 0.65 (moved up 0.15 < 0.3): kept, loss -1 * 1.3; with the low bound it would be dropped.
+    bounds = {"dppo_mask_low": 0.1, "dppo_mask_high": 0.3, "kl_tau": 0.0}
+    out, grad = run(make([0.35, 0.65], [0.5, 0.5], [-1.0, 1.0]), **bounds)
+    assert out.loss.item() == pytest.approx(-1.3)
+    assert grad.tolist() == pytest.approx([0.0, -1.3])
+    assert out.metrics["composer/rl/is_masked_low"].item() == pytest.approx(0.5)
+    assert out.metrics["composer/rl/is_masked_high"].item() == pytest.approx(0.0)
+
+
+def test_unequal_hint_bounds_each_guard_their_own_direction():
+    # hint_mask_low = 0.1, hint_mask_high = 0.3, A = 0, kl_tau = 0, hint_norm "token", hint_coef 1.
+    # token 0: p 0.5 -> 0.35, ref = log 0.2 < logp_t (gap < 0, pushes down), moved down 0.15 > 0.1: masked.
+    # token 1: p 0.5 -> 0.65, ref = log 0.9 > logp_t (gap > 0, pushes up), moved up 0.15 < 0.3: kept;
+    #   loss = -(ln 0.9 - ln 0.65) * 1.3.
+    kwargs = {"hint_mask_low": 0.1, "hint_mask_high": 0.3, "kl_tau": 0.0, "hint_norm": "token", "hint_coef": 1.0}
+    out, grad = run(make([0.35, 0.65], [0.5, 0.5], [0.0, 0.0], ref=[math.log(0.2), math.log(0.9)]), **kwargs)
+    gap1 = math.log(0.9) - math.log(0.65)
+    assert out.loss.item() == pytest.approx(-gap1 * 1.3)
+    assert grad.tolist() == pytest.approx([0.0, -gap1 * 1.3])
+    # is_masked is over hint tokens (1 of 2), not over all loss tokens.
+    assert out.metrics["composer/hint/is_masked"].item() == pytest.approx(0.5)
+    # ref_gap: mean of ref - trainer over the hint tokens = ((ln 0.2 - ln 0.35) + gap1) / 2.
+    expected_gap = ((math.log(0.2) - math.log(0.35)) + gap1) / 2
+    assert out.metrics["composer/hint/ref_gap"].item() == pytest.approx(expected_gap)
+
+
+def test_hint_metrics_denominators_with_non_hint_tokens():
+    # 4 loss tokens, 2 hint tokens, one of them masked by its trust region: is_masked = 1/2 (over hint tokens),
+    # token_frac = 2/4. Token 0: p 0.5 -> 0.9 with ref above (pushes up past 0.2): masked. Token 1: p = 0.5, ref log 0.25.
+    inputs = make([0.9, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5], [0.0] * 4, ref=[math.log(0.95), math.log(0.25), 0.0, 0.0])
+    out, _ = run(inputs, kl_tau=0.0)
+    assert out.metrics["composer/hint/is_masked"].item() == pytest.approx(0.5)
+    assert out.metrics["composer/hint/token_frac"].item() == pytest.approx(0.5)
+    assert out.metrics["composer/hint/ref_gap"].item() == pytest.approx(
+        ((math.log(0.95) - math.log(0.9)) + (math.log(0.25) - math.log(0.5))) / 2
+    )
+
+
+def test_adv_tau_scales_the_policy_gradient():
+    # A = 2, adv_tau = 0.25, ratio 1.25 (kept): loss = -0.25 * 2 * 1.25 = -0.625.
+    out, grad = run(make([0.5], [0.4], [2.0]), kl_tau=0.0, adv_tau=0.25)
+    assert out.loss.item() == pytest.approx(-0.625)
+    assert grad.tolist() == pytest.approx([-0.625])
+
+
+def test_loss_weights_scale_the_drift_term_too():
+    # A = 0, ratio 1.25, kl_tau = 0.1, weight 3: loss = 3 * 0.1 * ln(1.25)^2 (PRIME-RL's default weights every term).
+    out, grad = run(make([0.5], [0.4], [0.0], weights=[3.0]), kl_tau=0.1)
+    assert out.loss.item() == pytest.approx(3 * 0.1 * math.log(1.25) ** 2)
+    assert grad.tolist() == pytest.approx([3 * 0.2 * math.log(1.25)])
+
+
+def prime_rl_default_reference(t, i, adv, mask, weights, low, high, adv_tau, kl_tau):
+    """PRIME-RL's `default_loss_fn` at 559b447 (DPPO-Binary TV + Kimi-K2.5 KL), written out from its formula."""
+    log_ratio = t - i
+    ratio = torch.exp(log_ratio)
+    diff = torch.exp(t) - torch.exp(i)
+    invalid = torch.where(adv > 0, diff > high, diff < -low)
+    keep = mask & ~invalid
+    per_token = -(keep * (adv_tau * adv) * ratio) + kl_tau * (mask * log_ratio**2)
+    return (per_token * weights).sum()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equals_prime_rl_default_loss_without_hints(seed):
+    # No hint stream (None, and PRIME-RL's all-0.0 fill): value and gradient equal the reference formula, with unequal
+    # bounds, adv_tau != 1, kl_tau != 1e-3 and per-token weights.
+    gen = torch.Generator().manual_seed(seed)
+    n = 64
+    t0 = torch.log(torch.rand(n, generator=gen, dtype=torch.float64) * 0.98 + 0.01)
+    i = torch.log(torch.rand(n, generator=gen, dtype=torch.float64) * 0.98 + 0.01)
+    adv = torch.randn(n, generator=gen, dtype=torch.float64)
+    mask = torch.rand(n, generator=gen) > 0.2
+    weights = torch.rand(n, generator=gen, dtype=torch.float64) * 2
+    settings = {"dppo_mask_low": 0.15, "dppo_mask_high": 0.35, "adv_tau": 0.7, "kl_tau": 0.05}
+    t_ref = t0.clone().requires_grad_(True)
+    expected = prime_rl_default_reference(
+        t_ref, i, adv, mask, weights, settings["dppo_mask_low"], settings["dppo_mask_high"], 0.7, 0.05
+    )
+    expected.backward()
+    for ref in (None, torch.zeros(n, dtype=torch.float64)):
+        t = t0.clone().requires_grad_(True)
+        inputs = Inputs(t, i, ref, adv, mask, weights)
+        out = composer_loss(inputs, **settings)
+        out.loss.backward()
+        assert out.loss.item() == pytest.approx(expected.item(), rel=1e-12)
+        assert torch.allclose(t.grad, t_ref.grad, rtol=1e-12, atol=1e-15)

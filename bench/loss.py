@@ -51,7 +51,7 @@ def make_batch(samples: int, tokens: int, hint_frac: float, device: str, seed: i
         hint = (torch.rand(n, generator=gen) < hint_frac) & mask
         ref = torch.where(hint, (t + torch.randn(n, generator=gen)).clamp(max=-1e-3), torch.zeros(n))
         adv = torch.randn(1, generator=gen).expand(n).clone()
-        for key, value in zip(batch, (t, i, ref, adv, mask)):
+        for key, value in zip(batch, (t, i, ref, adv, mask), strict=True):
             batch[key].append(value.to(device))
     return batch
 
@@ -142,7 +142,8 @@ def main() -> int:
     timings: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(3):
         for name, (fn, with_ref) in candidates.items():
-            timings[name].append(time_fn(lambda fn=fn, ref=with_ref: step(fn, ref), max(1, args.reps // 3), args.device))
+            reps = max(1, args.reps // 3)
+            timings[name].append(time_fn(lambda fn=fn, ref=with_ref: step(fn, ref), reps, args.device))
     rows = [(name, min(ts)) for name, ts in timings.items()]
 
     total = sum(len(t) for t in batch["trainer_logprobs"])

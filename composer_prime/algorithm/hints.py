@@ -169,7 +169,7 @@ async def score_hints(
         node.reference_logprobs = result
         stats.targets += 1
         stats.tokens += len(result)
-        stats.ref_gap.extend(r - p for r, p in zip(result, node.logprobs) if math.isfinite(r))
+        stats.ref_gap.extend(r - p for r, p in zip(result, node.logprobs, strict=True) if math.isfinite(r))
     return stats
 
 

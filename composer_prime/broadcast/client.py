@@ -208,7 +208,8 @@ class Fetcher:
             if current not in listing:
                 raise RelayError(
                     f"cannot rebuild step {step}: v{current} is needed (no keyframe or local base after it) but the "
-                    f"relay lists only {sorted(listing)}; wait for the next keyframe or raise keep_keyframes on the origin"
+                    f"relay lists only {sorted(listing)}; wait for the next keyframe "
+                    "or raise keep_keyframes on the origin"
                 )
             manifest = self.manifest(listing[current])
             delta, full = manifest.section("delta"), manifest.section("full")

@@ -144,7 +144,9 @@ def _decompress(data: memoryview, expected: int) -> np.ndarray:
 
 
 def decode_chunk(old: np.ndarray | None, blob: bytes | memoryview, count: int, itemsize: int) -> np.ndarray:
-    """The chunk `blob` describes: `count` unsigned elements of width `itemsize`. Raises `CodecError` if inconsistent."""
+    """The chunk `blob` describes: `count` unsigned elements of width `itemsize`.
+
+    Raises `CodecError` if inconsistent."""
     view = memoryview(blob)
     if len(view) == 0:
         raise CodecError("empty blob")

@@ -11,7 +11,8 @@ A section is either `delta` (turns the checkpoint of `base_step`, identified by 
 a `delta` section too, so that clients already at the previous step never download the keyframe.
 
 The checkpoint digest names the exact bytes of a checkpoint directory: blake3 over the sorted `name:digest` lines of
-its files (file digests are trees of chunk digests, see `checkpoint.py`). Every version records its own digest and the digest of its base, which is how a client proves it holds
+its files (file digests are trees of chunk digests, see `checkpoint.py`). Every version records its own digest and
+the digest of its base, which is how a client proves it holds
 the right base before applying a delta and the right result after.
 """
 

@@ -192,7 +192,7 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
         expected = (0.0 if node == 4 else 0.5) if sampled else 0.0
         assert first.advantages[k] == pytest.approx(expected), (k, node)
         assert first.ref_logprobs[k] == (REF if node == 2 and sampled else 0.0), (k, node)
-    assert sum(first.mask) == 9 and all(a == 0.5 for a, m in zip(second.advantages, second.mask) if m)
+    assert sum(first.mask) == 9 and all(a == 0.5 for a, m in zip(second.advantages, second.mask, strict=True) if m)
     assert second.ref_logprobs is None
 
     # The trainer: trainer == inference logprobs (ratio 1), so d loss / d logp = -(A + w * (ref - logp)) / scale on

@@ -142,7 +142,10 @@ def test_matches_prime_rl_default_loss_without_hints(prl):
 
     def batch():
         t = [(-torch.rand(n, generator=gen, dtype=torch.float64) * 3).requires_grad_(True) for n in lengths]
-        i = [(x.detach() + torch.randn(n, generator=gen, dtype=torch.float64) * 0.3).clamp(max=0) for x, n in zip(t, lengths)]
+        i = [
+            (x.detach() + torch.randn(n, generator=gen, dtype=torch.float64) * 0.3).clamp(max=0)
+            for x, n in zip(t, lengths, strict=True)
+        ]
         adv = [torch.randn(1, generator=gen, dtype=torch.float64).expand(n).clone() for n in lengths]
         mask = [torch.rand(n, generator=gen) > 0.3 for n in lengths]
         return dict(trainer_logprobs=t, inference_logprobs=i, advantages=adv, loss_mask=mask)
@@ -158,7 +161,7 @@ def test_matches_prime_rl_default_loss_without_hints(prl):
     theirs, _ = prl.loss.compute_loss(**b, ref_logprobs=None, rl_loss_fn=default_fn, **common)
     theirs.backward()
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
-    for a, g in zip(ours_grads, (t.grad for t in b["trainer_logprobs"])):
+    for a, g in zip(ours_grads, (t.grad for t in b["trainer_logprobs"]), strict=True):
         torch.testing.assert_close(a, g, rtol=1e-12, atol=1e-15)
     # A micro batch where every reference is PRIME-RL's 0.0 fill is the same as one with no reference stream.
     for t in b["trainer_logprobs"]:

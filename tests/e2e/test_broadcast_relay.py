@@ -90,7 +90,7 @@ def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
         assert v4_bytes < ckpt_bytes / 5
         # Retention with keep_keyframes=1: the latest keyframe (v3) onward.
         listed = (tmp_path / "origin" / "distribution.txt").read_text().split()
-        assert [l for l in listed if l.endswith(":")] == ["v3:", "v4:", "v5:"]
+        assert [line for line in listed if line.endswith(":")] == ["v3:", "v4:", "v5:"]
         assert not (tmp_path / "origin" / "v0").exists()
 
 

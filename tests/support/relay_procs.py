@@ -146,7 +146,8 @@ class Tap:
                     return
                 if path == "distribution.txt":
                     lines = data.decode().splitlines(keepends=True)
-                    data = "".join(l for l in lines if int(l.split(":")[0][1:]) not in tap.hidden_versions).encode()
+                    kept = [line for line in lines if int(line.split(":")[0][1:]) not in tap.hidden_versions]
+                    data = "".join(kept).encode()
                 with tap._lock:
                     tap.served.append(path)
                     actions = tap.damage.get(path, [])

@@ -44,7 +44,7 @@ class TinyLM(nn.Module):
         self.layers = nn.TransformerEncoder(layer, shape.layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(shape.dim)
         self.lm_head = nn.Linear(shape.dim, shape.vocab, bias=False)
-        for name, param in self.named_parameters():
+        for _name, param in self.named_parameters():
             if param.dim() >= 2:
                 nn.init.normal_(param, std=0.02)  # GPT-style init: weight magnitudes like a pretrained LLM's
 

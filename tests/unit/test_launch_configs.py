@@ -21,7 +21,7 @@ from swe_gym.taskset import SWEGymTasksetConfig
 
 from composer_agent.config import ComposerAgentConfig
 from composer_prime.algorithm.config import ComposerAlgoConfig
-from composer_prime.loss import ComposerLossConfig
+from composer_prime.loss_config import ComposerLossConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TOMLS = sorted((ROOT / "tomls").glob("*.toml"))

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from composer_prime.loss import ComposerLossConfig, composer_loss
+from composer_prime.loss import composer_loss
+from composer_prime.loss_config import ComposerLossConfig
 
 LN2 = math.log(2.0)
 
@@ -140,7 +141,11 @@ def test_hint_trust_region_is_its_own():
     assert grad.tolist() == [0.0]
     assert masked.metrics["composer/hint/is_masked"].item() == pytest.approx(1.0)
     kept, _ = run(
-        make([0.9], [0.5], [0.0], ref=[math.log(0.95)]), kl_tau=0.0, hint_mask_high=0.5, hint_norm="token", hint_coef=1.0
+        make([0.9], [0.5], [0.0], ref=[math.log(0.95)]),
+        kl_tau=0.0,
+        hint_mask_high=0.5,
+        hint_norm="token",
+        hint_coef=1.0,
     )
     assert kept.loss.item() == pytest.approx(-(math.log(0.95) - math.log(0.9)) * 1.8)
 
@@ -246,13 +251,13 @@ def test_every_config_field_has_a_docstring():
     import ast
     import inspect
 
-    import composer_prime.loss as module
+    import composer_prime.loss_config as module
 
     tree = ast.parse(inspect.getsource(module))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ComposerLossConfig")
     body = cls.body
     documented = set()
-    for node, following in zip(body, body[1:]):
+    for node, following in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
             if isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
                 documented.add(node.target.id)
@@ -319,7 +324,8 @@ def test_unequal_hint_bounds_each_guard_their_own_direction():
 
 def test_hint_metrics_denominators_with_non_hint_tokens():
     # 4 loss tokens, 2 hint tokens, one of them masked by its trust region: is_masked = 1/2 (over hint tokens),
-    # token_frac = 2/4. Token 0: p 0.5 -> 0.9 with ref above (pushes up past 0.2): masked. Token 1: p = 0.5, ref log 0.25.
+    # token_frac = 2/4. Token 0: p 0.5 -> 0.9 with ref above (pushes up past 0.2): masked.
+    # Token 1: p = 0.5, ref log 0.25.
     inputs = make([0.9, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5], [0.0] * 4, ref=[math.log(0.95), math.log(0.25), 0.0, 0.0])
     out, _ = run(inputs, kl_tau=0.0)
     assert out.metrics["composer/hint/is_masked"].item() == pytest.approx(0.5)

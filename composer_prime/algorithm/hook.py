@@ -9,8 +9,10 @@ The wheel installs `composer_prime_algorithm.pth` into site-packages; Python run
 start, which imports this module and puts `_Finder` on `sys.meta_path`. Until a target module is imported the
 finder does nothing, and this module imports neither PRIME-RL nor torch. When `prime_rl.configs.algorithm` has
 executed, `plugin.extend_algo_config` adds `ComposerAlgoConfig` to its `AlgoConfig` union, before any other PRIME-RL
-module reads the name; when `prime_rl.orchestrator.algo` has executed, `plugin.register_algorithm` adds
-`ComposerAlgorithm` to `ALGORITHM_CLASSES`. A seam that moved raises an error naming the pinned commit.
+module reads the name; when `prime_rl.configs.trainer` has executed, `plugin.check_loss_kwargs` makes a
+`[trainer.loss]` block that names `composer_prime.loss.composer_loss` validate its kwargs at parse time; when
+`prime_rl.orchestrator.algo` has executed, `plugin.register_algorithm` adds `ComposerAlgorithm` to
+`ALGORITHM_CLASSES`. A seam that moved raises an error naming the pinned commit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from types import ModuleType
 
 TARGETS = {
     "prime_rl.configs.algorithm": "extend_algo_config",
+    "prime_rl.configs.trainer": "check_loss_kwargs",
     "prime_rl.orchestrator.algo": "register_algorithm",
 }
 """Module -> function of `composer_prime.algorithm.plugin` run right after that module executes."""

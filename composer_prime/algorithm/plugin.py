@@ -70,6 +70,43 @@ def extend_algo_config(module: ModuleType) -> None:
     module.AlgoConfig = Annotated[Union[(*members, PrimeRLComposerAlgoConfig)], Field(discriminator="type")]
 
 
+def check_loss_kwargs(module: ModuleType) -> None:
+    """Validate `[trainer.loss.kwargs]` of composer_loss when PRIME-RL parses the config, not at the first loss call.
+
+    `prime_rl.configs.trainer` defines `LossConfig` and uses it in `TrainerConfig` in the same module, so the union
+    cannot be rebound before use: the custom member is replaced by a subclass that checks the kwargs, and
+    `TrainerConfig` is rebuilt before any other module (the `rl` launcher's `RLConfig`) builds on it."""
+    custom = getattr(module, "CustomLossConfig", None)
+    union = getattr(module, "LossConfig", None)
+    trainer = getattr(module, "TrainerConfig", None)
+    if custom is None or union is None or trainer is None or "loss" not in getattr(trainer, "model_fields", {}):
+        raise _moved("prime_rl.configs.trainer has no CustomLossConfig, LossConfig or TrainerConfig.loss")
+    if getattr(module, "_composer_checked", False):
+        return
+    args = typing.get_args(union)
+    members = typing.get_args(args[0]) if args else ()
+    field = trainer.model_fields["loss"]
+    if custom not in members or set(typing.get_args(field.annotation)) != set(members):
+        raise _moved("TrainerConfig.loss is no longer the LossConfig union holding CustomLossConfig")
+    from pydantic import model_validator
+
+    from composer_prime.loss_config import LOSS_IMPORT_PATH, parse_loss_kwargs
+
+    class CheckedCustomLossConfig(custom):  # type: ignore[misc, valid-type]
+        @model_validator(mode="after")
+        def _composer_kwargs(self):  # type: ignore[no-untyped-def]
+            if self.import_path == LOSS_IMPORT_PATH:
+                parse_loss_kwargs(self.kwargs)  # raises ValueError naming the key, the value and the fix
+            return self
+
+    CheckedCustomLossConfig.__name__ = CheckedCustomLossConfig.__qualname__ = "CustomLossConfig"
+    checked = tuple(CheckedCustomLossConfig if m is custom else m for m in members)
+    module.LossConfig = Annotated[Union[checked], *args[1:]]
+    field.annotation = Union[checked]  # the discriminator stays on the field
+    trainer.model_rebuild(force=True)
+    module._composer_checked = True
+
+
 def register_algorithm(module: ModuleType) -> None:
     """Add `ComposerAlgorithm` to `prime_rl.orchestrator.algo.ALGORITHM_CLASSES`."""
     classes = getattr(module, "ALGORITHM_CLASSES", None)

@@ -225,3 +225,26 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
         assert value == pytest.approx(-w * gap if on_target else 0.0, abs=1e-12), (k, node)
     assert trainer[1].grad.tolist() == pytest.approx([-a for a in second.advantages])
     assert math.isfinite(loss.item())
+
+
+def test_a_loss_kwargs_typo_fails_when_prime_rl_parses_the_toml(tmp_path, verifiers_snapshot):
+    # The hook validates [trainer.loss.kwargs] of composer_loss at config parse (the launcher), not at the first loss
+    # call on the trainer.
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[trainer.loss.kwargs]\nhint_coeff = 0.1\n")
+    script = (
+        "import sys\nfrom prime_rl.configs.rl import RLConfig\nfrom prime_rl.utils.config import cli\n"
+        "cli(RLConfig, args=['@', sys.argv[1], '@', sys.argv[2]])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": contract_pythonpath(prime_rl_src())}
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(TOMLS[0]), str(typo)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "unknown key 'hint_coeff' = 0.1" in result.stderr and "hint_coef" in result.stderr

@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
     if run is None:
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        print("\ncomposer-prime: a command is required (see the list above)", file=sys.stderr)
+        return 2
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:

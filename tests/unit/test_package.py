@@ -9,7 +9,7 @@ import composer_prime
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_import_does_not_pull_torch_or_verifiers():
@@ -47,3 +47,9 @@ def test_every_subcommand_has_help():
     for name in SUBCOMMANDS:
         result = run(sys.executable, "-m", "composer_prime", name, "--help")
         assert result.returncode == 0, f"{name} --help failed: {result.stderr}"
+
+
+def test_bare_command_is_a_usage_error():
+    result = run(sys.executable, "-m", "composer_prime")
+    assert result.returncode == 2
+    assert "a command is required" in result.stderr and "usage: composer-prime" in result.stderr

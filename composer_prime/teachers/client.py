@@ -1,7 +1,7 @@
 """One query to one teacher: bounded concurrency, a per-request timeout, bounded retries with backoff.
 
 Requests are plain OpenAI chat completions over httpx. A 429, a 5xx, a timeout or a connection error is retried
-(tenacity: exponential backoff with jitter, at most `max_retries` retries, honouring nothing else); any other
+(tenacity: exponential backoff with jitter, at most `max_retries` retries); any other
 status, or a body that is not a chat completion, fails at once. At most `max_concurrency` requests per teacher are
 in flight in one process: `semaphore` keeps one per teacher for the process, shared by every trace scored in it.
 """
@@ -13,14 +13,13 @@ import os
 from typing import Any
 
 import httpx
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
 from composer_prime.teachers.cache import Answer
 from composer_prime.teachers.config import TeacherConfig
 from composer_prime.teachers.prompts import estimate_tokens
 
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
-BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 8.0
 
 _semaphores: dict[tuple[int, str, str, str], asyncio.Semaphore] = {}
@@ -88,7 +87,8 @@ async def ask(teacher: TeacherConfig, messages: list[dict[str, str]]) -> Answer:
         async for attempt in AsyncRetrying(
             retry=retry_if_exception(_retryable),
             stop=stop_after_attempt(teacher.max_retries + 1),
-            wait=wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S),
+            wait=wait_exponential(multiplier=teacher.retry_backoff_s, max=BACKOFF_MAX_S)
+            + wait_random(0, teacher.retry_backoff_s),
             reraise=True,
         ):
             with attempt:

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FailureKind = Literal["tool_error", "test_failure", "edit_then_failure"]
+from composer_prime.evidence import FailureKind
 
 
 def default_cache_dir() -> Path:
@@ -57,6 +56,9 @@ class TeacherConfig(BaseModel):
     """Limit for one request (connect + answer), in seconds; a request past it is retried like a 5xx."""
     max_retries: int = Field(3, ge=0, le=10)
     """Retries after a 429, a 5xx, a timeout or a connection error, with exponential backoff; 0 tries once."""
+    retry_backoff_s: float = Field(0.5, ge=0, le=60)
+    """First backoff before a retry, in seconds; each further retry doubles it (plus up to as much jitter), capped
+    at 8 s."""
     max_output_tokens: int = Field(256, ge=16, le=8192)
     """`max_tokens` of each request; the verdict is a short JSON object. Also what the budget reserves per query."""
     temperature: float = Field(0.0, ge=0, le=2)

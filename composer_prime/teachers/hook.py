@@ -29,12 +29,22 @@ from composer_prime.teachers.budget import TraceBudget
 from composer_prime.teachers.cache import AnswerCache, cache_key
 from composer_prime.teachers.config import TeacherConfig, TeachersConfig
 from composer_prime.teachers.gating import select
-from composer_prime.teachers.prompts import Rendered, Verdict, estimate_tokens, message_text, parse_verdict, step_messages
+from composer_prime.teachers.prompts import (
+    Rendered,
+    Verdict,
+    estimate_tokens,
+    message_text,
+    parse_verdict,
+    step_messages,
+)
 from composer_prime.teachers.schema import TeacherInfo, TeacherStep
 
 logger = logging.getLogger(__name__)
 
 METRIC_PREFIX = "composer/teacher/"
+RESERVE_FACTOR = 1.5
+"""The budget reserves the prompt at 1.5x its 4-characters-per-token estimate (code tokenizes denser than prose),
+so that the billed cost stays under the reservation and a ceiling holds."""
 
 
 @dataclass
@@ -136,7 +146,7 @@ class Replay:
             self.tally.cache_hits += 1
             return cached.text
         async with client.semaphore(teacher):
-            reserved = teacher.cost_usd(estimate_tokens(messages), teacher.max_output_tokens)
+            reserved = teacher.cost_usd(int(estimate_tokens(messages) * RESERVE_FACTOR), teacher.max_output_tokens)
             if not self.budget.reserve(reserved):
                 return None
             billed = reserved  # a query cancelled in flight may have been billed: count its worst case
@@ -256,7 +266,7 @@ async def score_trace(trace: Any, config: TeachersConfig) -> Report:
             if job.exception() is not None:
                 raise job.exception()
         return assemble(config, order, replay, skipped)
-    except Exception as e:  # noqa: BLE001 - the hook must never fail a rollout
+    except Exception as e:
         logger.exception("teacher hook failed on a trace")
         try:
             return assemble(config, order, replay, [*skipped, f"hook error: {type(e).__name__}: {e}"[:300]])

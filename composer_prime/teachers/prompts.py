@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from composer_prime import evidence
 from composer_prime.teachers.config import ContextConfig
 
 CHARS_PER_TOKEN = 4
@@ -55,21 +56,11 @@ class Rendered:
 
 def message_text(message: Any) -> Rendered:
     """Plain text of a verifiers message (pydantic object or dict): content, then tool calls as `name(arguments)`."""
-    get = message.get if isinstance(message, dict) else lambda key, default=None: getattr(message, key, default)
-    role = str(get("role", "?"))
-    content = get("content")
-    if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else getattr(p, "text", "") for p in content]
-        content = "\n".join(p for p in parts if p)
-    text = str(content or "")
-    for call in get("tool_calls") or []:
-        if isinstance(call, dict):
-            function = call.get("function") or call
-            name, arguments = function.get("name"), function.get("arguments")
-        else:
-            name, arguments = getattr(call, "name", "?"), getattr(call, "arguments", "")
-        text += f"\n[tool call] {name}({arguments if isinstance(arguments, str) else json.dumps(arguments)})"
-    return Rendered(role, text.strip())
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    text = evidence.message_text(message)
+    for _, name, arguments in evidence.tool_calls(message):
+        text += f"\n[tool call] {name}({json.dumps(arguments, ensure_ascii=False)})"
+    return Rendered(str(role or "?"), text.strip())
 
 
 def clip(text: str, max_chars: int) -> str:

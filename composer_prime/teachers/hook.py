@@ -194,7 +194,9 @@ def assemble(config: TeachersConfig, order: list[int], replay: Replay, skipped: 
     steps: list[TeacherStep] = []
     means: list[float] = []
     for node in sorted(order):
-        answered = {t.name: replay.verdicts[(node, t.name)] for t in config.teachers if (node, t.name) in replay.verdicts}
+        answered = {
+            t.name: replay.verdicts[(node, t.name)] for t in config.teachers if (node, t.name) in replay.verdicts
+        }
         if not answered:
             continue
         hinted = [(v.score, -weights[n], v.hint) for n, v in answered.items() if v.hint]

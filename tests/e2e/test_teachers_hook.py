@@ -230,8 +230,15 @@ def test_second_scoring_is_served_from_the_cache(tmp_path):
 def test_no_teachers_and_unreachable_teachers_never_raise(tmp_path):
     report = run(five_step_trace(), config(tmp_path, []))
     assert report.info.skipped == "no teachers configured" and report.info.steps == []
-    dead = {"name": "dead", "base_url": "http://127.0.0.1:9/v1", "model": "m", "input_usd_per_mtok": 1,
-            "output_usd_per_mtok": 1, "max_retries": 1, "retry_backoff_s": 0.01}
+    dead = {
+        "name": "dead",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "input_usd_per_mtok": 1,
+        "output_usd_per_mtok": 1,
+        "max_retries": 1,
+        "retry_backoff_s": 0.01,
+    }
     report = run(five_step_trace(), config(tmp_path, [dead]))
     assert report.info.steps == [] and report.metrics[M + "failed"] == 4 and report.info.cost_usd == 0.0
     report = run(object(), config(tmp_path, [dead]))

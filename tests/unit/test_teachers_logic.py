@@ -144,3 +144,27 @@ def test_agreement_by_hand():
     # step 1: |0.5-(-0.5)|=1, |0.5-1|=0.5, |-0.5-1|=1.5 -> mean 1.0 -> 0.5; step 2: identical -> 1.0; single: ignored
     assert agreement([[0.5, -0.5, 1.0], [0.2, 0.2], [1.0]]) == pytest.approx(0.75)
     assert agreement([[1.0]]) is None
+
+
+def test_doc_toml_blocks_parse_into_env_configs():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from verifiers.v1.utils.loaders import resolve_env_config
+
+    from composer_prime.teachers.judge import TeacherJudgeConfig
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "teachers.md").read_text()
+    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", doc, re.DOTALL)]
+    assert len(blocks) == 2
+    source = blocks[0]["orchestrator"]["train"]["source"][0]
+    config = resolve_env_config(source["env"])
+    (judge,) = config.taskset.task.judges
+    assert isinstance(judge, TeacherJudgeConfig) and judge.id == "composer-teachers" and judge.weight == 0.0
+    assert [t.name for t in judge.teachers] == ["gpt-4.1-mini", "gemini-2.5-flash", "deepseek-v3.2"]
+    assert judge.budget.usd_per_run == 500.0 and judge.gating.max_steps == 16
+    task = blocks[1]["orchestrator"]["train"]["source"]["env"]["taskset"]["task"]
+    config = resolve_env_config({"taskset": {"id": "feature-deletion", "task": task}})
+    (judge,) = config.taskset.task.judges
+    assert judge.teachers[0].max_concurrency == 64 and judge.teachers[0].api_key_var is None

@@ -25,6 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from composer_prime.evidence import FailureKind
 
 
+def blank_is_none(value: object) -> object:
+    """TOML has no null: an empty string stands for None in the optional fields."""
+    return None if value == "" else value
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "composer-prime" / "teachers"
@@ -93,9 +98,11 @@ class GatingConfig(BaseModel):
     """The last N sampled steps of the trace are selected (the finish and what led to it)."""
     low_logprob: float | None = Field(-1.0, le=0)
     """A step whose mean sampled-token logprob is below this is selected (only when the nodes carry logprobs);
-    None turns it off."""
+    None (`""` in TOML) turns it off."""
     max_steps: int = Field(16, ge=1, le=4096)
     """At most this many steps per trace; failure steps come first, then final steps, then low-confidence ones."""
+
+    _blank = field_validator("low_logprob", mode="before")(blank_is_none)
 
 
 class ContextConfig(BaseModel):
@@ -118,12 +125,14 @@ class BudgetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     usd_per_trace: float | None = Field(0.15, ge=0)
-    """Ceiling per trace; None for none. A query is sent only when its worst-case cost still fits."""
+    """Ceiling per trace; None (`""` in TOML) for none. A query is sent only when its worst-case cost still fits."""
     usd_per_run: float | None = Field(None, ge=0)
-    """Ceiling for the whole run; None for none. Counted in `ledger` when set (shared by every process that
+    """Ceiling for the whole run; None (`""` in TOML) for none. Counted in `ledger` when set (shared by every process that
     names the same file), else per env-server process."""
     ledger: Path | None = None
     """File counting the run's spend across processes (locked while updated); start a run with a fresh path."""
+
+    _blank = field_validator("usd_per_trace", "usd_per_run", "ledger", mode="before")(blank_is_none)
 
     @model_validator(mode="after")
     def _ledger_needs_budget(self) -> BudgetConfig:
@@ -149,11 +158,13 @@ class TeachersConfig(BaseModel):
     """Dollar ceilings."""
     cache_dir: Path | None = Field(default_factory=default_cache_dir)
     """Answers are cached here, keyed by teacher, model and prompt, so a re-scored trace never pays twice;
-    None turns the cache off."""
+    None (`""` in TOML) turns the cache off."""
     deadline_s: float = Field(300.0, gt=0)
     """The hook's own time limit per trace; it also stops `margin_s` before the rollout's scoring timeout."""
     margin_s: float = Field(10.0, ge=0)
     """Seconds left to the rest of scoring before the rollout's scoring timeout."""
+
+    _blank = field_validator("cache_dir", mode="before")(blank_is_none)
 
     @field_validator("teachers")
     @classmethod

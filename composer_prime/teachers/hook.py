@@ -158,7 +158,7 @@ class Replay:
                 billed = 0.0
                 self.tally.failed += 1
                 self.tally.errors[teacher.name] += 1
-                logger.warning("teacher hook: %s", e)
+                logger.debug("teacher hook: %s", e)
                 return None
             finally:
                 self.budget.settle(reserved, billed)
@@ -205,6 +205,8 @@ def assemble(config: TeachersConfig, order: list[int], replay: Replay, skipped: 
         total = sum(weights[n] for n in answered)
         means.append(sum(weights[n] * v.score for n, v in answered.items()) / total)
     tally = replay.tally
+    if tally.errors:
+        logger.warning("teacher hook: queries failed on a trace, by teacher: %s", dict(tally.errors))
     if replay.budget.refused:
         skipped.append(f"budget spent: {replay.budget.refused} queries not sent")
     info = TeacherInfo(

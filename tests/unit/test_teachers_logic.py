@@ -41,6 +41,10 @@ def test_config_errors_name_field_value_and_fix():
     text = errors({"budget": {"ledger": "/tmp/spend.json"}})
     assert "ledger = '/tmp/spend.json' is set but usd_per_run is None; set usd_per_run or remove ledger" in text
     assert "teachers.0.weigth" in errors({"teachers": [dict(TEACHER, weigth=2)]})  # a typo is refused, not ignored
+    blank = TeachersConfig.model_validate(
+        {"cache_dir": "", "budget": {"usd_per_trace": ""}, "gating": {"low_logprob": ""}}
+    )
+    assert blank.cache_dir is None and blank.budget.usd_per_trace is None and blank.gating.low_logprob is None
     assert "input_usd_per_mtok" in errors(
         {"teachers": [{k: v for k, v in TEACHER.items() if k != "input_usd_per_mtok"}]}
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from typing import Any
 
 import httpx
@@ -22,7 +23,10 @@ from composer_prime.teachers.prompts import estimate_tokens
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 BACKOFF_MAX_S = 8.0
 
-_semaphores: dict[tuple[int, str, str, str], asyncio.Semaphore] = {}
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, str], asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per event loop (a semaphore belongs to one loop), per teacher."""
 
 
 class TeacherError(RuntimeError):
@@ -34,10 +38,11 @@ class TeacherError(RuntimeError):
 
 
 def semaphore(teacher: TeacherConfig) -> asyncio.Semaphore:
-    key = (id(asyncio.get_running_loop()), teacher.name, teacher.base_url, teacher.model)
-    if key not in _semaphores:
-        _semaphores[key] = asyncio.Semaphore(teacher.max_concurrency)
-    return _semaphores[key]
+    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
+    key = (teacher.name, teacher.base_url, teacher.model)
+    if key not in per_loop:
+        per_loop[key] = asyncio.Semaphore(teacher.max_concurrency)
+    return per_loop[key]
 
 
 def _retryable(error: BaseException) -> bool:

@@ -96,7 +96,7 @@ def step_prompt(trace: Any, node: int, children: dict[int, list[int]], task: str
     nodes = trace.nodes
     path: list[int] = []
     cursor = _get(nodes[node], "parent")
-    while cursor is not None:
+    while cursor is not None and len(path) < len(nodes):  # bounded: a malformed graph may cycle
         path.append(cursor)
         cursor = _get(nodes[cursor], "parent")
     history = [message_text(_get(nodes[i], "message")) for i in reversed(path)]
@@ -107,7 +107,7 @@ def step_prompt(trace: Any, node: int, children: dict[int, list[int]], task: str
         history = history[1:]
     outcome: list[Rendered] = []
     cursor = node
-    while True:
+    while len(outcome) < len(nodes):
         tools = [c for c in children.get(cursor, []) if message_text(_get(nodes[c], "message")).role == "tool"]
         if not tools:
             break

@@ -243,3 +243,17 @@ def test_no_teachers_and_unreachable_teachers_never_raise(tmp_path):
     assert report.info.steps == [] and report.metrics[M + "failed"] == 4 and report.info.cost_usd == 0.0
     report = run(object(), config(tmp_path, [dead]))
     assert report.info.skipped.startswith("hook error: AttributeError")
+
+
+def test_concurrency_per_teacher_is_bounded(tmp_path):
+    arrivals: list[float] = []
+
+    def script(request):
+        arrivals.append(time.monotonic())
+        return verdict(0.5)
+
+    with ScriptedModelServer(script, latency_s=0.4) as a:
+        report = run(five_step_trace(), config(tmp_path, [teacher(a, "a", max_concurrency=2)]))
+    assert len(report.info.steps) == 4
+    # two in flight: the third request is sent only once one of the first two was answered (0.4 s later)
+    assert arrivals[2] - arrivals[0] >= 0.35 and arrivals[3] - arrivals[1] >= 0.35

@@ -23,9 +23,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from composer_prime.algorithm.config import OutcomeConfig, ReplayConfig
+from composer_prime.teachers.schema import TeacherStep
 
 
 def outcome_advantages(rewards: list[float], config: OutcomeConfig) -> list[float]:
@@ -41,14 +42,6 @@ def outcome_advantages(rewards: list[float], config: OutcomeConfig) -> list[floa
     return [config.coef * c for c in centered]
 
 
-class _TeacherStep(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    node: int
-    scores: dict[str, Any]
-    hint: Any = None
-
-
 @dataclass
 class StepCredit:
     """What the teacher block of one trace yields."""
@@ -60,11 +53,14 @@ class StepCredit:
     agreement: list[float] = field(default_factory=list)
     """Per credited step: the fraction of its teachers agreeing in sign with the aggregate."""
     skipped: Counter[str] = field(default_factory=Counter)
-    """Reason -> steps (or scores, for `bad_score` / `unknown_teacher`) skipped."""
+    """Reason -> steps (or scores, for `unknown_teacher`) skipped."""
 
 
 def step_credit(trace: Any, config: ReplayConfig) -> StepCredit:
-    """Parse `trace.info["teacher"]` into per-step credit and hints. Never raises on malformed info."""
+    """Parse `trace.info["teacher"]` into per-step credit and hints. Never raises on malformed info.
+
+    Each step is validated alone with the hook's own `TeacherStep` (composer_prime.teachers.schema), so one bad step
+    (a score outside [-1, 1] or not a number, a missing node) costs that step only."""
     out = StepCredit()
     block = (trace.info or {}).get("teacher")
     if block is None:
@@ -79,7 +75,7 @@ def step_credit(trace: Any, config: ReplayConfig) -> StepCredit:
     seen: set[int] = set()
     for raw in block["steps"]:
         try:
-            step = _TeacherStep.model_validate(raw)
+            step = TeacherStep.model_validate(raw, strict=True)
         except ValidationError:
             out.skipped["malformed_step"] += 1
             continue
@@ -90,18 +86,13 @@ def step_credit(trace: Any, config: ReplayConfig) -> StepCredit:
             out.skipped["duplicate_step"] += 1
             continue
         seen.add(step.node)
-        if step.hint is not None:
-            if isinstance(step.hint, str) and step.hint.strip():
-                out.hints[step.node] = step.hint.strip()
-            elif not isinstance(step.hint, str):
-                out.skipped["bad_hint"] += 1
+        if step.hint is not None and step.hint.strip():
+            out.hints[step.node] = step.hint.strip()
         scores: dict[str, float] = {}
         for teacher, score in step.scores.items():
             if known is not None and teacher not in known:
                 out.skipped["unknown_teacher"] += 1
-            elif isinstance(score, bool) or not isinstance(score, (int, float)) or not -1.0 <= score <= 1.0:
-                out.skipped["bad_score"] += 1  # NaN fails the range check too
-            else:
+            elif math.isfinite(score):
                 scores[teacher] = float(score)
         if len(scores) < config.min_teachers or not scores:
             out.skipped["too_few_teachers"] += 1

@@ -211,6 +211,7 @@ def assemble(config: TeachersConfig, order: list[int], replay: Replay, skipped: 
         skipped.append(f"budget spent: {replay.budget.refused} queries not sent")
     info = TeacherInfo(
         teachers=[t.name for t in config.teachers],
+        weights=weights,
         steps=steps,
         cost_usd=round(replay.budget.billed, 8),
         skipped="; ".join(skipped) or None,

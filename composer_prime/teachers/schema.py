@@ -3,7 +3,7 @@
 The hook writes it with `TeacherInfo.model_dump(mode="json")`; the algorithm parses it back with
 `TeacherInfo.model_validate(trace.info["teacher"])`. The shape is the one in DESIGN.md:
 
-    {"teachers": ["name", ...],
+    {"teachers": ["name", ...], "weights": {"<teacher>": <float > 0>, ...},
      "steps": [{"node": <index into trace.nodes of a sampled assistant node>,
                 "scores": {"<teacher>": <float in [-1, 1]>, ...},
                 "hint": "<short text>" | null}],
@@ -45,6 +45,9 @@ class TeacherInfo(BaseModel):
 
     teachers: list[str]
     """The configured teachers' names, in config order (also those that never answered)."""
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Teacher name -> its configured `weight` (> 0), for the algorithm's `weighted_mean` aggregation; a teacher
+    absent here weighs 1.0."""
     steps: list[TeacherStep] = Field(default_factory=list)
     """Scored steps in trace order, at most one entry per node."""
     cost_usd: float = Field(0.0, ge=0)
@@ -58,6 +61,9 @@ class TeacherInfo(BaseModel):
         if len(set(nodes)) != len(nodes):
             raise ValueError(f"steps name a node more than once: {nodes}")
         unknown = {name for step in self.steps for name in step.scores} - set(self.teachers)
+        bad_weights = {name: w for name, w in self.weights.items() if name not in self.teachers or not w > 0}
+        if bad_weights:
+            raise ValueError(f"weights {bad_weights} name unknown teachers or are not > 0")
         if unknown:
             raise ValueError(f"steps carry scores from teachers not in `teachers`: {sorted(unknown)}")
         return self

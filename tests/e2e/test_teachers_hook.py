@@ -87,6 +87,15 @@ def test_three_teachers_aggregate_agree_and_cost(tmp_path):
         assert len(a.requests) == len(b.requests) == len(c.requests) == 4
     info = TeacherInfo.model_validate(report.info.model_dump(mode="json"))
     assert info.teachers == ["a", "b", "c"]
+    assert info.weights == {"a": 1.0, "b": 2.0, "c": 1.0}
+    # the algorithm's weighted mean of a step from this block: (0.5*1 - 0.5*2 + 1.0*1) / 4 = 0.125
+    from composer_prime.algorithm.config import ReplayConfig
+    from composer_prime.algorithm.credit import step_credit
+
+    trace = five_step_trace()
+    trace.info["teacher"] = report.info.model_dump(mode="json")
+    credit = step_credit(trace, ReplayConfig(aggregate="weighted_mean", min_agreement=0.0))
+    assert credit.advantage == {node: pytest.approx(0.125) for node in SELECTED}
     assert [s.node for s in info.steps] == SELECTED
     assert all(s.scores == {"a": 0.5, "b": -0.5, "c": 1.0} for s in info.steps)
     # the lowest score's hint: b (-0.5) before c (1.0)

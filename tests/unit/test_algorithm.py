@@ -106,24 +106,32 @@ def test_step_credit_aggregates_and_gates_on_agreement():
         (teacher_info(["x", {"scores": {"t1": 1}}, {"node": "two", "scores": {}}]), {"malformed_step": 3}),
         (teacher_info([{"node": 3, "scores": {"t1": 1}}]), {"not_a_sampled_node": 1}),  # a tool message
         (teacher_info([{"node": 99, "scores": {"t1": 1}}]), {"not_a_sampled_node": 1}),
-        (teacher_info([{"node": -1, "scores": {"t1": 1}}]), {"not_a_sampled_node": 1}),
+        (teacher_info([{"node": -1, "scores": {"t1": 1}}]), {"malformed_step": 1}),
         (
             teacher_info([{"node": 2, "scores": {"t1": 1}}, {"node": 2, "scores": {"t1": -1}}]),
             {"duplicate_step": 1},
         ),
-        (
-            teacher_info([{"node": 2, "scores": {"t1": 1.5, "t2": math.nan, "t3": True, "zz": 1.0}}]),
-            {"bad_score": 3, "unknown_teacher": 1, "too_few_teachers": 1},
-        ),
-        (teacher_info([{"node": 2, "scores": {"t1": "high"}}]), {"bad_score": 1, "too_few_teachers": 1}),
-        (teacher_info([{"node": 2, "scores": {"t1": 0.5}, "hint": 7}]), {"bad_hint": 1}),
+        # a score outside [-1, 1], NaN, a bool or a string makes the whole step malformed (the hook's TeacherStep)
+        (teacher_info([{"node": 2, "scores": {"t1": 1.5}}, {"node": 4, "scores": {"t1": 0.5}}]), {"malformed_step": 1}),
+        (teacher_info([{"node": 2, "scores": {"t1": math.nan}}]), {"malformed_step": 1}),
+        (teacher_info([{"node": 2, "scores": {"t1": True}}]), {"malformed_step": 1}),
+        (teacher_info([{"node": 2, "scores": {"t1": "high"}}]), {"malformed_step": 1}),
+        (teacher_info([{"node": 2, "scores": {"t1": 0.5}, "hint": 7}]), {"malformed_step": 1}),
+        (teacher_info([{"node": 2, "scores": {"t1": 0.5, "zz": 1.0}}]), {"unknown_teacher": 1}),
+        (teacher_info([{"node": 2, "scores": {"zz": 1.0}}]), {"unknown_teacher": 1, "too_few_teachers": 1}),
     ],
 )
 def test_malformed_teacher_info_skips_and_counts(info, reasons):
     credit = step_credit(compacted_trace(info), ReplayConfig())
     assert dict(credit.skipped) == reasons
-    if "bad_hint" in reasons:
-        assert credit.advantage == {2: 0.5} and credit.hints == {}
+    if reasons == {"unknown_teacher": 1}:
+        assert credit.advantage == {2: 0.5}
+
+
+def test_one_malformed_step_costs_that_step_only():
+    info = teacher_info([{"node": 2, "scores": {"t1": 1.5}}, {"node": 4, "scores": {"t1": 0.5}, "hint": "ok"}])
+    credit = step_credit(compacted_trace(info), ReplayConfig())
+    assert credit.advantage == {4: 0.5} and credit.hints == {4: "ok"}
 
 
 def test_no_teacher_info_is_outcome_only():

@@ -53,6 +53,7 @@ def test_config_errors_name_field_value_and_fix():
 def test_schema_refuses_out_of_range_scores_duplicates_and_unknown_teachers():
     good = {
         "teachers": ["a", "b"],
+        "weights": {"a": 2.0},
         "steps": [{"node": 3, "scores": {"a": 1.0, "b": -1.0}, "hint": None}],
         "cost_usd": 0.01,
         "skipped": None,
@@ -64,8 +65,12 @@ def test_schema_refuses_out_of_range_scores_duplicates_and_unknown_teachers():
         TeacherInfo.model_validate({**good, "steps": good["steps"] * 2})
     with pytest.raises(ValidationError, match="not in `teachers`"):
         TeacherInfo.model_validate({**good, "steps": [{"node": 3, "scores": {"c": 0.0}}]})
+    with pytest.raises(ValidationError, match="unknown teachers or are not > 0"):
+        TeacherInfo.model_validate({**good, "weights": {"c": 1.0}})
+    with pytest.raises(ValidationError, match="unknown teachers or are not > 0"):
+        TeacherInfo.model_validate({**good, "weights": {"a": 0.0}})
     with pytest.raises(ValidationError):
-        TeacherInfo.model_validate({**good, "weights": {}})
+        TeacherInfo.model_validate({**good, "extra": 1})
 
 
 def test_schema_imports_pydantic_only():

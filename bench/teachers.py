@@ -42,7 +42,8 @@ CALC = (
         f"    total = 0\n    for k in range(x):\n        total += (k * {i} + y) % 7\n    return total + {i}\n\n\n"
         for i in range(40)
     )
-    + 'def mean(values: list[float]) -> float:\n    """Arithmetic mean."""\n    return sum(values) / (len(values) + 1)\n'
+    + 'def mean(values: list[float]) -> float:\n'
+    + '    """Arithmetic mean."""\n    return sum(values) / (len(values) + 1)\n'
 )
 TESTS = "import calc\n\n\ndef test_mean():\n    assert calc.mean([1.0, 2.0, 3.0]) == 2.0\n\n\n" + "".join(
     f"def test_f{i}():\n    assert calc.f{i}(0) == {i}\n\n\n" for i in range(40)
@@ -165,7 +166,8 @@ def main() -> int:
     n = len(traces)
     print(
         f"\nmean $ per trace with 3 teachers: ungated {totals['ungated'] / n:.4f}, gated {totals['gated'] / n:.4f} "
-        f"({totals['gated'] / max(totals['ungated'], 1e-12):.1%} of ungated), re-scored from cache {totals['cached'] / n:.4f}"
+        f"({totals['gated'] / max(totals['ungated'], 1e-12):.1%} of ungated), "
+        f"re-scored from cache {totals['cached'] / n:.4f}"
     )
     print(
         "turns = sampled steps; fail = steps ending in a failed tool call or test run; fail scored = of those, scored."

@@ -9,10 +9,12 @@ to PRIME-RL's hooks: `score_episode` prefill-scores hint targets through the liv
 from __future__ import annotations
 
 import asyncio
+import functools
+import operator
 import sys
 import typing
 from types import ModuleType
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,7 +69,8 @@ def extend_algo_config(module: ModuleType) -> None:
 
     PrimeRLComposerAlgoConfig.__name__ = PrimeRLComposerAlgoConfig.__qualname__ = "ComposerAlgoConfig"
     module.ComposerAlgoConfig = PrimeRLComposerAlgoConfig
-    module.AlgoConfig = Annotated[Union[(*members, PrimeRLComposerAlgoConfig)], Field(discriminator="type")]
+    union_type = functools.reduce(operator.or_, (*members, PrimeRLComposerAlgoConfig))
+    module.AlgoConfig = Annotated[union_type, Field(discriminator="type")]
 
 
 def check_loss_kwargs(module: ModuleType) -> None:
@@ -101,8 +104,9 @@ def check_loss_kwargs(module: ModuleType) -> None:
 
     CheckedCustomLossConfig.__name__ = CheckedCustomLossConfig.__qualname__ = "CustomLossConfig"
     checked = tuple(CheckedCustomLossConfig if m is custom else m for m in members)
-    module.LossConfig = Annotated[Union[checked], *args[1:]]
-    field.annotation = Union[checked]  # the discriminator stays on the field
+    union_type = functools.reduce(operator.or_, checked)
+    module.LossConfig = Annotated[union_type, *args[1:]]
+    field.annotation = union_type  # the discriminator stays on the field
     trainer.model_rebuild(force=True)
     module._composer_checked = True
 

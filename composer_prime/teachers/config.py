@@ -127,8 +127,8 @@ class BudgetConfig(BaseModel):
     usd_per_trace: float | None = Field(0.15, ge=0)
     """Ceiling per trace; None (`""` in TOML) for none. A query is sent only when its worst-case cost still fits."""
     usd_per_run: float | None = Field(None, ge=0)
-    """Ceiling for the whole run; None (`""` in TOML) for none. Counted in `ledger` when set (shared by every process that
-    names the same file), else per env-server process."""
+    """Ceiling for the whole run; None (`""` in TOML) for none. Counted in `ledger` when set (shared by every process
+    that names the same file), else per env-server process."""
     ledger: Path | None = None
     """File counting the run's spend across processes (locked while updated); start a run with a fresh path."""
 

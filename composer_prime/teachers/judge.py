@@ -14,8 +14,8 @@ Only `Judge.score(task, trace)` and `JudgeConfig`'s `id`/`name`/`weight` are use
 snapshot PRIME-RL pins (a60a606) share; judge-call records (`record_judge_call` / `record_judge`) differ between
 them and are not used.
 
-The composer environments take the same settings as a `teacher` table on their task config (`TeacherTaskConfig`) and plug
-the judge themselves when it is set.
+The composer environments take the same settings as a `teacher` table on their task config (`TeacherTaskConfig`)
+and plug the judge themselves when it is set.
 """
 
 from __future__ import annotations

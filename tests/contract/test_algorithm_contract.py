@@ -93,7 +93,7 @@ def episode_trace(reward: float, teacher: bool):
     if teacher:
         info["teacher"] = {
             "teachers": ["a", "b"],
-            "steps": [{"node": 4, "scores": {"a": -1.0, "b": -1.0}, "hint": None}, {"node": 99, "scores": {}}],
+            "steps": [{"node": 4, "scores": {"a": -1.0, "b": -1.0}, "hint": None}, {"node": 99, "scores": {"a": 0.5}}],
             "cost_usd": 0.02,
             "skipped": None,
         }

@@ -53,7 +53,7 @@ class ClientConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     servers: list[str] = Field(min_length=1)
-    """Relay base URLs (the origin or SHARDCAST middle nodes), tried in turn."""
+    """Relay base URLs (the origin or SHARDCAST middle nodes), tried in turn; space- or comma-separated."""
     store_dir: Path
     """Where downloads and materialised steps live on this host."""
     keep_steps: int = Field(2, ge=1)
@@ -68,6 +68,15 @@ class ClientConfig(BaseModel):
     """Attempts per shard (a corrupt, truncated or failed fetch counts as one)."""
     concurrency: int = Field(4, ge=1)
     """Shards fetched in parallel (each is held in memory while it is checked: at most `concurrency` x shard size)."""
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _split_commas(cls, servers: object) -> object:
+        if isinstance(servers, str):
+            servers = [servers]
+        if isinstance(servers, list):
+            return [part.strip() for item in servers for part in str(item).split(",") if part.strip()]
+        return servers
 
     @field_validator("servers")
     @classmethod

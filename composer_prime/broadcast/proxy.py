@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.broadcast.checkpoint import DecodeError
-from composer_prime.broadcast.client import Fetcher, RelayError
+from composer_prime.broadcast.client import ClientConfig, Fetcher, RelayError
 from composer_prime.broadcast.manifest import ManifestError
 from composer_prime.broadcast.protocol import ProtocolError
 
@@ -52,6 +52,10 @@ class ProxyConfig(BaseModel):
     """Largest request body accepted."""
     prefetch: bool = True
     """Build each newly listed step in the background, so `/update_weights` usually finds it ready."""
+
+
+class RelayClientConfig(ClientConfig, ProxyConfig):
+    """`composer-prime relay client`: where to fetch versions from (the fetcher) and what to serve (the proxy)."""
 
 
 class HttpError(Exception):

@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
-from pathlib import Path
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repo", type=Path, required=True, help="root of the repository to mine (only read)")
-    parser.add_argument("--out", type=Path, required=True, help="tasks file to write (JSON lines); resumed if present")
-    parser.add_argument("--max-tasks", type=int, default=None, help="stop once the file holds this many tasks")
-    parser.add_argument(
-        "--min-tests", type=int, default=1, help="least FAIL_TO_PASS tests a task must have (default: 1)"
-    )
-    parser.add_argument(
-        "--test-cmd",
-        default="python -m pytest",
-        help="pytest launcher, shell-quoted (default: 'python -m pytest'; e.g. 'poetry run pytest'); "
-        "mining appends its own pytest arguments",
-    )
-    parser.add_argument(
-        "--test-timeout", type=float, default=300.0, help="seconds one run of the suite may take (default: 300)"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
+def main(argv: list[str], prog: str) -> int:
+    from composer_prime.cli import parse_config
     from composer_prime.mining.miner import MineConfig, Miner, MiningError
 
-    try:
-        config = MineConfig(
-            repo=args.repo,
-            out=args.out,
-            max_tasks=args.max_tasks,
-            min_tests=args.min_tests,
-            test_cmd=shlex.split(args.test_cmd),
-            test_timeout_s=args.test_timeout,
-        )
-    except ValidationError as exc:
-        for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"])
-            print(
-                f"mine-features: --{field.replace('_', '-')} = {error.get('input')!r}: {error['msg']}", file=sys.stderr
-            )
-        return 2
+    config = parse_config(MineConfig, argv, prog, description="Mine Feature Deletion tasks from a tested repository.")
     try:
         tasks = Miner(config).run()
     except MiningError as exc:
-        print(f"mine-features: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
     return 0 if tasks else 1

@@ -8,6 +8,7 @@ tasks already in it are kept, candidates already rejected (recorded in `<out>.sk
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import write_atomic
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -47,9 +48,23 @@ class MineConfig(BaseModel):
     min_tests: int = Field(1, ge=1)
     """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
-    """The pytest launcher; mining and grading append their own arguments."""
+    """The pytest launcher, a list or one shell-quoted string (e.g. 'poetry run pytest'); mining and grading append
+    their own arguments."""
     test_timeout_s: float = Field(300.0, gt=0)
     """Wall-clock limit for one run of the suite, in seconds; a run past it is killed and the candidate skipped."""
+
+
+    @field_validator("test_cmd", mode="before")
+    @classmethod
+    def _split_command(cls, value: object) -> object:
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and " " in value[0]:
+            value = value[0]  # one quoted flag value on the command line
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as err:
+                raise ValueError(f"{value!r} is not a valid shell command ({err}); balance its quotes") from None
+        return value
 
 
 def _covers(feature: Feature, path: str, qualname: str) -> bool:

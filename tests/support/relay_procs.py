@@ -97,7 +97,7 @@ class RelayProcess:
 def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tuple[RelayProcess, str]:
     port = free_port()
     args = ["origin", "--output-dir", str(output_dir), "--data-dir", str(data_dir), "--host", "127.0.0.1",
-            "--port", str(port), "--poll-interval", "0.1"]  # fmt: skip
+            "--port", str(port), "--poll-interval-s", "0.1"]  # fmt: skip
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
 from swe_gym.rows import SWEGymRow
@@ -51,6 +51,8 @@ GIT_TIMEOUT_S = 1800.0
 class RepoEnvConfig(BaseModel):
     """How the Python environment of one repository is built."""
 
+    model_config = ConfigDict(extra="forbid")
+
     python: str = "python3"
     """Interpreter the venv is created from (a name on PATH or a path), e.g. `python3.9` for an old pandas."""
     install: list[str] = Field(default_factory=lambda: ["python -m pip install -e .", "python -m pip install pytest"])
@@ -64,6 +66,8 @@ class RepoEnvConfig(BaseModel):
 
 class LocalConfig(BaseModel):
     """Local mode (subprocess runtime): where the repositories come from and how environments are built."""
+
+    model_config = ConfigDict(extra="forbid")
 
     cache_dir: Path = Path("~/.cache/composer-prime/swe-gym")
     """Root of the snapshots, mirrors and environments; shared by all workers on a host."""

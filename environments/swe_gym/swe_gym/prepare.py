@@ -1,0 +1,132 @@
+"""`swe-gym-prepare`: build swe-gym's local-mode snapshots and environments ahead of a run.
+
+Rollouts build them lazily too (inside task setup, under its timeout); preparing first keeps the first rollout of each
+repo and version from paying minutes of pip installs, and shows progress. With `--validate-gold`, each instance is also
+graded untouched (must fail) and with its gold patch (must pass) on the subprocess runtime, through the task's own
+verifiers `validate` hook.
+
+Options are the fields of `PrepareConfig` (pydantic_config: kebab-case flags, docstring help, `@ prepare.toml`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from swe_gym.taskset import SWEGymTaskConfig
+
+
+class PrepareConfig(BaseModel):
+    """What to prepare: the rows (a local file or a hub dataset), filters, and the taskset's `task` settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_file: Path | None = None
+    """SWE-Gym rows as JSONL or parquet (or name a hub `dataset`)."""
+    dataset: str | None = None
+    """Hub dataset, e.g. SWE-Gym/SWE-Gym-Lite (needs swe-gym[hub] and a reachable hub)."""
+    split: str = "train"
+    """Hub dataset split."""
+    repos: list[str] | None = None
+    """Keep only these owner/name repositories."""
+    instance_ids: list[str] | None = None
+    """Keep only these instance ids."""
+    task: SWEGymTaskConfig = SWEGymTaskConfig()
+    """The taskset's `task` settings (e.g. `local.repo_sources`, `local.envs`): `--task @ task.toml`, or under
+    `[task]` in a TOML passed with `@ prepare.toml`."""
+    validate_gold: bool = False
+    """Also grade each instance untouched (must fail) and with its gold patch (must pass)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PrepareConfig:
+        if (self.data_file is None) == (self.dataset is None):
+            raise ValueError("name exactly one source of rows: --data-file rows.jsonl or --dataset SWE-Gym/SWE-Gym-Lite")
+        if self.data_file is not None and not self.data_file.is_file():
+            raise ValueError(f"--data-file {self.data_file} does not exist; give the path of a JSONL or parquet file")
+        return self
+
+
+def main(argv: list[str] | None = None, prog: str = "swe-gym-prepare") -> int:
+    from pydantic import ValidationError
+    from pydantic_config import cli
+    from pydantic_config.cli import ConfigFileError
+
+    try:
+        config = cli(PrepareConfig, args=sys.argv[1:] if argv is None else argv, prog=prog)
+    except (ConfigFileError, ValidationError) as err:
+        print(f"{prog}: {str(err).replace('Failed to validate config: ', '')}", file=sys.stderr)
+        print(f"Run `{prog} --help` for every option.", file=sys.stderr)
+        return 2
+    return run(config)
+
+
+def run(args: PrepareConfig) -> int:
+    import asyncio
+    import logging
+    import uuid
+
+    import verifiers.v1 as vf
+    from swe_gym.local import PrepError, prepare_env, prepare_snapshot
+    from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
+    from verifiers.v1.runtimes import make_runtime
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    config = SWEGymTasksetConfig(
+        data_file=args.data_file,
+        dataset=args.dataset or "SWE-Gym/SWE-Gym",
+        split=args.split,
+        repos=args.repos,
+        instance_ids=args.instance_ids,
+        mode="local",
+        task=args.task,
+    )
+    try:
+        tasks = SWEGymTaskset(config).load()
+    except ValueError as err:  # no rows left after validation and filters; the message names the counts
+        print(f"swe-gym-prepare: {err}", file=sys.stderr)
+        return 2
+    local = config.task.local
+    print(f"swe-gym: preparing {len(tasks)} instances under {local.root()}", flush=True)
+
+    async def validate(task) -> bool:
+        runtime = make_runtime(vf.SubprocessConfig(), name=f"swe-gym-prepare-{uuid.uuid4().hex[:8]}")
+        runtime.env = dict(task.runtime_env())
+        trace = vf.Trace(
+            task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+            agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="prepare", trainable=False),
+        )
+        await runtime.start()
+        try:
+            await task.setup(trace, runtime)
+            return await task.validate(runtime)
+        finally:
+            await runtime.stop()
+
+    failed = 0
+    for i, task in enumerate(tasks, start=1):
+        row = task.row()
+        started = time.monotonic()
+        try:
+            snapshot = prepare_snapshot(local, row)
+            venv = prepare_env(local, row, snapshot)
+            status = f"ready ({venv.parent.name}/{venv.name})"
+            if args.validate_gold:
+                valid = asyncio.run(validate(task))
+                status += ", valid" if valid else ", INVALID: resolved untouched or unresolved with the gold patch"
+                failed += not valid
+        except PrepError as exc:
+            failed += 1
+            status = f"FAILED: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one broken instance must not stop the batch
+            failed += 1
+            status = f"FAILED: {type(exc).__name__}: {exc}"
+        print(f"[{i}/{len(tasks)}] {row.instance_id}: {status} in {time.monotonic() - started:.1f}s", flush=True)
+    print(f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{' and valid' if args.validate_gold else ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,7 +19,10 @@ from composer_prime import __version__
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
-    "relay": ("composer_prime.broadcast.command", "weight relay: delta-compressed SHARDCAST origin and inference proxy"),
+    "relay": (
+        "composer_prime.broadcast.command",
+        "weight relay: delta-compressed SHARDCAST origin and inference proxy",
+    ),
 }
 
 T = TypeVar("T")

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from swe_gym.prepare import main
+
 from tests.support.swegym_repo import build_toy_instance, local_task_config, write_jsonl
 
 

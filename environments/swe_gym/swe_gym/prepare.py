@@ -43,7 +43,9 @@ class PrepareConfig(BaseModel):
     @model_validator(mode="after")
     def _one_source(self) -> PrepareConfig:
         if (self.data_file is None) == (self.dataset is None):
-            raise ValueError("name exactly one source of rows: --data-file rows.jsonl or --dataset SWE-Gym/SWE-Gym-Lite")
+            raise ValueError(
+                "name exactly one source of rows: --data-file rows.jsonl or --dataset SWE-Gym/SWE-Gym-Lite"
+            )
         if self.data_file is not None and not self.data_file.is_file():
             raise ValueError(f"--data-file {self.data_file} does not exist; give the path of a JSONL or parquet file")
         return self
@@ -69,9 +71,10 @@ def run(args: PrepareConfig) -> int:
     import uuid
 
     import verifiers.v1 as vf
+    from verifiers.v1.runtimes import make_runtime
+
     from swe_gym.local import PrepError, prepare_env, prepare_snapshot
     from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
-    from verifiers.v1.runtimes import make_runtime
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = SWEGymTasksetConfig(
@@ -124,7 +127,9 @@ def run(args: PrepareConfig) -> int:
             failed += 1
             status = f"FAILED: {type(exc).__name__}: {exc}"
         print(f"[{i}/{len(tasks)}] {row.instance_id}: {status} in {time.monotonic() - started:.1f}s", flush=True)
-    print(f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{' and valid' if args.validate_gold else ''}")
+    print(
+        f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{' and valid' if args.validate_gold else ''}"
+    )
     return 1 if failed else 0
 
 

@@ -18,7 +18,6 @@ Disk stays bounded: after a step is built its downloads are deleted, and only th
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
@@ -26,13 +25,15 @@ import re
 import shutil
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import blake3
+import httpx
+import tenacity
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import fsync_dir, write_atomic
@@ -45,8 +46,19 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 _META = ".relay.json"
 
 
+T = TypeVar("T")
+
+
 class RelayError(RuntimeError):
     """The relay cannot provide the step (unreachable, not published in time, or the chain is broken)."""
+
+
+class NotPublished(RelayError):
+    """The relay has no listing yet: the origin has not published its first version."""
+
+
+class Cancelled(RelayError):
+    """The caller that asked for the step went away."""
 
 
 class ClientConfig(BaseModel):
@@ -87,11 +99,6 @@ class ClientConfig(BaseModel):
         return servers
 
 
-def _get(url: str, timeout: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return response.read()
-
-
 class Fetcher:
     def __init__(self, config: ClientConfig):
         self.config = config
@@ -102,9 +109,11 @@ class Fetcher:
         self.downloads.mkdir(parents=True, exist_ok=True)
         for stale in self.steps_dir.glob(".*"):
             shutil.rmtree(stale, ignore_errors=True)  # half-built steps from a crash
-        self._lock = threading.Lock()
-        self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now
+        self._lock = threading.Lock()  # guards _pinned; held only for bookkeeping, never across network waits
+        self._build_lock = threading.Lock()  # one build at a time (they share downloads/ and prune steps/)
+        self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now, or a request is handing out
         self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
+        self._http = httpx.Client(timeout=config.http_timeout_s, follow_redirects=True)
 
     # -- local state -----------------------------------------------------------------------------------------------
 
@@ -126,22 +135,49 @@ class Fetcher:
     # -- HTTP ------------------------------------------------------------------------------------------------------
 
     def _fetch(self, path: str) -> bytes:
-        errors = []
+        """`path` from the first relay server that has it."""
+        errors, missing = [], 0
         for server in self.config.servers:
             url = f"{server.rstrip('/')}/{path}"
             try:
-                return _get(url, self.config.http_timeout_s)
-            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+                response = self._http.get(url)
+            except httpx.HTTPError as err:
                 errors.append(f"{url}: {type(err).__name__}: {err}")
+                continue
+            if response.status_code == 200:
+                return response.content
+            missing += response.status_code == 404
+            errors.append(f"{url}: HTTP {response.status_code}")
+        if path == protocol.DISTRIBUTION_FILE and missing == len(self.config.servers):
+            raise NotPublished(f"no relay lists a version yet ({'; '.join(errors)})")
         raise RelayError("; ".join(errors))
+
+    def _fetch_checked(self, path: str, check: Callable[[bytes], T]) -> T:
+        """`check(data)` of `path`, fetching again (bounded, with backoff) while the fetch fails or `check` refuses
+        the data (a damaged or truncated answer: `check` raises RelayError or ManifestError)."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.config.retries),
+            wait=tenacity.wait_exponential(multiplier=0.2, min=0.2, max=5.0),
+            retry=tenacity.retry_if_exception_type((RelayError, ManifestError)),
+            before_sleep=lambda state: logger.warning(
+                f"{path} attempt {state.attempt_number}/{self.config.retries}: {state.outcome.exception()}"
+            ),
+            reraise=True,
+        )
+        try:
+            return retrying(lambda: check(self._fetch(path)))
+        except (RelayError, ManifestError) as err:
+            raise RelayError(f"{path} could not be fetched intact after {self.config.retries} attempts: {err}") from err
 
     def listing(self) -> dict[int, protocol.Listed]:
         return protocol.parse_distribution(self._fetch(protocol.DISTRIBUTION_FILE).decode("utf-8", "replace"))
 
-    def wait_listed(self, step: int) -> dict[int, protocol.Listed]:
+    def wait_listed(self, step: int, cancel: threading.Event | None = None) -> dict[int, protocol.Listed]:
         deadline = time.monotonic() + self.config.wait_for_version_s
         last_error = None
         while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"stopped waiting for v{step}: the request was cancelled")
             try:
                 listing = self.listing()
             except (RelayError, protocol.ProtocolError) as err:
@@ -159,27 +195,26 @@ class Fetcher:
                     f"v{step} was not published within wait_for_version_s={self.config.wait_for_version_s:.0f}s"
                     + (f" (last error: {last_error})" if last_error else "")
                 )
-            time.sleep(self.config.poll_interval_s)
+            if cancel is not None:
+                cancel.wait(self.config.poll_interval_s)
+            else:
+                time.sleep(self.config.poll_interval_s)
 
     def manifest(self, listed: protocol.Listed) -> Manifest:
         key = (listed.step, listed.checksum)
         if key in self._manifests:
             return self._manifests[key]
         path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
-        last: Exception | None = None
-        for attempt in range(1, self.config.retries + 1):
-            if attempt > 1:
-                time.sleep(min(0.2 * 2**attempt, 5.0))
-            try:
-                manifest = parse_manifest(self._fetch(path))
-                if manifest.step != listed.step or len(manifest.shards) + 1 != listed.num_shards:
-                    raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
-                self._manifests[key] = manifest
-                return manifest
-            except (RelayError, ManifestError) as err:
-                last = err
-                logger.warning(f"manifest {path}: {err}; fetching again")
-        raise RelayError(f"manifest {path} could not be fetched intact after {self.config.retries} attempts: {last}")
+
+        def check(data: bytes) -> Manifest:
+            manifest = parse_manifest(data)
+            if manifest.step != listed.step or len(manifest.shards) + 1 != listed.num_shards:
+                raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
+            return manifest
+
+        manifest = self._fetch_checked(path, check)
+        self._manifests[key] = manifest
+        return manifest
 
     def _shard(self, step: int, index: int, size: int, digest: str) -> Path:
         folder = self.downloads / protocol.version_name(step)
@@ -190,21 +225,14 @@ class Fetcher:
                 return path
             logger.warning(f"{path} on disk is damaged; fetching it again")
             path.unlink()
-        url_path = f"{protocol.version_name(step)}/{protocol.shard_name(index)}"
-        problem = ""
-        for attempt in range(1, self.config.retries + 1):
-            try:
-                data = self._fetch(url_path)
-            except RelayError as err:
-                problem = str(err)
-            else:
-                if len(data) == size and blake3.blake3(data).hexdigest() == digest:
-                    write_atomic(path, data)
-                    return path
-                problem = f"got {len(data)} bytes (want {size}) with the wrong checksum"
-            logger.warning(f"{url_path} attempt {attempt}/{self.config.retries}: {problem}")
-            time.sleep(min(0.2 * 2**attempt, 5.0))
-        raise RelayError(f"{url_path} could not be fetched intact after {self.config.retries} attempts: {problem}")
+
+        def check(data: bytes) -> Path:
+            if len(data) != size or blake3.blake3(data).hexdigest() != digest:
+                raise RelayError(f"got {len(data)} bytes (want {size}) with the wrong checksum")
+            write_atomic(path, data)
+            return path
+
+        return self._fetch_checked(f"{protocol.version_name(step)}/{protocol.shard_name(index)}", check)
 
     # -- planning and applying -------------------------------------------------------------------------------------
 
@@ -263,7 +291,9 @@ class Fetcher:
         if checkpoint_digest(hashes) != manifest.digest:
             shutil.rmtree(tmp, ignore_errors=True)
             raise checkpoint.DecodeError(f"v{manifest.step}: rebuilt checkpoint digest differs from the published one")
-        write_atomic(tmp / _META, json.dumps({"step": manifest.step, "digest": manifest.digest}).encode())
+        files = {name: _file_blake3(tmp / name) for name in hashes}  # the page cache still holds them: cheap
+        meta = {"step": manifest.step, "digest": manifest.digest, "files": files}
+        write_atomic(tmp / _META, json.dumps(meta).encode())
         (tmp / checkpoint.MARKER).touch()
         fsync_dir(tmp)
         final = self.step_dir(manifest.step)
@@ -276,23 +306,48 @@ class Fetcher:
         )
         return final
 
-    def ensure_step(self, step: int, pin: bool = False) -> Path:
+    def ensure_step(
+        self, step: int, pin: bool = False, cancel: threading.Event | None = None, verify: bool = False
+    ) -> Path:
         """The local directory of `step`, built from the relay if it is not here yet.
 
-        With `pin`, the step is not pruned until `release(step)`: vLLM may still be reading it.
+        A step already built is answered without waiting for a build in progress. With `verify`, a step built
+        earlier is re-hashed against the digests recorded when it was built, and rebuilt if it was damaged since.
+        With `pin`, the step is not pruned until `release(step)`: vLLM may still be reading it. `cancel` stops a
+        wait for an unpublished step (raises `Cancelled`).
         """
         with self._lock:
-            if pin:
-                self._pinned[step] += 1
-            if self._local_is_current(step):
-                return self.step_dir(step)
-            try:
-                self._build(step)
-            except BaseException:
-                if pin:
-                    self._release(step)
-                raise
+            self._pinned[step] += 1  # held while this call runs, so a concurrent build cannot prune the step
+        done = False
+        try:
+            if not self._ready(step, verify):
+                listing = self.wait_listed(step, cancel)
+                with self._build_lock:
+                    if not self._ready(step, verify):
+                        self._build(step, listing)
+            done = True
             return self.step_dir(step)
+        finally:
+            if not (pin and done):
+                self.release(step)
+
+    def _ready(self, step: int, verify: bool) -> bool:
+        if not self._local_is_current(step):
+            return False
+        if verify and not self.verify_files(step):
+            logger.error(f"step_{step} on disk no longer matches the files it was built with; rebuilding it")
+            shutil.rmtree(self.step_dir(step), ignore_errors=True)
+            return False
+        return True
+
+    def verify_files(self, step: int) -> bool:
+        """Whether every file of a built step still has the blake3 digest recorded when it was built."""
+        folder = self.step_dir(step)
+        try:
+            recorded = json.loads((folder / _META).read_text())["files"]
+            return all(_file_blake3(folder / name) == digest for name, digest in recorded.items())
+        except (OSError, ValueError, KeyError):
+            return False
 
     def _local_is_current(self, step: int) -> bool:
         """Whether `step` is built here and, if the relay still lists it, is the version the relay has now.
@@ -324,8 +379,7 @@ class Fetcher:
         if self._pinned[step] <= 0:
             del self._pinned[step]
 
-    def _build(self, step: int) -> None:
-        listing = self.wait_listed(step)
+    def _build(self, step: int, listing: dict[int, protocol.Listed]) -> None:
         for manifest, section in self.plan(step, listing):
             try:
                 self._apply(manifest, section)
@@ -344,9 +398,16 @@ class Fetcher:
     def _prune(self, keep: int) -> None:
         steps = sorted(self.local_steps())
         doomed = [s for s in steps if s != keep][: max(0, len(steps) - self.config.keep_steps)]
-        doomed = [s for s in doomed if s not in self._pinned]
+        with self._lock:
+            doomed = [s for s in doomed if s not in self._pinned]
         for old in doomed:
             shutil.rmtree(self.step_dir(old), ignore_errors=True)
         for folder in self.downloads.iterdir():
             if folder.name.startswith("v") and folder.name[1:].isdigit() and int(folder.name[1:]) <= keep:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+def _file_blake3(path: Path) -> str:
+    hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    hasher.update_mmap(path)
+    return hasher.hexdigest()

@@ -23,14 +23,14 @@ import os
 import re
 import shutil
 import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.broadcast import checkpoint, codec, protocol
+from composer_prime.broadcast.http import Served, serve_in_thread
 from composer_prime.broadcast.manifest import ManifestError, parse_manifest
 from composer_prime.broadcast.progress import ProgressLog, human_bytes
 
@@ -79,28 +79,21 @@ def stable_steps(broadcast_dir: Path) -> list[int]:
     return sorted(steps)
 
 
-class _Handler(SimpleHTTPRequestHandler):
-    """Static GET/HEAD over the data dir; dot-files (temp folders, the base copy) are never served."""
+def static_app(root: Path) -> web.Application:
+    """GET/HEAD of files under `root`; dot-files (temp folders, the base copy) and directories are never served."""
 
-    default_request_version = "HTTP/1.0"  # errors on unparseable request lines still get a status line
+    async def serve(request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.match_info["path"].split("/") if p]
+        if not parts or any(p.startswith(".") or p == ".." for p in parts):
+            raise web.HTTPNotFound()
+        path = root.joinpath(*parts)
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.FileResponse(path)
 
-    def send_head(self):
-        parts = self.path.split("?", 1)[0].split("/")
-        if any(part.startswith(".") for part in parts if part):
-            self.send_error(404, "Not found")
-            return None
-        return super().send_head()
-
-    def list_directory(self, path):
-        self.send_error(404, "Not found")
-
-    def log_message(self, format, *args):
-        logger.debug("%s %s", self.address_string(), format % args)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # many inference hosts poll the listing at once
+    app = web.Application()
+    app.router.add_get("/{path:.*}", serve)  # GET routes answer HEAD too
+    return app
 
 
 class Origin:
@@ -278,16 +271,12 @@ class Origin:
 
     # -- serving ---------------------------------------------------------------------------------------------------
 
-    def serve(self) -> ThreadingHTTPServer:
-        handler = partial(_Handler, directory=str(self.data_dir))
-        server = _Server((self.config.host, self.config.port), handler)
-        threading.Thread(target=server.serve_forever, name="relay-origin-http", daemon=True).start()
-        return server
+    def serve(self) -> Served:
+        return serve_in_thread(static_app(self.data_dir), self.config.host, self.config.port, "relay-origin-http")
 
     def run(self, stop: threading.Event) -> None:
         server = self.serve()
-        host, port = server.server_address[:2]
-        logger.info(f"serving {self.data_dir} on http://{host}:{port}; watching {self.broadcast_dir}")
+        logger.info(f"serving {self.data_dir} on {server.url}; watching {self.broadcast_dir}")
         try:
             while not stop.is_set():
                 for step in self.pending():
@@ -302,5 +291,4 @@ class Origin:
                         break
                 stop.wait(self.config.poll_interval_s)
         finally:
-            server.shutdown()
-            server.server_close()
+            server.stop()

@@ -8,24 +8,27 @@ forwards the call to the real admin endpoint with `weight_dir` rewritten to the 
 
 Status codes follow what PRIME-RL's admin client retries: 4xx for requests that will never work (bad JSON, a path
 that is not a broadcast step dir: not retried), 502 when the relay cannot provide the step, 504 when the step was not
-published in time (both retried by PRIME-RL within its budget).
+published in time (both retried by PRIME-RL within its budget). Requests are served concurrently (aiohttp): a step
+that is built answers at once while another request waits for an unpublished one, upstream answers are streamed
+back rather than buffered, and a caller that disconnects stops the wait it started.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import threading
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+import aiohttp
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.broadcast.checkpoint import DecodeError
-from composer_prime.broadcast.client import ClientConfig, Fetcher, RelayError
+from composer_prime.broadcast.client import ClientConfig, Fetcher, NotPublished, RelayError
+from composer_prime.broadcast.http import Served, serve_in_thread
 from composer_prime.broadcast.manifest import ManifestError
 from composer_prime.broadcast.protocol import ProtocolError
 
@@ -52,6 +55,10 @@ class ProxyConfig(BaseModel):
     """Largest request body accepted."""
     prefetch: bool = True
     """Build each newly listed step in the background, so `/update_weights` usually finds it ready."""
+    verify: bool = True
+    """Before forwarding a step that was built earlier, re-hash its files against the blake3 digests recorded when it
+    was built (it may have been damaged on disk since); a damaged step is rebuilt. Costs one read of the checkpoint
+    per `/update_weights` (docs/weight-broadcast.md gives the rate)."""
 
 
 class RelayClientConfig(ClientConfig, ProxyConfig):
@@ -78,70 +85,51 @@ def step_of(path_value: object, field: str, route: str) -> int:
     return int(match[1])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "composer-prime-relay"
-    default_request_version = "HTTP/1.0"  # errors on unparseable request lines still get a status line
-    proxy: Proxy  # set on the subclass built by Proxy.serve
+def _error(status: int, message: str) -> web.Response:
+    logger.warning(f"-> {status}: {message}")
+    return web.json_response({"error": message}, status=status)
 
-    def log_message(self, format, *args):
-        logger.debug("%s %s", self.address_string(), format % args)
 
-    def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
-        self.send_response(status)
-        for key, value in headers or [("Content-Type", "application/json")]:
-            if key.lower() not in _HOP_BY_HOP and key.lower() not in ("server", "date"):  # send_response adds these
-                self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class Proxy:
+    """The admin proxy: an aiohttp server (its own thread) plus the prefetch loop in `run`."""
 
-    def _error(self, status: int, message: str) -> None:
-        logger.warning(f"{self.command} {self.path} -> {status}: {message}")
-        self._reply(status, json.dumps({"error": message}).encode())
+    def __init__(self, config: ProxyConfig, fetcher: Fetcher):
+        self.config, self.fetcher = config, fetcher
+        self._session: aiohttp.ClientSession | None = None
 
-    def _body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise HttpError(411, "chunked request bodies are not accepted; send Content-Length")
-        raw = self.headers.get("Content-Length", "0") or "0"
-        if not raw.strip().isdigit():
-            raise HttpError(400, f"Content-Length {raw!r} is not a non-negative integer")
-        length = int(raw)
-        if length > self.proxy.config.max_body_bytes:
-            if length <= 64 * self.proxy.config.max_body_bytes:  # drain, so the client reads the reply, not EPIPE
-                remaining = length
-                while remaining > 0 and (piece := self.rfile.read(min(1 << 16, remaining))):
-                    remaining -= len(piece)
-            raise HttpError(413, f"body of {length} bytes exceeds max_body_bytes={self.proxy.config.max_body_bytes}")
-        body = self.rfile.read(length)
-        if len(body) != length:
-            raise HttpError(400, f"body ended after {len(body)} of {length} bytes")
-        return body
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        app.on_startup.append(self._open_session)
+        app.on_cleanup.append(self._close_session)
+        return app
 
-    def _handle(self) -> None:
-        self.close_connection = True
+    async def _open_session(self, _app: web.Application) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.config.upstream_timeout_s)
+        self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+
+    async def _close_session(self, _app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            body = self._body()
-            route = self.path.split("?", 1)[0]
-            pinned = None
-            if self.command == "POST" and route in REWRITES:
-                body, pinned = self._materialise(route, body)
-            try:
-                self._forward(body)
-            finally:
-                if pinned is not None:
-                    self.proxy.fetcher.release(pinned)
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, f"request body exceeds max_body_bytes={self.config.max_body_bytes}")
+        pinned = None
+        try:
+            if request.method == "POST" and request.path in REWRITES:
+                body, pinned = await self._materialise(request.path, body)
+            return await self._forward(request, body)
         except HttpError as err:
-            self._error(err.status, str(err))
-        except Exception as err:  # a bug must not kill the server thread silently
-            logger.exception("proxy failure")
-            self._error(500, f"{type(err).__name__}: {err}")
+            return _error(err.status, str(err))
+        finally:
+            if pinned is not None:
+                self.fetcher.release(pinned)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
-
-    def _materialise(self, route: str, body: bytes) -> tuple[bytes, int | None]:
-        """The body to forward, and the step pinned for vLLM to read (release it after forwarding)."""
+    async def _materialise(self, route: str, body: bytes) -> tuple[bytes, int | None]:
+        """The body to forward, and the step pinned for vLLM to read (released after forwarding)."""
         field = REWRITES[route]
         try:
             payload = json.loads(body or b"null")
@@ -152,56 +140,70 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "/update_weights" and payload.get(field) is None:
             return body, None  # no directory to relay (e.g. an NCCL broadcast): vLLM gets the call as sent
         step = step_of(payload.get(field), field, route)
+        local = await self._ensure(step)
+        payload[field] = local.as_posix()
+        return json.dumps(payload).encode(), step
+
+    async def _ensure(self, step: int) -> Path:
+        """Build (or find and verify) `step` in a worker thread, pinned. A caller that disconnects cancels the wait;
+        a build that finishes anyway is released, never leaked."""
+        cancel = threading.Event()
+        future = asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.fetcher.ensure_step(step, pin=True, cancel=cancel, verify=self.config.verify)
+        )
         try:
-            local = self.proxy.fetcher.ensure_step(step, pin=True)
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancel.set()
+            future.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self.fetcher.release(step))
+            logger.info(f"step_{step}: the caller went away; stopped waiting")
+            raise
         except TimeoutError as err:
             raise HttpError(504, str(err)) from err
         except (RelayError, DecodeError, ManifestError, ProtocolError) as err:
             raise HttpError(502, f"cannot materialise step {step}: {err}") from err
-        payload[field] = local.as_posix()
-        return json.dumps(payload).encode(), step
 
-    def _forward(self, body: bytes) -> None:
-        url = self.proxy.config.upstream.rstrip("/") + self.path
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
-        request = urllib.request.Request(url, data=body if body else None, headers=headers, method=self.command)
+    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """Send the request upstream and stream the answer back (status, headers and body)."""
+        assert self._session is not None
+        url = self.config.upstream.rstrip("/") + request.path_qs
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         try:
-            with urllib.request.urlopen(request, timeout=self.proxy.config.upstream_timeout_s) as response:
-                self._reply(response.status, response.read(), list(response.headers.items()))
-        except urllib.error.HTTPError as err:
-            self._reply(err.code, err.read(), list(err.headers.items()))
-        except (urllib.error.URLError, OSError) as err:
-            raise HttpError(502, f"upstream {self.proxy.config.upstream} unreachable: {err}") from err
+            async with self._session.request(request.method, url, data=body or None, headers=headers) as upstream:
+                response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+                for key, value in upstream.headers.items():
+                    if key.lower() not in _HOP_BY_HOP and key.lower() not in ("server", "date"):
+                        response.headers.add(key, value)
+                if upstream.content_length is not None:
+                    response.content_length = upstream.content_length
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_chunked(1 << 16):
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise HttpError(502, f"upstream {self.config.upstream} unreachable: {type(err).__name__}: {err}") from err
 
-
-class Proxy:
-    def __init__(self, config: ProxyConfig, fetcher: Fetcher):
-        self.config, self.fetcher = config, fetcher
-
-    def serve(self) -> ThreadingHTTPServer:
-        handler = type("Handler", (_Handler,), {"proxy": self})
-        server = ThreadingHTTPServer((self.config.host, self.config.port), handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name="relay-proxy-http", daemon=True).start()
-        return server
+    def serve(self) -> Served:
+        return serve_in_thread(self.app(), self.config.host, self.config.port, "relay-proxy-http")
 
     def run(self, stop: threading.Event) -> None:
         server = self.serve()
-        host, port = server.server_address[:2]
-        logger.info(f"admin proxy on http://{host}:{port} -> {self.config.upstream}; store {self.fetcher.store}")
+        logger.info(f"admin proxy on {server.url} -> {self.config.upstream}; store {self.fetcher.store}")
         try:
             while not stop.is_set():
                 if self.config.prefetch:
                     self._prefetch_latest()
                 stop.wait(self.fetcher.config.poll_interval_s)
         finally:
-            server.shutdown()
-            server.server_close()
+            server.stop()
 
     def _prefetch_latest(self) -> None:
         try:
             listing = self.fetcher.listing()
             if listing and max(listing) not in self.fetcher.local_steps():
                 self.fetcher.ensure_step(max(listing))
+        except NotPublished:
+            logger.debug("prefetch: the origin has published nothing yet")
         except (RelayError, DecodeError, ManifestError, ProtocolError, TimeoutError) as err:
             logger.warning(f"prefetch: {err}")

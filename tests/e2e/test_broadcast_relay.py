@@ -171,8 +171,7 @@ def test_missing_keyframe_fails_loudly_then_recovers(tmp_path):
 def _raw(url: str, data: bytes) -> bytes:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
+        s.sendall(data)  # the server answers a bad request and closes the connection
         chunks = []
         while chunk := s.recv(65536):
             chunks.append(chunk)
@@ -195,18 +194,18 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             for body, status, message in cases:
                 got, reply = http("POST", update, body)
                 assert got == status and message in json.loads(reply)["error"], (body[:40], got, reply)
-            assert _raw(proxy, b"\x16\x03\x01 garbage\r\n\r\n").startswith(b"HTTP/1.0 400")
-            assert _raw(proxy, b"POST /update_weights HTTP/1.1\r\nContent-Length: abc\r\n\r\n").startswith(
-                b"HTTP/1.0 400"
-            )
-            assert _raw(
-                proxy, b"POST /update_weights HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
-            ).startswith(b"HTTP/1.0 411")
+            assert _raw(proxy, b"\x16\x03\x01 garbage\r\n\r\n").split(b" ")[1] == b"400"
+            bad_length = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
+            assert _raw(proxy, bad_length).split(b" ")[1] == b"400"
+            # A chunked body is read like any other: here it is empty, so not JSON.
+            chunked = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            answer = _raw(proxy, chunked + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert answer.split(b" ")[1] == b"400" and b"JSON object" in answer
             assert vllm.updates() == []
             # The origin serves only the protocol's files.
             assert http("GET", f"{url}/.base/.base.json")[0] == 404
             assert http("GET", f"{url}/")[0] == 404  # no directory listings
-            assert http("POST", f"{url}/distribution.txt", b"{}")[0] == 501
+            assert http("POST", f"{url}/distribution.txt", b"{}")[0] == 405
             assert _raw(url, b"\x00\x01garbage\r\n\r\n").split(b" ")[1] == b"400"
             # Both still work afterwards.
             assert update_weights(proxy, trainer.broadcasts / "step_0")[0] == 200
@@ -270,3 +269,61 @@ def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):
                 assert vllm.updates()[-1].files == dir_digests(resumed.broadcasts / f"step_{step}")
             assert vllm.updates()[-2].files != old_step_2  # the rewritten step_2, not the copy built before
             assert "from an earlier publication" in client.log()
+
+
+def test_a_built_step_never_waits_behind_an_unpublished_one_and_callers_can_give_up(tmp_path):
+    import threading
+    import time
+
+    trainer, origin, url = _publish(tmp_path, 1, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(
+            url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch", wait_for_version_s=30
+        )
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
+            # A request for step 7 (not published) waits; the caller gives up after 6 s and closes its connection.
+            def give_up():
+                try:
+                    http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_7")}, 6.0)
+                except OSError:
+                    pass  # our own timeout: we gave up
+
+            waiting = threading.Thread(target=give_up)
+            waiting.start()
+            time.sleep(0.5)
+            start = time.monotonic()
+            status, _ = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_1")})
+            assert status == 200 and time.monotonic() - start < 3.0  # not behind the wait for step 7
+            waiting.join()
+            wait_until(lambda: "the caller went away" in client.log(), 10, "the abandoned wait to stop")
+            assert "Traceback" not in client.log() and "BrokenPipe" not in client.log()
+
+
+def test_a_step_damaged_after_it_was_built_is_rebuilt_before_vllm_reads_it(tmp_path):
+    trainer, origin, url = _publish(tmp_path, 1, keyframe_interval=10, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        with client:
+            assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
+            victim = tmp_path / "store" / "steps" / "step_1" / "model-00001-of-00002.safetensors"
+            data = bytearray(victim.read_bytes())
+            data[-3] ^= 0x40
+            victim.write_bytes(bytes(data))
+            assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200  # PRIME-RL asks again
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_1")
+            assert "no longer matches the files it was built with" in client.log()
+
+
+def test_a_client_started_before_anything_is_published_stays_quiet(tmp_path):
+    trainer = Trainer(tmp_path / "run")
+    origin, url = start_origin(tmp_path / "run", tmp_path / "origin", tmp_path / "origin.log")
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", poll_interval_s=0.1)
+        with client:
+            import time
+
+            time.sleep(1.5)  # several prefetch polls against an empty origin
+            assert "WARNING" not in client.log(), client.log()
+            trainer.next()
+            assert update_weights(proxy, trainer.broadcasts / "step_0")[0] == 200

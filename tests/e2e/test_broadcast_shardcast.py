@@ -46,7 +46,7 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
         origin.publish(step)
     server = origin.serve()
     port = free_port()
-    middle = MiddleNode([f"http://127.0.0.1:{server.server_address[1]}"], str(tmp_path / "middle"), port, 1)
+    middle = MiddleNode([server.url], str(tmp_path / "middle"), port, 1)
     try:
         wait_until(lambda: (tmp_path / "middle" / "v3").is_dir(), 30, "the relay to mirror v3")
         # The relay lists a version before it has all its shards: the client's bounded retries ride that out.
@@ -56,5 +56,4 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
     finally:
         middle.shutdown()
         http("GET", f"http://127.0.0.1:{port}/distribution.txt", timeout=5)  # unblocks its handle_request loop
-        server.shutdown()
-        server.server_close()
+        server.stop()

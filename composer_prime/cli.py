@@ -20,7 +20,7 @@ from composer_prime import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
     "relay": (
-        "composer_prime.broadcast.command",
+        "composer_prime.relay.command",
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",
     ),
 }

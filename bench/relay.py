@@ -17,7 +17,7 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
 
 fp32 master is PRIME-RL's default (`optimization_dtype = "float32"`): the optimizer updates fp32 weights and the
 broadcast casts them to bf16. bf16 master (`optimization_dtype = "bfloat16"`) updates the bf16 weights directly, so
-sub-ulp updates are lost and far fewer values change. Run: `python bench/broadcast.py` (add `--quick` for a smaller
+sub-ulp updates are lost and far fewer values change. Run: `python bench/relay.py` (add `--quick` for a smaller
 model).
 """
 
@@ -41,9 +41,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer_prime.broadcast import checkpoint, protocol
-from composer_prime.broadcast.client import ClientConfig, Fetcher
-from composer_prime.broadcast.origin import Origin, OriginConfig
+from composer_prime.relay import checkpoint, protocol
+from composer_prime.relay.client import ClientConfig, Fetcher
+from composer_prime.relay.origin import Origin, OriginConfig
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, param_count, write_broadcast_step
 
 LINK_BYTES_PER_S = 125e6  # 1 Gbit/s

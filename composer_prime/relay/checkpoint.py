@@ -29,8 +29,8 @@ import blake3
 import numpy as np
 import zstandard
 
-from composer_prime.broadcast import codec
-from composer_prime.broadcast.manifest import Blob, FileEntry, TensorEntry
+from composer_prime.relay import codec
+from composer_prime.relay.manifest import Blob, FileEntry, TensorEntry
 
 ITEMSIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,

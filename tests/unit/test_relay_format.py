@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from composer_prime.broadcast import checkpoint, protocol
-from composer_prime.broadcast.manifest import ManifestError, checkpoint_digest, frame_manifest, parse_manifest
-from composer_prime.broadcast.origin import Origin, OriginConfig
+from composer_prime.relay import checkpoint, protocol
+from composer_prime.relay.manifest import ManifestError, checkpoint_digest, frame_manifest, parse_manifest
+from composer_prime.relay.origin import Origin, OriginConfig
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
 

@@ -37,9 +37,9 @@ import tenacity
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import fsync_dir, write_atomic
-from composer_prime.broadcast import checkpoint, protocol
-from composer_prime.broadcast.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
-from composer_prime.broadcast.progress import ProgressLog, human_bytes
+from composer_prime.relay import checkpoint, protocol
+from composer_prime.relay.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
+from composer_prime.relay.progress import ProgressLog, human_bytes
 
 logger = logging.getLogger("composer_prime.relay.client")
 _STEP_DIR = re.compile(r"^step_(\d+)$")

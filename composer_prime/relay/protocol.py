@@ -26,8 +26,8 @@ from pathlib import Path
 import blake3
 
 from composer_prime.atomic import fsync_dir
-from composer_prime.broadcast import checkpoint
-from composer_prime.broadcast.manifest import Blob, Manifest, Section, ShardEntry, checkpoint_digest, frame_manifest
+from composer_prime.relay import checkpoint
+from composer_prime.relay.manifest import Blob, Manifest, Section, ShardEntry, checkpoint_digest, frame_manifest
 
 DISTRIBUTION_FILE = "distribution.txt"
 PROBE_FILE = "data1.bin"

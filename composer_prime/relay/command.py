@@ -1,4 +1,4 @@
-"""`composer-prime relay origin|client`: the two ends of the weight relay (see docs/weight-broadcast.md).
+"""`composer-prime relay origin|client`: the two ends of the weight relay (see docs/relay.md).
 
 Options are the fields of `OriginConfig` and of `RelayClientConfig` (the fetcher's and the proxy's settings), parsed
 by `composer_prime.cli.parse_config`: kebab-case flags, docstring help, `@ relay.toml`.
@@ -30,13 +30,13 @@ def main(argv: list[str], prog: str) -> int:
     role, rest = argv[0], argv[1:]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if role == "origin":
-        from composer_prime.broadcast.origin import Origin, OriginConfig
+        from composer_prime.relay.origin import Origin, OriginConfig
 
         config = parse_config(OriginConfig, rest, f"{prog} origin", description=ROLES["origin"])
         make = lambda: Origin(config)  # noqa: E731
     else:
-        from composer_prime.broadcast.client import Fetcher
-        from composer_prime.broadcast.proxy import Proxy, RelayClientConfig
+        from composer_prime.relay.client import Fetcher
+        from composer_prime.relay.proxy import Proxy, RelayClientConfig
 
         config = parse_config(RelayClientConfig, rest, f"{prog} client", description=ROLES["client"])
         make = lambda: Proxy(config, Fetcher(config))  # noqa: E731

@@ -29,10 +29,10 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import fsync_dir, write_atomic
-from composer_prime.broadcast import checkpoint, codec, protocol
-from composer_prime.broadcast.http import Served, serve_in_thread
-from composer_prime.broadcast.manifest import ManifestError, parse_manifest
-from composer_prime.broadcast.progress import ProgressLog, human_bytes
+from composer_prime.relay import checkpoint, codec, protocol
+from composer_prime.relay.http import Served, serve_in_thread
+from composer_prime.relay.manifest import ManifestError, parse_manifest
+from composer_prime.relay.progress import ProgressLog, human_bytes
 
 logger = logging.getLogger("composer_prime.relay.origin")
 _STEP_DIR = re.compile(r"^step_(\d+)$")

@@ -6,7 +6,8 @@
 - `protocol`: SHARDCAST's listing and shard layout; writing a version, reading a section.
 - `origin`: `composer-prime relay origin` (trainer host).
 - `client`, `proxy`: `composer-prime relay client` (inference host): fetch and rebuild steps; the admin proxy.
+- `http`: the aiohttp servers both ends run in a background thread.
 - `command`: the CLI wiring.
 
-See docs/weight-broadcast.md.
+See docs/relay.md.
 """

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from composer_prime.broadcast.client import ClientConfig, Fetcher
-from composer_prime.broadcast.origin import Origin, OriginConfig
+from composer_prime.relay.client import ClientConfig, Fetcher
+from composer_prime.relay.origin import Origin, OriginConfig
 from tests.support.relay_procs import free_port, http, wait_until
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests

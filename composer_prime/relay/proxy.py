@@ -26,11 +26,11 @@ import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.broadcast.checkpoint import DecodeError
-from composer_prime.broadcast.client import ClientConfig, Fetcher, NotPublished, RelayError
-from composer_prime.broadcast.http import Served, serve_in_thread
-from composer_prime.broadcast.manifest import ManifestError
-from composer_prime.broadcast.protocol import ProtocolError
+from composer_prime.relay.checkpoint import DecodeError
+from composer_prime.relay.client import ClientConfig, Fetcher, NotPublished, RelayError
+from composer_prime.relay.http import Served, serve_in_thread
+from composer_prime.relay.manifest import ManifestError
+from composer_prime.relay.protocol import ProtocolError
 
 logger = logging.getLogger("composer_prime.relay.proxy")
 _STEP = re.compile(r"^step_(\d+)$")
@@ -58,7 +58,7 @@ class ProxyConfig(BaseModel):
     verify: bool = True
     """Before forwarding a step that was built earlier, re-hash its files against the blake3 digests recorded when it
     was built (it may have been damaged on disk since); a damaged step is rebuilt. Costs one read of the checkpoint
-    per `/update_weights` (docs/weight-broadcast.md gives the rate)."""
+    per `/update_weights` (docs/relay.md gives the rate)."""
 
 
 class RelayClientConfig(ClientConfig, ProxyConfig):

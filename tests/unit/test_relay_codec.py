@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from composer_prime.broadcast import codec
+from composer_prime.relay import codec
 from tests.support.rl_checkpoints import ModelShape, RLTrainer
 
 

@@ -145,20 +145,9 @@ def composer_loss_terms(
     zeros = torch.zeros_like(trainer_logprobs)
     signal = torch.where(pg_keep, config.adv_tau * advantages, zeros)
 
-    if ref_logprobs is not None:
-        # A hint token: on the loss mask, reference strictly negative and finite (0.0 = no hint, -inf = ruled out).
-        hint = loss_mask & (ref_logprobs < 0) & (ref_logprobs > -math.inf)
-        gap = (ref_logprobs - trainer_logprobs).detach()
-        if config.hint_mask_high == config.dppo_mask_high and config.hint_mask_low == config.dppo_mask_low:
-            hint_up, hint_down = moved_up, moved_down
-        else:
-            hint_up = probs_diff > config.hint_mask_high
-            hint_down = probs_diff < -config.hint_mask_low
-        hint_masked = hint & (((gap > 0) & hint_up) | ((gap < 0) & hint_down))
-        hint_signal = torch.where(hint & ~hint_masked, _hint_weight(hint, loss_mask, config, gap.dtype) * gap, zeros)
-        signal = signal + hint_signal
-    else:
-        hint = None
+    hint = _hint_term(ref_logprobs, trainer_logprobs, loss_mask, probs_diff, (moved_up, moved_down), config)
+    if hint is not None:
+        signal = signal + hint.signal
 
     drift = torch.where(loss_mask, log_ratio * log_ratio, zeros)
     per_token = -signal * ratio + config.kl_tau * drift
@@ -178,19 +167,54 @@ def composer_loss_terms(
             "composer/drift/log_ratio_sq": drift.sum() / n,
             "composer/mismatch_kl": _masked_mean(mismatch_kl, loss_mask, n),
         }
-        if hint is not None:
-            n_hint = hint.sum().clamp_min(1)
-            metrics["composer/hint/loss"] = -(hint_signal * ratio).sum() / n
-            metrics["composer/hint/token_frac"] = hint.sum() / n
-            metrics["composer/hint/is_masked"] = _masked_mean(hint_masked.float(), hint, n_hint)
-            metrics["composer/hint/ref_gap"] = _masked_mean(gap, hint, n_hint)
-        else:
-            zero = zeros.sum()
-            metrics["composer/hint/loss"] = zero
-            metrics["composer/hint/token_frac"] = zero
-            metrics["composer/hint/is_masked"] = zero
-            metrics["composer/hint/ref_gap"] = zero
+        metrics |= _hint_metrics(hint, ratio, n, zeros.sum())
     return ComposerLossOutputs(loss=loss, metrics=metrics)
+
+
+@dataclass
+class _Hint:
+    tokens: Bool[Tensor, " seq"]
+    """Hint tokens: on the loss mask, reference strictly negative and finite (0.0 = no hint, -inf = ruled out)."""
+    gap: Float[Tensor, " seq"]
+    """ref - trainer, detached."""
+    masked: Bool[Tensor, " seq"]
+    """Hint tokens dropped by the hint trust region."""
+    signal: Float[Tensor, " seq"]
+    """Per-token hint advantage w * gap on kept hint tokens, 0 elsewhere."""
+
+
+def _hint_term(
+    ref_logprobs: Float[Tensor, " seq"] | None,
+    trainer_logprobs: Float[Tensor, " seq"],
+    loss_mask: Bool[Tensor, " seq"],
+    probs_diff: Float[Tensor, " seq"],
+    pg_moves: tuple[Tensor, Tensor],
+    config: ComposerLossConfig,
+) -> _Hint | None:
+    """The hint self-distillation term, with its own trust region conditioned on the sign of the gap."""
+    if ref_logprobs is None:
+        return None
+    hint = loss_mask & (ref_logprobs < 0) & (ref_logprobs > -math.inf)
+    gap = (ref_logprobs - trainer_logprobs).detach()
+    if config.hint_mask_high == config.dppo_mask_high and config.hint_mask_low == config.dppo_mask_low:
+        up, down = pg_moves
+    else:
+        up, down = probs_diff > config.hint_mask_high, probs_diff < -config.hint_mask_low
+    masked = hint & (((gap > 0) & up) | ((gap < 0) & down))
+    weight = _hint_weight(hint, loss_mask, config, gap.dtype)
+    return _Hint(hint, gap, masked, torch.where(hint & ~masked, weight * gap, torch.zeros_like(gap)))
+
+
+def _hint_metrics(hint: _Hint | None, ratio: Tensor, n: Tensor, zero: Tensor) -> dict[str, Tensor]:
+    if hint is None:
+        return {f"composer/hint/{name}": zero for name in ("loss", "token_frac", "is_masked", "ref_gap")}
+    n_hint = hint.tokens.sum().clamp_min(1)
+    return {
+        "composer/hint/loss": -(hint.signal * ratio).sum() / n,
+        "composer/hint/token_frac": hint.tokens.sum() / n,
+        "composer/hint/is_masked": _masked_mean(hint.masked.float(), hint.tokens, n_hint),
+        "composer/hint/ref_gap": _masked_mean(hint.gap, hint.tokens, n_hint),
+    }
 
 
 def prime_rl_default_loss(inputs: Any, **kwargs: Any) -> Any:

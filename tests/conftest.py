@@ -1,10 +1,14 @@
-"""Suite-wide pytest setup: `gpu` tests skip without CUDA; nothing here kills or patches processes."""
+"""Suite-wide pytest setup: every test under tests/e2e is `slow`; `gpu` tests skip without CUDA. Nothing here kills
+or patches processes."""
 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
+
+E2E = Path(__file__).parent / "e2e"
 
 
 def _cuda_available() -> bool:
@@ -16,6 +20,9 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.slow)  # real subprocesses, servers and rollouts: `-m "not slow"` skips them
     if any("gpu" in item.keywords for item in items) and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device; run on a GPU machine with `pytest -m gpu`")
         for item in items:

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 
-
 Manifest = dict[str, str]
 """Repository-relative path -> sha256 hex of the file's bytes."""
 

@@ -204,12 +204,22 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
     return grade, outcomes_from_records(records), canaries
 
 
-async def grade(runtime: vf.Runtime, suite: Suite, baseline: Baseline) -> Grade:
-    """Clean the tree, run the suite with canaries, and judge it (see the module docstring)."""
+async def grade(
+    runtime: vf.Runtime,
+    suite: Suite,
+    baseline: Baseline,
+    before_run: Callable[[], Awaitable[str | None]] | None = None,
+) -> Grade:
+    """Clean the tree, run the suite with canaries, and judge it (see the module docstring). `before_run` (swe-gym:
+    apply the test patch) runs after the cleaning; a message it returns is the grade's error and nothing runs."""
     started = time.monotonic()
     workdir = (await _check(runtime, ["pwd", "-P"], "reading the work directory")).stdout.strip()
     removed, void = await prepare_tree(runtime, baseline)
-    result, outcomes, canaries = await run_suite(runtime, suite, workdir)
+    error = await before_run() if before_run is not None else None
+    if error is not None:
+        result, outcomes, canaries = Grade(error=error), {}, {}
+    else:
+        result, outcomes, canaries = await run_suite(runtime, suite, workdir)
     result.removed, result.void = removed, void
     return judge(result, outcomes, canaries, suite, started)
 

@@ -106,8 +106,8 @@ def strays(
 
 
 def changed_python(baseline: Mapping[str, str], current: Mapping[str, str], kept: Iterable[str]) -> list[str]:
-    """The `.py` files among `kept` that are new or differ from the starting tree."""
-    return sorted(p for p in kept if p.endswith(".py") and baseline.get(p) != current.get(p))
+    """The `.py` files among `kept` that are new or differ from the starting tree (whose shas may be prefixes)."""
+    return sorted(p for p in kept if p.endswith(".py") and not current.get(p, "").startswith(baseline.get(p, "-")))
 
 
 def added_lines(before: str | None, after: str) -> list[str]:

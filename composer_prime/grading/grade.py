@@ -64,6 +64,10 @@ class Grade(BaseModel):
             and self.pass_to_pass == 1.0
         )
 
+    def info(self) -> dict:
+        """The grade as recorded on `trace.info["grading"]` (with `solved` and the metrics)."""
+        return {**self.model_dump(), "solved": self.solved, "metrics": self.metrics()}
+
     def metrics(self) -> dict[str, float]:
         return {
             "fail_to_pass": self.fail_to_pass,

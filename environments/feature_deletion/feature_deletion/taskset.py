@@ -149,8 +149,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     @vf.metric
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
         grade = await self.grade(runtime)
-        trace.info["grading"] = grade.model_dump(exclude={"fail_to_pass", "pass_to_pass"})
-        trace.info["grading"]["solved"] = grade.solved
+        trace.info["grading"] = grade.info()
         return grade.metrics()
 
     @vf.reward(weight=1.0)

@@ -192,7 +192,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             box_commit = info.get("box_commit") or await box.head(runtime)
             baseline = box.unpack(info["baseline"]) if "baseline" in info else await box.capture_baseline(runtime)
             grade = await self.grade(runtime, box_commit, baseline)
-            trace.info["grading"] = {**grade.model_dump(), "solved": grade.solved, "metrics": grade.metrics()}
+            trace.info["grading"] = grade.info()
         return trace.info["grading"]
 
     @vf.metric

@@ -171,6 +171,7 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     for name, source in suite.plugins.items():
         await runtime.write(f"{scratch}/{name}.py", source.encode())
+    started = time.monotonic()
     argv = ["sh", "-c", LAUNCH, "composer-prime-grade", "1" if suite.isolate_network else "0"]
     argv += [f"{suite.timeout_s:g}", suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
     records: list[dict] = []
@@ -195,6 +196,7 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
                 records.append(record)
     finally:
         await runtime.run(["rm", "-rf", "--", scratch, *canary_files], {})
+    grade.seconds = time.monotonic() - started
     exits = [r["exit"] for r in records if isinstance(r.get("exit"), int)]
     grade.exit_code = exits[-1] if exits else None
     if grade.timed_out:

@@ -127,10 +127,13 @@ def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
     assert main(["mine-features", "--repo", str(tmp_path / "nope"), "--out", str(tmp_path / "t.jsonl")]) == 1
     assert "--repo " + str(tmp_path / "nope") + ": no such directory" in capsys.readouterr().err
     repo = build_shop_repo(tmp_path)
-    hang = f"{sys.executable} -c 'import time; time.sleep(60)'"
-    argv = ["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl"), "--test-cmd", hang]
-    assert main([*argv, "--test-timeout", "1"]) == 1
-    assert "did not finish within 1s" in capsys.readouterr().err
+    not_pytest = f"{sys.executable} -c 'import time; time.sleep(60)'"
+    argv = ["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl")]
+    assert main([*argv, "--test-cmd", not_pytest]) == 1
+    assert "is not `<python> -m pytest`" in capsys.readouterr().err
+    (repo / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+    assert main([*argv, "--test-timeout", "2"]) == 1
+    assert "did not finish within 2s" in capsys.readouterr().err
     assert main(["mine-features", "--repo", str(repo), "--out", "x", "--min-tests", "0"]) == 2
     assert "--min-tests = 0" in capsys.readouterr().err
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
+from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
 from composer_prime.mining.patch import unified_patch
@@ -75,6 +76,8 @@ class _Workspace:
     baseline_passed: frozenset[str]
     work: Path
     """The private copy where deletions are applied and the suite runs."""
+    copies: CopyIndex
+    """Token shingles of every text file, for the near-copy check."""
 
 
 class Miner:
@@ -149,7 +152,9 @@ class Miner:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
-            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work)
+            space = _Workspace(
+                repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, CopyIndex(texts)
+            )
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
             started, kept_now, reasons = time.monotonic(), 0, Counter()
@@ -203,6 +208,11 @@ class Miner:
             deletion = delete_feature(texts, feature)
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
+        overlaps = space.copies.overlaps(deletion.removed, deletion.changed, skip=[feature.path])
+        near = {path: share for path, share in overlaps.items() if share >= NEAR_COPY}
+        if any(not is_protected_file(path) for path in near):
+            shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
+            raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")
         try:
             run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
@@ -217,6 +227,9 @@ class Miner:
             raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
         test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
         held_out = sorted({test.split("::", 1)[0] for test in fail_to_pass})
+        visible_copies = sorted(path for path in near if path not in held_out)
+        if visible_copies:
+            raise _Skip("near copy", f"the deleted code mostly reappears in the visible {visible_copies}")
         outside = [path for path in held_out if path not in test_files]
         if outside:
             raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
@@ -234,7 +247,8 @@ class Miner:
             path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
         }
         imports_removed = sorted(path for path in deletion.changed if path != feature.path)
-        prompt = render(feature, call_sites(visible_texts, feature), imports_removed)
+        partial = frozenset(path for path, share in overlaps.items() if share >= HINT_LIMIT)
+        prompt = render(feature, call_sites(visible_texts, feature, exclude=partial), imports_removed)
         gold_patch = unified_patch(
             before={path: deletion.changed[path] for path in deletion.changed},
             after={path: texts[path] for path in deletion.changed},

@@ -191,3 +191,20 @@ def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
     assert [line for line in lines if "step (function): skipped: timed out:" in line]
     assert [task.feature.qualname for task in tasks] == ["walk", "double"]
     assert load_rows(Path(out))[0] == tasks
+
+
+def test_near_copy_of_the_deleted_code_refuses_the_task(tmp_path):
+    """A vendored copy with a line changed (boltons' `urlutils.OrderedMultiDict` case) is found by shingle overlap."""
+    repo = build_shop_repo(tmp_path)
+    legacy = FILES["shop/pricing.py"].replace(
+        "reduced = amount * (100 - percent) / 100", "reduced = amount * (1 - percent / 100)"
+    )
+    (repo / "shop" / "_legacy_pricing.py").write_text(legacy)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "vendor an old copy")
+    out = tmp_path / "out" / "tasks.jsonl"
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=120), log=lambda line: None).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert skipped["shop/pricing.py::apply_discount"].startswith("near copy: the deleted code mostly reappears in ")
+    assert "shop/_legacy_pricing.py (" in skipped["shop/pricing.py::apply_discount"]
+    assert "shop-repo:shop/cart.py::Cart.total" in {task.task_id for task in tasks}

@@ -123,7 +123,9 @@ def envs(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> dict[
     config = resolve_env_config(
         {"taskset": {"id": "feature-deletion", "tasks": str(tasks_file), "task": {"test_timeout_s": TIMEOUT_S}}}
     )
-    featdel = {task.data.name: task for task in load_taskset(config.taskset)}["shop-repo:shop/pricing.py::apply_discount"]
+    featdel = {task.data.name: task for task in load_taskset(config.taskset)}[
+        "shop-repo:shop/pricing.py::apply_discount"
+    ]
     root = tmp_path_factory.mktemp("redteam-swegym")
     toy = build_toy_instance(root / "src")
     local = {**local_task_config(root / "cache", toy.repo), "test_timeout_s": TIMEOUT_S}
@@ -181,8 +183,8 @@ def forge_files(*extra: Reply) -> list[Reply]:
 
 def venv_plant(env: Env) -> list[Reply]:
     command = (
-        f"site=$(python -c \"{PURELIB}\") && cat > \"$site/zz_forge.py\" <<'EOF'\n{FORGE_AT_IMPORT}\nEOF\n"
-        "echo 'import zz_forge' > \"$site/zz_forge.pth\" && cp \"$site/zz_forge.py\" \"$site/sitecustomize.py\""
+        f'site=$(python -c "{PURELIB}") && cat > "$site/zz_forge.py" <<\'EOF\'\n{FORGE_AT_IMPORT}\nEOF\n'
+        'echo \'import zz_forge\' > "$site/zz_forge.pth" && cp "$site/zz_forge.py" "$site/sitecustomize.py"'
     )
     return [tool("bash", command=command)]
 
@@ -203,7 +205,9 @@ ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
         tool("create", path="src/pytest/__init__.py", content=""),
         tool("create", path="src/pytest/__main__.py", content=PYTEST_SHIM),
     ),
-    ".pytest.ini": lambda env: forge_files(tool("create", path=".pytest.ini", content="[pytest]\naddopts = -p forge\n")),
+    ".pytest.ini": lambda env: forge_files(
+        tool("create", path=".pytest.ini", content="[pytest]\naddopts = -p forge\n")
+    ),
     "pytest.toml": lambda env: forge_files(
         tool("create", path="pytest.toml", content='[pytest]\naddopts = ["-p", "forge"]\n')
     ),

@@ -183,7 +183,10 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}
     escaping = {**good, "test_files": {"../outside.py": "x = 1\n"}, "held_out": []}
     path = tmp_path / "tasks.jsonl"
-    path.write_text("\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)]) + "\n")
+    path.write_text(
+        "\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)])
+        + "\n"
+    )
     tasks, errors = load_rows(path)
     assert [task.task_id for task in tasks] == ["r:m.py::f"]
     assert errors[0] == "row 2 (task_id 'r:m.py::f'): field 'gold_patch' is missing"
@@ -192,3 +195,23 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     assert "valid list" in errors[2]
     assert errors[3] == "row 5: expected a JSON object, got list"
     assert "path '../outside.py' is not a relative path inside the repository" in errors[4]
+
+
+def test_copy_index_measures_near_copies_and_call_sites_resolve_by_reference():
+    from composer_prime.mining.copies import NEAR_COPY, CopyIndex
+
+    body = FILES["shop/cart.py"].split("class Cart:", 1)[1]
+    edited = body.replace("if quantity <= 0:", "if quantity < 1:")
+    index = CopyIndex({"vendor/cart.py": "class Cart:" + edited, "shop/textutil.py": FILES["shop/textutil.py"]})
+    shares = index.overlaps(body, {})
+    assert shares["vendor/cart.py"] >= NEAR_COPY and "shop/textutil.py" not in shares
+    assert index.overlaps(body, {"vendor/cart.py": None}) == {}  # a file the deletion removed holds nothing
+    assert index.overlaps("return x\n", {}) == {}  # too short to judge by shingles
+    feature = _feature(FILES, "shop/cart.py", "Cart.count")
+    files = {
+        "shop/cart.py": FILES["shop/cart.py"],
+        "shop/report.py": "from shop.cart import Cart\n\n\ndef n(cart: Cart):\n    return cart.count()\n",
+        "shop/other.py": "def words(text):\n    return text.count(' ')\n",
+    }
+    assert call_sites(files, feature) == ["shop/report.py:5: return cart.count()"]
+    assert call_sites(files, feature, exclude=frozenset({"shop/report.py"})) == []

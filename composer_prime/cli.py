@@ -16,10 +16,7 @@ from composer_prime import __version__
 # name -> (module, one-line help). Modules are imported when the parser is built, so they must import cheaply.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
-    "swe-gym-prepare": (
-        "composer_prime.swe_gym_prepare",
-        "build swe-gym local-mode snapshots and venvs ahead of a run",
-    ),
+    "swe-gym-prepare": ("composer_prime.swe_gym_prepare", "build swe-gym local-mode snapshots and venvs ahead of a run"),
     "relay": (
         "composer_prime.broadcast.command",
         "weight relay: delta-compressed SHARDCAST origin and inference-side proxy",

@@ -18,11 +18,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--test-cmd",
         default="python -m pytest",
-        help="pytest launcher, shell-quoted (default: 'python -m pytest'; e.g. 'poetry run pytest'); "
-        "mining appends its own pytest arguments",
+        help="'<python> -m pytest', shell-quoted (default: 'python -m pytest'): the interpreter with the project's "
+        "test dependencies; mining runs pytest through the grader's launcher",
     )
     parser.add_argument(
-        "--test-timeout", type=float, default=300.0, help="seconds one run of the suite may take (default: 300)"
+        "--test-timeout",
+        type=float,
+        default=None,
+        help="seconds one run of the suite may take per candidate (default: 4x the untraced baseline, at least 60)",
+    )
+    parser.add_argument(
+        "--baseline-timeout", type=float, default=1800.0, help="seconds the first baseline run may take (default: 1800)"
     )
 
 
@@ -39,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             min_tests=args.min_tests,
             test_cmd=shlex.split(args.test_cmd),
             test_timeout_s=args.test_timeout,
+            baseline_timeout_s=args.baseline_timeout,
         )
     except ValidationError as exc:
         for error in exc.errors():

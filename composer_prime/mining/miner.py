@@ -49,8 +49,11 @@ class MineConfig(BaseModel):
     """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
     """The pytest launcher; mining and grading append their own arguments."""
-    test_timeout_s: float = Field(300.0, gt=0)
-    """Wall-clock limit for one run of the suite, in seconds; a run past it is killed and the candidate skipped."""
+    test_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit for one run of the suite per candidate (and in the task), in seconds; a run past it is killed
+    and the candidate skipped. None sizes it from the untraced baseline run: 4x its time, at least 60 s."""
+    baseline_timeout_s: float = Field(1800.0, gt=0)
+    """Wall-clock limit for the first, untraced baseline run, in seconds."""
 
 
 def _covers(feature: Feature, path: str, qualname: str) -> bool:
@@ -87,6 +90,10 @@ class Miner:
         self.config = config
         self.log = log
         self.skipped_path = config.out.with_name(config.out.name + ".skipped.json")
+        self.timeout_s = config.test_timeout_s or 300.0
+        """The limit of one candidate's run; set from the untraced baseline run."""
+        self.excluded: dict[str, str] = {}
+        """Tests that fail at baseline (id -> outcome): no task uses them."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
@@ -112,29 +119,46 @@ class Miner:
 
     def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
         write_atomic(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
-        write_atomic(self.skipped_path, json.dumps({"repo_fingerprint": repo_fp, "skipped": skipped}, indent=1))
+        record = {"repo_fingerprint": repo_fp, "skipped": skipped, "baseline_excluded": self.excluded}
+        write_atomic(self.skipped_path, json.dumps(record, indent=1))
 
     def _baseline(self, work: Path) -> TestRun:
-        self.log(f"baseline: running {' '.join(self.config.test_cmd)} in a copy of {self.config.repo}")
+        """Run the suite untraced (to size the limits), then traced; tests that do not pass in both are excluded."""
+        config = self.config
+        self.log(f"baseline: running {' '.join(config.test_cmd)} in a copy of {config.repo}")
         try:
-            run = run_tests(self.config.test_cmd, work, self.config.test_timeout_s, trace=True)
+            plain = run_tests(config.test_cmd, work, config.baseline_timeout_s)
+            self.timeout_s = config.test_timeout_s or float(max(60, round(4 * plain.seconds)))
+            traced_limit = max(self.timeout_s, 10 * plain.seconds + 60)
+            run = run_tests(config.test_cmd, work, traced_limit, trace=True)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise MiningError(f"baseline: {exc}") from exc
-        failing = sorted(test for test, outcome in run.outcomes.items() if outcome in ("FAILED", "ERROR"))
-        if failing:
-            shown = ", ".join(failing[:20]) + (f" and {len(failing) - 20} more" if len(failing) > 20 else "")
-            raise MiningError(
-                f"the test suite of {self.config.repo} does not pass at baseline: {len(failing)} failing: {shown}. "
-                "Mining needs a green suite: fix or deselect those tests first"
+        both = passing(plain.outcomes) & passing(run.outcomes)
+        self.excluded = {
+            test: plain.outcomes.get(test, "not run") if test not in passing(plain.outcomes) else run.outcomes[test]
+            for test in set(plain.outcomes) | set(run.outcomes)
+            if test not in both
+            and "FAILED" in (plain.outcomes.get(test), run.outcomes.get(test))
+            or test not in both
+            and "ERROR" in (plain.outcomes.get(test), run.outcomes.get(test))
+        }
+        if self.excluded:
+            shown = ", ".join(sorted(self.excluded)[:10]) + (" ..." if len(self.excluded) > 10 else "")
+            self.log(
+                f"baseline: {len(self.excluded)} test(s) fail at baseline and are excluded from every task: {shown}"
             )
-        if not passing(run.outcomes):
+        if not both:
             tail = "\n".join(run.output.splitlines()[-15:])
             raise MiningError(
-                f"the test command found no passing tests in {self.config.repo} (exit code {run.exit_code}); check "
+                f"the test command found no passing tests in {config.repo} (exit code {run.exit_code}); check "
                 f"--test-cmd. Last output lines:\n{tail}"
             )
-        self.log(f"baseline: {len(passing(run.outcomes))} tests pass ({run.seconds:.1f}s)")
-        return run
+        self.log(
+            f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
+            f"limit per run {self.timeout_s:g}s"
+        )
+        outcomes = {test: outcome for test, outcome in run.outcomes.items() if test not in self.excluded}
+        return TestRun(outcomes, run.exit_code, plain.seconds, run.output, run.calls)
 
     def run(self) -> list[MinedTask]:
         config = self.config
@@ -266,7 +290,7 @@ class Miner:
             pass_to_pass=pass_to_pass,
             gold_patch=gold_patch,
             test_cmd=self.config.test_cmd,
-            test_timeout_s=self.config.test_timeout_s,
+            test_timeout_s=self.timeout_s,
         )
 
     def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:
@@ -277,7 +301,7 @@ class Miner:
                     (work / path).unlink()
                 else:
                     (work / path).write_text(text, encoding="utf-8")
-            return run_tests(self.config.test_cmd, work, self.config.test_timeout_s)
+            return run_tests(self.config.test_cmd, work, self.timeout_s)
         finally:
             for path in deletion.changed:
                 (work / path).write_text(texts[path], encoding="utf-8")

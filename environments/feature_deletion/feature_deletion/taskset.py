@@ -31,7 +31,7 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import reap, warn_on_subprocess
+from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
 
 logger = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
     async def setup(self, runtime: vf.Runtime) -> None:
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
+        tag_box(runtime)
         await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.mined.snapshot))
         await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the snapshot")
         await _run(runtime, ["rm", "-f", SNAPSHOT_FILE], "removing the snapshot archive")

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from composer_prime import grading as grader
 from composer_prime.grading.pytest_config import repo_settings
-from composer_prime.grading.runtime import reap, warn_on_subprocess
+from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
@@ -125,6 +125,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return venv_vars(env_path(self.config.local, self.row()))
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        tag_box(runtime)
         if self.data.mode == "local":
             warn_on_subprocess(runtime, LOCAL_WARNING)
             row = self.row()

@@ -16,6 +16,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--min-tests", type=int, default=1, help="least FAIL_TO_PASS tests a task must have (default: 1)"
     )
     parser.add_argument(
+        "--min-body-lines",
+        type=int,
+        default=3,
+        help="leave out functions and methods with a shorter body, docstring aside (default: 3)",
+    )
+    parser.add_argument(
         "--test-cmd",
         default="python -m pytest",
         help="'<python> -m pytest', shell-quoted (default: 'python -m pytest'): the interpreter with the project's "
@@ -43,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
             out=args.out,
             max_tasks=args.max_tasks,
             min_tests=args.min_tests,
+            min_body_lines=args.min_body_lines,
             test_cmd=shlex.split(args.test_cmd),
             test_timeout_s=args.test_timeout,
             baseline_timeout_s=args.baseline_timeout,

@@ -49,6 +49,8 @@ class MineConfig(BaseModel):
     """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
     """The pytest launcher; mining and grading append their own arguments."""
+    min_body_lines: int = Field(3, ge=0)
+    """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
     test_timeout_s: float | None = Field(None, gt=0)
     """Wall-clock limit for one run of the suite per candidate (and in the task), in seconds; a run past it is killed
     and the candidate skipped. None sizes it from the untraced baseline run: 4x its time, at least 60 s."""
@@ -60,6 +62,25 @@ def _covers(feature: Feature, path: str, qualname: str) -> bool:
     if path != feature.path:
         return False
     return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
+
+
+def is_public(feature: Feature) -> bool:
+    """Neither the feature nor any folder or module on its path is `_private` (`__init__.py` aside)."""
+    parts = [p.removesuffix(".py") for p in feature.path.split("/")]
+    names = [*parts, *feature.qualname.split(".")] if feature.qualname else parts
+    return not any(name.startswith("_") and not name.startswith("__") for name in names if name)
+
+
+def rank(feature: Feature, covered: int) -> tuple[bool, bool, bool]:
+    """Sort key, best first: public API, with a docstring, covered by at least three tests."""
+    return (not is_public(feature), feature.docstring is None, covered < 3)
+
+
+def why_kept(feature: Feature, covered: int) -> str:
+    """The reasons a task is worth training on, recorded on the row."""
+    api = "public API" if is_public(feature) else "private"
+    doc = "documented" if feature.docstring else "no docstring"
+    return f"{api}, {doc}, {covered} covering test(s), {feature.body_lines}-line body"
 
 
 def covering_tests(feature: Feature, calls: dict[str, list[tuple[str, str]]]) -> set[str]:
@@ -92,6 +113,8 @@ class Miner:
         self.skipped_path = config.out.with_name(config.out.name + ".skipped.json")
         self.timeout_s = config.test_timeout_s or 300.0
         """The limit of one candidate's run; set from the untraced baseline run."""
+        self.covered: dict[str, int] = {}
+        """Feature key -> how many baseline tests call it."""
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
 
@@ -211,10 +234,16 @@ class Miner:
         return tasks
 
     def _candidates(self, texts: dict[str, str], baseline: TestRun) -> list[Feature]:
+        """Features worth a task, best first (`rank`): covered by some but not all passing tests, not trivially small."""
         features = [f for path, text in sorted(texts.items()) if is_source_file(path) for f in discover(path, text)]
+        small = [f for f in features if f.kind in ("function", "method") and f.body_lines < self.config.min_body_lines]
+        if small:
+            self.log(f"candidates: {len(small)} function(s)/method(s) under --min-body-lines left out")
+        features = [f for f in features if f not in small]
         calls = baseline.calls
         if calls is None:
             self.log("tracing: the pytest plugin did not report; trying every candidate (slower)")
+            self.covered = {}
             return sorted(features, key=_order)
         passed = passing(baseline.outcomes)
         calls = {test: called for test, called in calls.items() if test in passed}
@@ -223,7 +252,8 @@ class Miner:
             covered = covering_tests(feature, calls)
             if self.config.min_tests <= len(covered) < len(passed):
                 kept.append(feature)
-        return sorted(kept, key=_order)
+                self.covered[feature.key] = len(covered)
+        return sorted(kept, key=lambda f: (rank(f, self.covered[f.key]), _order(f)))
 
     def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
         """Delete `feature`, run the suite, and build the task; raise `_Skip` with the reason when it does not qualify."""
@@ -291,6 +321,7 @@ class Miner:
             gold_patch=gold_patch,
             test_cmd=self.config.test_cmd,
             test_timeout_s=self.timeout_s,
+            why=why_kept(feature, self.covered.get(feature.key, len(fail_to_pass))),
         )
 
     def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:

@@ -99,7 +99,7 @@ def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     copy.write_bytes(out.read_bytes())
     copy.with_name("tasks.jsonl.skipped.json").write_bytes(out.with_name("tasks.jsonl.skipped.json").read_bytes())
     lines: list[str] = []
-    Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120), log=lines.append).run()
+    Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
     assert copy.read_bytes() == out.read_bytes()
     assert lines[0] == f"resuming: 9 task(s) already in {copy}, 2 candidate(s) skipped"
     assert not any(" kept " in line or "skipped:" in line.split(")")[-1] for line in lines[1:-1])
@@ -108,7 +108,7 @@ def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     (repo / "shop" / "extra.py").write_text("X = 1\n")
     try:
         with pytest.raises(MiningError, match="different state of the repository"):
-            Miner(MineConfig(repo=repo, out=copy), log=lines.append).run()
+            Miner(MineConfig(repo=repo, out=copy, min_body_lines=0), log=lines.append).run()
     finally:
         (repo / "shop" / "extra.py").unlink()
 
@@ -118,7 +118,7 @@ def test_failing_baseline_tests_are_excluded_and_recorded(tmp_path, capsys):
     repo = build_shop_repo(tmp_path)
     (repo / "tests" / "test_textutil.py").write_text(FILES["tests/test_textutil.py"].replace('== "AL"', '== "XX"'))
     out = tmp_path / "t.jsonl"
-    code = main(["mine-features", "--repo", str(repo), "--out", str(out), "--max-tasks", "1"])
+    code = main(["mine-features", "--repo", str(repo), "--out", str(out), "--max-tasks", "1", "--min-body-lines", "0"])
     err = capsys.readouterr().err
     assert code == 0
     assert "1 test(s) fail at baseline and are excluded from every task: tests/test_textutil.py::test_initials" in err
@@ -193,7 +193,7 @@ def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
     (repo / "tests" / "test_core.py").write_text(LOOP_TESTS)
     lines: list[str] = []
     out = tmp_path / "tasks.jsonl"
-    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=8), log=lines.append).run()
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=8, min_body_lines=0), log=lines.append).run()
     # deleting `step` makes `walk` spin forever: that run is killed, reported, and the other candidates still run
     assert [line for line in lines if "step (function): skipped: timed out:" in line]
     assert [task.feature.qualname for task in tasks] == ["walk", "double"]
@@ -210,7 +210,7 @@ def test_near_copy_of_the_deleted_code_refuses_the_task(tmp_path):
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "vendor an old copy")
     out = tmp_path / "out" / "tasks.jsonl"
-    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=120), log=lambda line: None).run()
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0), log=lambda line: None).run()
     skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
     assert skipped["shop/pricing.py::apply_discount"].startswith("near copy: the deleted code mostly reappears in ")
     assert "shop/_legacy_pricing.py (" in skipped["shop/pricing.py::apply_discount"]

@@ -215,3 +215,18 @@ def test_copy_index_measures_near_copies_and_call_sites_resolve_by_reference():
     }
     assert call_sites(files, feature) == ["shop/report.py:5: return cart.count()"]
     assert call_sites(files, feature, exclude=frozenset({"shop/report.py"})) == []
+
+
+def test_ranking_puts_documented_public_api_with_several_tests_first():
+    from composer_prime.mining.miner import is_public, rank, why_kept
+
+    files = {
+        "pkg/_impl.py": 'def helper(x):\n    """Help."""\n    y = x + 1\n    return y\n',
+        "pkg/api.py": 'def run(x):\n    """Run."""\n    y = x * 2\n    return y\n\n\ndef bare(x):\n    return x\n',
+    }
+    run, bare = _feature(files, "pkg/api.py", "run"), _feature(files, "pkg/api.py", "bare")
+    helper = _feature(files, "pkg/_impl.py", "helper")
+    assert is_public(run) and is_public(bare) and not is_public(helper)
+    ordered = sorted([(helper, 5), (bare, 5), (run, 1), (run, 4)], key=lambda fc: rank(*fc))
+    assert ordered == [(run, 4), (run, 1), (bare, 5), (helper, 5)]
+    assert why_kept(run, 4) == "public API, documented, 4 covering test(s), 2-line body"

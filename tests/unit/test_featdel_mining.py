@@ -230,3 +230,34 @@ def test_ranking_puts_documented_public_api_with_several_tests_first():
     ordered = sorted([(helper, 5), (bare, 5), (run, 1), (run, 4)], key=lambda fc: rank(*fc))
     assert ordered == [(run, 4), (run, 1), (bare, 5), (helper, 5)]
     assert why_kept(run, 4) == "public API, documented, 4 covering test(s), 2-line body"
+
+
+def test_deletion_edits_the_source_text_and_keeps_its_formatting():
+    """more-itertools' `__all__` came back as one 1,692-character line; only the deleted name's line may change."""
+    init = (
+        '"""Pkg."""\n\nfrom pkg.core import (  # the public names\n    first,\n    last,\n    only,\n)\n\n'
+        '__all__ = [\n    "first",\n    "last",  # the end\n    "only",\n]\n'
+    )
+    core = (
+        'def first(xs):\n    """First."""\n    return xs[0]\n\n\n'
+        'def last(xs):\n    """Last."""\n    return xs[-1]\n\n\n'
+        'def only(xs):\n    """Only."""\n    (x,) = xs\n    return x\n'
+    )
+    files = {"pkg/__init__.py": init, "pkg/core.py": core}
+    deletion = delete_feature(files, _feature(files, "pkg/core.py", "last"))
+    assert deletion.changed["pkg/__init__.py"] == init.replace("    last,\n", "").replace(
+        '    "last",  # the end\n', ""
+    )
+    patch = unified_patch(before=deletion.changed, after={p: files[p] for p in deletion.changed})
+    added = [line for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    removed = [line for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == []
+    assert added == [
+        "+    last,",
+        '+    "last",  # the end',
+        "+",
+        "+",
+        "+def last(xs):",
+        '+    """Last."""',
+        "+    return xs[-1]",
+    ]

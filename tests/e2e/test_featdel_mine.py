@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +217,47 @@ def test_near_copy_of_the_deleted_code_refuses_the_task(tmp_path):
     assert skipped["shop/pricing.py::apply_discount"].startswith("near copy: the deleted code mostly reappears in ")
     assert "shop/_legacy_pricing.py (" in skipped["shop/pricing.py::apply_discount"]
     assert "shop-repo:shop/cart.py::Cart.total" in {task.task_id for task in tasks}
+
+
+def _only_inserts(before: str, after: str, name: str) -> bool:
+    """`after` is `before` with `name` (and its commas, quotes, spaces) inserted, nothing else changed."""
+    ops = difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes()
+    inserted = "".join(after[j1:j2] for tag, _, _, j1, j2 in ops if tag == "insert")
+    return all(tag in ("equal", "insert") for tag, *_ in ops) and inserted.strip(" ,\"'") == name
+
+
+def test_gold_patch_touches_only_the_deleted_feature(mined):
+    """Every line a gold patch adds is the deleted definition, or an import / `__all__` line that differs from the
+    stripped one only by the feature's name."""
+    from composer_prime.mining.features import discover
+
+    _, out, _ = mined
+    tasks, _ = load_rows(out)
+    assert len(tasks) == 9
+    for task in tasks:
+        feature = task.feature
+        added: dict[str, list[str]] = {}
+        removed: dict[str, list[str]] = {}
+        current = ""
+        for line in task.gold_patch.splitlines():
+            if line.startswith(("+++ ", "--- ")):
+                current = line[6:] if line.startswith("+++ ") else current
+            elif line.startswith("+"):
+                added.setdefault(current, []).append(line[1:])
+            elif line.startswith("-"):
+                removed.setdefault(current, []).append(line[1:])
+        if feature.kind == "module":
+            assert added == {feature.path: FILES[feature.path].splitlines()} and removed == {}, task.task_id
+            continue
+        (found,) = [f for f in discover(feature.path, FILES[feature.path]) if f.qualname == feature.qualname]
+        definition = FILES[feature.path].splitlines()[found.start - 1 : found.end]
+        own = added.pop(feature.path)
+        assert [line for line in own if line.strip()] == [line for line in definition if line.strip()], task.task_id
+        assert feature.path not in removed, task.task_id
+        for path, lines in added.items():
+            lines = list(lines)
+            for old in removed.pop(path, []):
+                match = next(new for new in lines if _only_inserts(old, new, found.name))
+                lines.remove(match)
+            assert all(re.search(rf"\b{found.name}\b", line) for line in lines), (task.task_id, path, lines)
+        assert removed == {}, task.task_id

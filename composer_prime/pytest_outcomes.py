@@ -7,6 +7,9 @@ Two sources of lines, both optional:
 - the verbose (`-v`) progress lines: `tests/test_a.py::test_x PASSED [ 50%]`, `... SKIPPED (reason) [ 60%]`, the
   only place where a skipped test's id appears.
 
+A third source is the grader's own recorder (`composer_prime.grading.bootstrap`): one JSON record per pytest
+report (`id`, `when`, `outcome`, `xfail`), folded by `outcomes_from_records` into the same outcome names.
+
 A test reported more than once (a passing test whose teardown errors) keeps its worst outcome. A test whose id
 does not appear did not run (its module failed to import, say) and counts as not passing. Pure functions.
 """
@@ -55,11 +58,38 @@ def parse_outcomes(output: str) -> dict[str, str]:
             if verbose is None:
                 continue
             test_id, outcome = verbose.group(1), verbose.group(2)
-        if not test_id:
+        if test_id:
+            _keep_worst(outcomes, test_id, outcome)
+    return outcomes
+
+
+def _keep_worst(outcomes: dict[str, str], test_id: str, outcome: str) -> None:
+    previous = outcomes.get(test_id)
+    if previous is None or (previous in PASSING and outcome not in PASSING):
+        outcomes[test_id] = outcome
+
+
+def _record_outcome(when: str, outcome: str, xfail: bool) -> str | None:
+    """The outcome name of one pytest report (None for a passing setup or teardown, which says nothing)."""
+    if outcome == "failed":
+        return "FAILED" if when == "call" else "ERROR"
+    if outcome == "skipped":
+        return "XFAIL" if xfail else "SKIPPED"
+    if when == "call":
+        return "XPASS" if xfail else "PASSED"
+    return None
+
+
+def outcomes_from_records(records: Iterable[dict]) -> dict[str, str]:
+    """Outcomes from the grader recorder's report records; a failed collection marks its file (or class) ERROR."""
+    outcomes: dict[str, str] = {}
+    for record in records:
+        test_id = record.get("id")
+        if not isinstance(test_id, str) or not test_id:
             continue
-        previous = outcomes.get(test_id)
-        if previous is None or (previous in PASSING and outcome not in PASSING):
-            outcomes[test_id] = outcome
+        outcome = _record_outcome(str(record.get("when")), str(record.get("outcome")), bool(record.get("xfail")))
+        if outcome is not None:
+            _keep_worst(outcomes, test_id, outcome)
     return outcomes
 
 

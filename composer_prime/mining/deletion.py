@@ -53,7 +53,50 @@ def resolve_from(path: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _drop_from_all(tree: ast.Module, names: set[str]) -> list[Edit]:
+def _char_col(line: str, byte_col: int) -> int:
+    """ast columns count UTF-8 bytes; string offsets count characters."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def _cut(lines: list[str], stmt: ast.stmt, items: list[ast.AST]) -> Edit:
+    """An edit of `stmt`'s own text that removes `items` (elements of one list, names of one import) and their
+    separating commas, keeping every other character: the file's formatting survives. An item alone on its line
+    takes the line with it."""
+    start, end = stmt.lineno, stmt.end_lineno or stmt.lineno
+    block = lines[start - 1 : end]
+    offsets = [0]
+    for line in block:
+        offsets.append(offsets[-1] + len(line))
+    text = "".join(block)
+
+    def at(lineno: int, col: int) -> int:
+        return offsets[lineno - start] + _char_col(lines[lineno - 1], col)
+
+    for item in sorted(items, key=lambda node: (node.lineno, node.col_offset), reverse=True):
+        first, last = at(item.lineno, item.col_offset), at(item.end_lineno or item.lineno, item.end_col_offset or 0)
+        line_start = text.rfind("\n", 0, first) + 1
+        line_end = text.find("\n", last)
+        line_end = len(text) if line_end < 0 else line_end + 1
+        rest = text[last:line_end].strip().removeprefix(",").strip()
+        if not text[line_start:first].strip() and (not rest or rest.startswith("#")):
+            text = text[:line_start] + text[line_end:]
+            continue
+        after = last + len(text[last:]) - len(text[last:].lstrip(" "))
+        if text[after : after + 1] == ",":
+            tail = after + 1
+            tail += len(text[tail:]) - len(text[tail:].lstrip(" "))
+            text = text[:first] + text[tail:]
+        else:
+            before = first
+            while before > 0 and text[before - 1] == " ":
+                before -= 1
+            if text[before - 1 : before] == ",":
+                before -= 1
+            text = text[:before] + text[last:]
+    return start, end, text.splitlines(keepends=True)
+
+
+def _drop_from_all(tree: ast.Module, names: set[str], lines: list[str]) -> list[Edit]:
     edits: list[Edit] = []
     for stmt in tree.body:
         target = None
@@ -66,15 +109,15 @@ def _drop_from_all(tree: ast.Module, names: set[str]) -> list[Edit]:
         value = stmt.value
         if not isinstance(value, (ast.List, ast.Tuple)):
             continue
-        kept = [elt for elt in value.elts if not (isinstance(elt, ast.Constant) and elt.value in names)]
-        if len(kept) == len(value.elts):
-            continue
-        value.elts = kept
-        edits.append((stmt.lineno, stmt.end_lineno or stmt.lineno, [ast.unparse(stmt) + "\n"]))
+        dropped = [elt for elt in value.elts if isinstance(elt, ast.Constant) and elt.value in names]
+        if dropped:
+            edits.append(_cut(lines, stmt, dropped))
     return edits
 
 
-def _drop_imports(path: str, tree: ast.Module, module: str, name: str, skip: range) -> tuple[list[Edit], set[str]]:
+def _drop_imports(
+    path: str, tree: ast.Module, module: str, name: str, skip: range, lines: list[str]
+) -> tuple[list[Edit], set[str]]:
     """Edits removing `name` imported from `module`, and the local names those imports bound."""
     edits: list[Edit] = []
     bound: set[str] = set()
@@ -88,8 +131,7 @@ def _drop_imports(path: str, tree: ast.Module, module: str, name: str, skip: ran
         indent = " " * node.col_offset
         end = node.end_lineno or node.lineno
         if kept:
-            replacement = ast.ImportFrom(module=node.module, names=kept, level=node.level)
-            edits.append((node.lineno, end, [indent + ast.unparse(replacement) + "\n"]))
+            edits.append(_cut(lines, node, [alias for alias in node.names if alias.name == name]))
         elif node.col_offset:
             edits.append((node.lineno, end, [indent + "pass\n"]))
         else:
@@ -176,13 +218,14 @@ def delete_feature(files: dict[str, str], feature: Feature) -> Deletion:
             done.add((module, name))
             for path, tree in trees.items():
                 skip = range(feature.start, feature.end + 1) if path == feature.path else range(0)
-                import_edits, bound = _drop_imports(path, tree, module, name, skip)
+                lines = files[path].splitlines(keepends=True)
+                import_edits, bound = _drop_imports(path, tree, module, name, skip, lines)
                 edits[path] += import_edits
                 if bound and path.endswith("__init__.py"):
                     exported.setdefault(path, set()).update(bound)
                     pending += [(module_name(path), local) for local in bound]
         for path, names in exported.items():
-            edits[path] += _drop_from_all(trees[path], names)
+            edits[path] += _drop_from_all(trees[path], names, files[path].splitlines(keepends=True))
 
     changed: dict[str, str | None] = {}
     for path, file_edits in edits.items():

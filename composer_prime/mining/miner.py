@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import write_atomic
+from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
 from composer_prime.mining.patch import unified_patch
@@ -50,9 +51,13 @@ class MineConfig(BaseModel):
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
     """The pytest launcher, a list or one shell-quoted string (e.g. 'poetry run pytest'); mining and grading append
     their own arguments."""
-    test_timeout_s: float = Field(300.0, gt=0)
-    """Wall-clock limit for one run of the suite, in seconds; a run past it is killed and the candidate skipped."""
-
+    min_body_lines: int = Field(3, ge=0)
+    """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
+    test_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit for one run of the suite per candidate (and in the task), in seconds; a run past it is killed
+    and the candidate skipped. None sizes it from the untraced baseline run: 4x its time, at least 60 s."""
+    baseline_timeout_s: float = Field(1800.0, gt=0)
+    """Wall-clock limit for the first, untraced baseline run, in seconds."""
 
     @field_validator("test_cmd", mode="before")
     @classmethod
@@ -73,6 +78,25 @@ def _covers(feature: Feature, path: str, qualname: str) -> bool:
     return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
 
 
+def is_public(feature: Feature) -> bool:
+    """Neither the feature nor any folder or module on its path is `_private` (`__init__.py` aside)."""
+    parts = [p.removesuffix(".py") for p in feature.path.split("/")]
+    names = [*parts, *feature.qualname.split(".")] if feature.qualname else parts
+    return not any(name.startswith("_") and not name.startswith("__") for name in names if name)
+
+
+def rank(feature: Feature, covered: int) -> tuple[bool, bool, bool]:
+    """Sort key, best first: public API, with a docstring, covered by at least three tests."""
+    return (not is_public(feature), feature.docstring is None, covered < 3)
+
+
+def why_kept(feature: Feature, covered: int) -> str:
+    """The reasons a task is worth training on, recorded on the row."""
+    api = "public API" if is_public(feature) else "private"
+    doc = "documented" if feature.docstring else "no docstring"
+    return f"{api}, {doc}, {covered} covering test(s), {feature.body_lines}-line body"
+
+
 def covering_tests(feature: Feature, calls: dict[str, list[tuple[str, str]]]) -> set[str]:
     """The tests whose traced calls enter the feature (a class: any of its methods; a module: any function)."""
     return {test for test, called in calls.items() if any(_covers(feature, p, q) for p, q in called)}
@@ -90,6 +114,8 @@ class _Workspace:
     baseline_passed: frozenset[str]
     work: Path
     """The private copy where deletions are applied and the suite runs."""
+    copies: CopyIndex
+    """Token shingles of every text file, for the near-copy check."""
 
 
 class Miner:
@@ -99,6 +125,12 @@ class Miner:
         self.config = config
         self.log = log
         self.skipped_path = config.out.with_name(config.out.name + ".skipped.json")
+        self.timeout_s = config.test_timeout_s or 300.0
+        """The limit of one candidate's run; set from the untraced baseline run."""
+        self.covered: dict[str, int] = {}
+        """Feature key -> how many baseline tests call it."""
+        self.excluded: dict[str, str] = {}
+        """Tests that fail at baseline (id -> outcome): no task uses them."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
@@ -124,29 +156,46 @@ class Miner:
 
     def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
         write_atomic(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
-        write_atomic(self.skipped_path, json.dumps({"repo_fingerprint": repo_fp, "skipped": skipped}, indent=1))
+        record = {"repo_fingerprint": repo_fp, "skipped": skipped, "baseline_excluded": self.excluded}
+        write_atomic(self.skipped_path, json.dumps(record, indent=1))
 
     def _baseline(self, work: Path) -> TestRun:
-        self.log(f"baseline: running {' '.join(self.config.test_cmd)} in a copy of {self.config.repo}")
+        """Run the suite untraced (to size the limits), then traced; tests that do not pass in both are excluded."""
+        config = self.config
+        self.log(f"baseline: running {' '.join(config.test_cmd)} in a copy of {config.repo}")
         try:
-            run = run_tests(self.config.test_cmd, work, self.config.test_timeout_s, trace=True)
+            plain = run_tests(config.test_cmd, work, config.baseline_timeout_s)
+            self.timeout_s = config.test_timeout_s or float(max(60, round(4 * plain.seconds)))
+            traced_limit = max(self.timeout_s, 10 * plain.seconds + 60)
+            run = run_tests(config.test_cmd, work, traced_limit, trace=True)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise MiningError(f"baseline: {exc}") from exc
-        failing = sorted(test for test, outcome in run.outcomes.items() if outcome in ("FAILED", "ERROR"))
-        if failing:
-            shown = ", ".join(failing[:20]) + (f" and {len(failing) - 20} more" if len(failing) > 20 else "")
-            raise MiningError(
-                f"the test suite of {self.config.repo} does not pass at baseline: {len(failing)} failing: {shown}. "
-                "Mining needs a green suite: fix or deselect those tests first"
+        both = passing(plain.outcomes) & passing(run.outcomes)
+        self.excluded = {
+            test: plain.outcomes.get(test, "not run") if test not in passing(plain.outcomes) else run.outcomes[test]
+            for test in set(plain.outcomes) | set(run.outcomes)
+            if test not in both
+            and "FAILED" in (plain.outcomes.get(test), run.outcomes.get(test))
+            or test not in both
+            and "ERROR" in (plain.outcomes.get(test), run.outcomes.get(test))
+        }
+        if self.excluded:
+            shown = ", ".join(sorted(self.excluded)[:10]) + (" ..." if len(self.excluded) > 10 else "")
+            self.log(
+                f"baseline: {len(self.excluded)} test(s) fail at baseline and are excluded from every task: {shown}"
             )
-        if not passing(run.outcomes):
+        if not both:
             tail = "\n".join(run.output.splitlines()[-15:])
             raise MiningError(
-                f"the test command found no passing tests in {self.config.repo} (exit code {run.exit_code}); check "
+                f"the test command found no passing tests in {config.repo} (exit code {run.exit_code}); check "
                 f"--test-cmd. Last output lines:\n{tail}"
             )
-        self.log(f"baseline: {len(passing(run.outcomes))} tests pass ({run.seconds:.1f}s)")
-        return run
+        self.log(
+            f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
+            f"limit per run {self.timeout_s:g}s"
+        )
+        outcomes = {test: outcome for test, outcome in run.outcomes.items() if test not in self.excluded}
+        return TestRun(outcomes, run.exit_code, plain.seconds, run.output, run.calls)
 
     def run(self) -> list[MinedTask]:
         config = self.config
@@ -164,7 +213,9 @@ class Miner:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
-            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work)
+            space = _Workspace(
+                repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, CopyIndex(texts)
+            )
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
             started, kept_now, reasons = time.monotonic(), 0, Counter()
@@ -197,10 +248,16 @@ class Miner:
         return tasks
 
     def _candidates(self, texts: dict[str, str], baseline: TestRun) -> list[Feature]:
+        """Features worth a task, best first (`rank`): covered by some but not all passing tests, not trivially small."""
         features = [f for path, text in sorted(texts.items()) if is_source_file(path) for f in discover(path, text)]
+        small = [f for f in features if f.kind in ("function", "method") and f.body_lines < self.config.min_body_lines]
+        if small:
+            self.log(f"candidates: {len(small)} function(s)/method(s) under --min-body-lines left out")
+        features = [f for f in features if f not in small]
         calls = baseline.calls
         if calls is None:
             self.log("tracing: the pytest plugin did not report; trying every candidate (slower)")
+            self.covered = {}
             return sorted(features, key=_order)
         passed = passing(baseline.outcomes)
         calls = {test: called for test, called in calls.items() if test in passed}
@@ -209,7 +266,8 @@ class Miner:
             covered = covering_tests(feature, calls)
             if self.config.min_tests <= len(covered) < len(passed):
                 kept.append(feature)
-        return sorted(kept, key=_order)
+                self.covered[feature.key] = len(covered)
+        return sorted(kept, key=lambda f: (rank(f, self.covered[f.key]), _order(f)))
 
     def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
         """Delete `feature`, run the suite, and build the task; raise `_Skip` with the reason when it does not qualify."""
@@ -218,6 +276,11 @@ class Miner:
             deletion = delete_feature(texts, feature)
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
+        overlaps = space.copies.overlaps(deletion.removed, deletion.changed, skip=[feature.path])
+        near = {path: share for path, share in overlaps.items() if share >= NEAR_COPY}
+        if any(not is_protected_file(path) for path in near):
+            shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
+            raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")
         try:
             run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
@@ -232,6 +295,9 @@ class Miner:
             raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
         test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
         held_out = sorted({test.split("::", 1)[0] for test in fail_to_pass})
+        visible_copies = sorted(path for path in near if path not in held_out)
+        if visible_copies:
+            raise _Skip("near copy", f"the deleted code mostly reappears in the visible {visible_copies}")
         outside = [path for path in held_out if path not in test_files]
         if outside:
             raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
@@ -249,7 +315,8 @@ class Miner:
             path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
         }
         imports_removed = sorted(path for path in deletion.changed if path != feature.path)
-        prompt = render(feature, call_sites(visible_texts, feature), imports_removed)
+        partial = frozenset(path for path, share in overlaps.items() if share >= HINT_LIMIT)
+        prompt = render(feature, call_sites(visible_texts, feature, exclude=partial), imports_removed)
         gold_patch = unified_patch(
             before={path: deletion.changed[path] for path in deletion.changed},
             after={path: texts[path] for path in deletion.changed},
@@ -267,7 +334,8 @@ class Miner:
             pass_to_pass=pass_to_pass,
             gold_patch=gold_patch,
             test_cmd=self.config.test_cmd,
-            test_timeout_s=self.config.test_timeout_s,
+            test_timeout_s=self.timeout_s,
+            why=why_kept(feature, self.covered.get(feature.key, len(fail_to_pass))),
         )
 
     def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:
@@ -278,7 +346,7 @@ class Miner:
                     (work / path).unlink()
                 else:
                     (work / path).write_text(text, encoding="utf-8")
-            return run_tests(self.config.test_cmd, work, self.config.test_timeout_s)
+            return run_tests(self.config.test_cmd, work, self.timeout_s)
         finally:
             for path in deletion.changed:
                 (work / path).write_text(texts[path], encoding="utf-8")

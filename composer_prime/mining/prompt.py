@@ -17,16 +17,39 @@ MAX_CALL_SITES = 15
 _KIND_WORDS = {"function": "function", "method": "method", "class": "class", "module": "module"}
 
 
-def call_sites(files: dict[str, str], feature: Feature, limit: int = MAX_CALL_SITES) -> list[str]:
-    """`path:line: text` for lines of visible Python files that mention the feature's name as a whole word."""
-    name = feature.name
-    pattern = re.compile(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b")
+def refers_to(path: str, text: str, feature: Feature) -> bool:
+    """Whether a file reaches the feature by reference: its own file; for a method, a file naming the class; else a
+    file naming the feature's module."""
+    if path == feature.path:
+        return True
+    if feature.kind == "method":
+        return re.search(rf"\b{re.escape(feature.qualname.split('.')[0])}\b", text) is not None
+    module = module_name(feature.path)
+    return module in text or re.search(rf"\b{re.escape(module.rsplit('.', 1)[-1])}\b", text) is not None
+
+
+def call_sites(
+    files: dict[str, str], feature: Feature, limit: int = MAX_CALL_SITES, exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """`path:line: text` for lines of visible Python files (not in `exclude`: files holding a partial copy of the
+    deleted code) that use the feature: a bare use of a function, class or module name anywhere; an attribute use
+    (`x.name`) only in a file that refers to the feature (`refers_to`), so `LRI.clear` is not hinted by every
+    `.clear()`. Definitions of other things with the same name are not uses."""
+    name = re.escape(feature.name)
+    bare = re.compile(rf"(?<![\w.]){name}\b")
+    dotted = re.compile(rf"\.{name}\b")
+    definition = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b")
     sites = []
     for path in sorted(files):
-        if not path.endswith(".py"):
+        if not path.endswith(".py") or path in exclude:
             continue
-        for number, line in enumerate(files[path].splitlines(), start=1):
-            if pattern.search(line):
+        text = files[path]
+        related = refers_to(path, text, feature)
+        for number, line in enumerate(text.splitlines(), start=1):
+            if definition.search(line):
+                continue
+            uses_bare = feature.kind != "method" and bare.search(line)
+            if uses_bare or (related and (dotted.search(line) or bare.search(line))):
                 sites.append(f"{path}:{number}: {line.strip()}")
                 if len(sites) >= limit:
                     return sites

@@ -61,6 +61,8 @@ class MinedTask(BaseModel):
     """The pytest launcher, e.g. `["python", "-m", "pytest"]`; grading appends its own arguments."""
     test_timeout_s: float = Field(gt=0)
     """Wall-clock limit for one run of the suite, in seconds."""
+    why: str = ""
+    """Why the miner kept it: public or private, documented or not, covering tests, body size."""
 
     @model_validator(mode="after")
     def _paths_stay_in_the_work_directory(self) -> MinedTask:

@@ -1,31 +1,30 @@
-"""Run a repository's pytest suite in a folder, with a timeout, and read per-test outcomes.
+"""Run a repository's pytest suite in a folder the way grading runs it, with a timeout, and read per-test outcomes.
 
-The test command is a pytest launcher (`python -m pytest`, `poetry run pytest`, `tox -e py --`); pytest also runs
-unittest and nose-style suites, so this covers non-pytest setups. Arguments added to every run: `-rA` (the
-per-test summary `outcomes` parses), `-p no:cacheprovider` (no `.pytest_cache`), `--continue-on-collection-errors`
-(a test module that no longer imports fails its own tests, not the whole run). `PYTHONDONTWRITEBYTECODE=1` keeps
-bytecode out of the tree; the folder (and its `src/`) come first on `PYTHONPATH` so that an editable install of the
-original repository cannot shadow the edited copy. `python` as the first word of the command resolves to the
-interpreter running composer-prime (its folder is put first on `PATH`).
+Mining and grading share one launcher (`composer_prime.grading`): `python -I -S -B` with the grader's bootstrap, the
+trusted ini built from the repository's own settings (pinned with `-c`, `--rootdir` the folder), the folder (and its
+`src/`) on the path through that ini, plugin autoload off, outcomes from the recorder plugin, and, by default, a
+network namespace of its own with loopback up. So a task is kept only if its tests pass the way they will be graded.
+The folder is driven through verifiers' subprocess runtime, exactly as a box is.
+
+The test command must be `<python> -m pytest`; `python` as its first word resolves to the interpreter running
+composer-prime (its folder is put first on `PATH`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from composer_prime.pytest_outcomes import parse_outcomes
+import verifiers.v1 as vf
+from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
-PYTEST_ARGS = ["-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", "--color=no"]
-"""Arguments appended to the test command on every run (mining and grading)."""
+from composer_prime.grading.grader import Suite, run_suite
+from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
 
 
 class TestCommandTimeout(Exception):
@@ -35,7 +34,7 @@ class TestCommandTimeout(Exception):
 
 
 class TestCommandFailed(Exception):
-    """The test command could not be started (not found, not executable)."""
+    """The test command could not be started (not found, not executable, not a pytest launcher)."""
 
     __test__ = False
 
@@ -52,59 +51,66 @@ class TestRun:
     """Per test id, the (path, qualname) functions it called; only for traced runs whose plugin reported."""
 
 
-def _environment(cwd: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    roots = [str(cwd)] + ([str(cwd / "src")] if (cwd / "src").is_dir() else [])
-    env["PYTHONPATH"] = os.pathsep.join(roots + [p for p in [env.get("PYTHONPATH", "")] if p])
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    return env
+def python_of(test_cmd: list[str]) -> str:
+    """The interpreter of a `<python> -m pytest` command."""
+    if len(test_cmd) != 3 or test_cmd[1:] != ["-m", "pytest"]:
+        raise TestCommandFailed(
+            f"test command {' '.join(test_cmd)!r} is not `<python> -m pytest`; mining and grading run pytest through "
+            "their own launcher, so pass the interpreter that has the project's test dependencies (--test-cmd "
+            "'/path/to/python -m pytest')"
+        )
+    return test_cmd[0]
+
+
+def settings_of(cwd: Path) -> dict[str, str]:
+    """The repository's pytest settings, from its root configuration files."""
+    configs = {name: (cwd / name).read_text("utf-8", "replace") for name in CONFIG_NAMES if (cwd / name).is_file()}
+    return repo_settings(configs)
+
+
+async def _run(suite: Suite, cwd: Path, env: dict[str, str]):
+    runtime = SubprocessRuntime(vf.SubprocessConfig(), name="composer-prime-mine")
+    runtime.workdir = cwd
+    runtime.env = env
+    return await run_suite(runtime, suite, str(cwd.resolve()))
 
 
 def run_tests(
-    test_cmd: list[str],
-    cwd: Path,
-    timeout_s: float,
-    *,
-    trace: bool = False,
-    extra_args: list[str] | None = None,
+    test_cmd: list[str], cwd: Path, timeout_s: float, *, trace: bool = False, isolate_network: bool = True
 ) -> TestRun:
     """Run the suite in `cwd`; raise `TestCommandTimeout` after `timeout_s` seconds, `TestCommandFailed` if it won't start."""
-    env = _environment(cwd)
-    argv = list(test_cmd) + PYTEST_ARGS + list(extra_args or [])
+    settings = settings_of(cwd)
+    targets = settings.get("testpaths", "").split() or ["."]
+    env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    plugins = {}
     with tempfile.TemporaryDirectory(prefix="composer-prime-trace-") as scratch:
         trace_out = Path(scratch) / "calls.json"
         if trace:
-            shutil.copyfile(Path(__file__).with_name("trace_plugin.py"), Path(scratch) / "_composer_prime_trace.py")
-            env["PYTHONPATH"] = os.pathsep.join([scratch, env["PYTHONPATH"]])
-            env["COMPOSER_PRIME_TRACE_ROOT"] = str(cwd)
-            env["COMPOSER_PRIME_TRACE_OUT"] = str(trace_out)
-            argv += ["-p", "_composer_prime_trace"]
-        started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        except OSError as exc:
-            raise TestCommandFailed(
-                f"cannot start test command {' '.join(test_cmd)!r} in {cwd}: {exc}; pass a pytest launcher that "
-                "exists on PATH with --test-cmd"
-            ) from exc
-        try:
-            stdout, _ = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the group we started: the launcher and everything it spawned
-            process.communicate()
+            plugins["_composer_prime_trace"] = Path(__file__).with_name("trace_plugin.py").read_text("utf-8")
+            env |= {"COMPOSER_PRIME_TRACE_ROOT": str(cwd.resolve()), "COMPOSER_PRIME_TRACE_OUT": str(trace_out)}
+        suite = Suite(
+            fail_to_pass=[],
+            pass_to_pass=[],
+            targets=targets,
+            timeout_s=timeout_s,
+            isolate_network=isolate_network,
+            python=python_of(test_cmd),
+            settings=settings,
+            plugins=plugins,
+            canaries=False,
+        )
+        grade, outcomes, _ = asyncio.run(_run(suite, cwd, env))
+        if grade.timed_out:
             raise TestCommandTimeout(
-                f"test command {' '.join(argv[:4])} ... did not finish within {timeout_s:g}s in {cwd}; a test hangs "
-                "or the suite is slower than the limit (raise --test-timeout)"
-            ) from None
-        seconds = time.monotonic() - started
-        output = stdout.decode("utf-8", errors="replace")
+                f"the test suite did not finish within {timeout_s:g}s in {cwd}; a test hangs or the suite is slower "
+                "than the limit (raise --test-timeout)"
+            )
+        if grade.exit_code is None:
+            raise TestCommandFailed(f"pytest did not run in {cwd} with {test_cmd[0]}: {grade.output_tail[-1500:]}")
         calls = None
         if trace and trace_out.exists():
             raw = json.loads(trace_out.read_text(encoding="utf-8"))
             calls = {test: [tuple(call) for call in called] for test, called in raw.items()}
     return TestRun(
-        outcomes=parse_outcomes(output), exit_code=process.returncode, seconds=seconds, output=output, calls=calls
+        outcomes=outcomes, exit_code=grade.exit_code, seconds=grade.seconds, output=grade.output_tail, calls=calls
     )

@@ -102,8 +102,10 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
     _, trace = score_in_fresh_box(task, gold=False)
     assert trace.reward == 0.0
     assert trace.metrics["fail_to_pass"] == 0.0 and trace.metrics["pass_to_pass"] == 1.0
-    assert trace.info["feature_deletion"]["error"] is None
-    assert sorted(trace.info["feature_deletion"]["broken"]) == sorted(task.data.mined.fail_to_pass)
+    grading = trace.info["grading"]
+    assert grading["error"] is None and grading["void"] == [] and grading["pass_to_pass_failed"] == []
+    assert sorted(grading["fail_to_pass_failed"]) == sorted(task.data.mined.fail_to_pass)
+    assert trace.metrics["network_isolated"] == 1.0
 
 
 def rollout(tasks_file, script) -> tuple[vf.Trace, list[dict]]:
@@ -170,7 +172,7 @@ def test_rollout_editing_the_tests_scores_zero(tasks_file):
     assert trace.metrics["fail_to_pass"] == 0.0
     # the visible test the agent broke was restored from the task before grading
     assert trace.metrics["pass_to_pass"] == 1.0
-    assert "tests/test_pricing.py::test_discount_reduces_amount" in trace.info["feature_deletion"]["broken"]
+    assert "tests/test_pricing.py::test_discount_reduces_amount" in trace.info["grading"]["fail_to_pass_failed"]
 
 
 def test_rollout_searching_for_the_deleted_code_finds_nothing(tasks_file):

@@ -36,6 +36,7 @@ from tests.support.swegym_repo import (
 )
 
 Action = Callable[[vf.Runtime], Awaitable[Any]]
+METRICS = {"fail_to_pass": 1.0, "pass_to_pass": 1.0, "network_isolated": 1.0, "timed_out": 0.0, "void": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +103,10 @@ def applying(patch: str) -> Action:
 
 def test_gold_patch_scores_one_and_is_captured(task: SWEGymTask, toy: ToyInstance) -> None:
     trace, _ = box(task, applying(toy.row["patch"]))
-    assert trace.rewards["resolved"].score == 1.0
-    assert trace.metrics == {"f2p_pass_fraction": 1.0, "p2p_pass_fraction": 1.0}
-    report = trace.info["swe_gym"]["report"]
-    assert report["resolved"] and report["tests_exit_code"] == 0 and report["error"] is None
+    assert trace.rewards["solved"].score == 1.0
+    assert trace.metrics == METRICS
+    grading = trace.info["grading"]
+    assert grading["solved"] and grading["exit_code"] == 1 and grading["error"] is None and grading["void"] == []
     # The agent's diff is captured against the box commit and is the gold fix itself.
     assert trace.info["patch"].startswith("diff --git a/calc/ops.py b/calc/ops.py")
     assert f"+    {FIX_SECRET}" in trace.info["patch"]
@@ -113,10 +114,10 @@ def test_gold_patch_scores_one_and_is_captured(task: SWEGymTask, toy: ToyInstanc
 
 def test_untouched_repo_scores_zero(task: SWEGymTask) -> None:
     trace, _ = box(task)
-    assert trace.rewards["resolved"].score == 0.0
-    assert trace.metrics == {"f2p_pass_fraction": 0.0, "p2p_pass_fraction": 1.0}
+    assert trace.rewards["solved"].score == 0.0
+    assert trace.metrics == {**METRICS, "fail_to_pass": 0.0}
     assert trace.info["patch"] == ""
-    assert trace.info["swe_gym"]["report"]["f2p_failed"] == FAIL_TO_PASS
+    assert trace.info["grading"]["fail_to_pass_failed"] == FAIL_TO_PASS
 
 
 def test_patch_that_breaks_a_pass_to_pass_test_scores_zero(task: SWEGymTask, toy: ToyInstance) -> None:
@@ -125,9 +126,9 @@ def test_patch_that_breaks_a_pass_to_pass_test_scores_zero(task: SWEGymTask, toy
         await sh(runtime, "sed -i 's/return a + b/return a - b/' calc/ops.py")
 
     trace, _ = box(task, fix_but_break_add)
-    assert trace.rewards["resolved"].score == 0.0
-    assert trace.metrics == {"f2p_pass_fraction": 1.0, "p2p_pass_fraction": 0.75}
-    assert trace.info["swe_gym"]["report"]["p2p_failed"] == ["tests/test_ops.py::test_add"]
+    assert trace.rewards["solved"].score == 0.0
+    assert trace.metrics == {**METRICS, "pass_to_pass": 0.75}
+    assert trace.info["grading"]["pass_to_pass_failed"] == ["tests/test_ops.py::test_add"]
 
 
 def test_edits_to_the_graded_tests_do_not_count(task: SWEGymTask) -> None:
@@ -137,8 +138,8 @@ def test_edits_to_the_graded_tests_do_not_count(task: SWEGymTask) -> None:
         await sh(runtime, "printf '\\n\\ndef test_clamp_high():\\n    pass\\n' >> tests/test_ops.py")
 
     trace, _ = box(task, fake_the_tests)
-    assert trace.rewards["resolved"].score == 0.0
-    assert trace.metrics["f2p_pass_fraction"] == 0.0
+    assert trace.rewards["solved"].score == 0.0
+    assert trace.metrics["fail_to_pass"] == 0.0
     assert "tests/test_clamp.py" in trace.info["patch"]  # captured before grading, so the attempt is on record
 
 
@@ -194,7 +195,7 @@ def test_image_mode_squashes_the_images_history_and_grades(toy: ToyInstance, tmp
     trace, seen = box(image_task, lambda runtime: inspect(runtime, toy), score=False, before=like_an_image)
     assert_no_future(seen, trace.info["swe_gym"]["box_commit"], toy)
     trace, _ = box(image_task, applying(toy.row["patch"]), before=like_an_image)
-    assert trace.rewards["resolved"].score == 1.0
+    assert trace.rewards["solved"].score == 1.0
     assert f"+    {FIX_SECRET}" in trace.info["patch"]
 
 

@@ -55,7 +55,7 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
 
     assert trace.ok, trace.errors
     assert trace.reward == 1.0
-    assert trace.metrics["f2p_pass_fraction"] == 1.0 and trace.metrics["p2p_pass_fraction"] == 1.0
+    assert trace.metrics["fail_to_pass"] == 1.0 and trace.metrics["pass_to_pass"] == 1.0
     assert len(requests) == 4
     assert requests[0]["messages"][1]["content"] == task.data.prompt
     assert "clamp(x, lo, hi) returns x unchanged" in task.data.prompt

@@ -2,7 +2,7 @@
 
 History of `toy/calc` (every commit made with real git):
 
-    c1  "calc: add"                      calc/ops.py with add(); tests/test_ops.py
+    c1  "calc: add"                      calc/ops.py with add(); tests/test_ops.py; tests/conftest.py (a fixture)
     c2  "calc: clamp" = base_commit      clamp() with a bug (values above `hi` pass through); its low-side test
     c3  "fix clamp above hi"             the fix, a new test in tests/test_ops.py and a new tests/test_clamp.py
         tag v0.2, branch `release`       (future refs the box must not carry)
@@ -42,6 +42,8 @@ TEST_CLAMP_C3 = (
     '@pytest.mark.parametrize("x,expected", [(-1, 0), (2, 2), (7, 3)])\n'
     "def test_clamp_range(x, expected):\n    assert clamp(x, 0, 3) == expected\n"
 )
+CONFTEST = 'import pytest\n\n\n@pytest.fixture\ndef unit_range():\n    return (0, 1)\n'
+"""The repository's own `tests/conftest.py` (an agent may edit it legitimately)."""
 FIX_SECRET = "if x > hi:"
 """A line only the fix commit has: the box must not be able to find it anywhere in its git objects."""
 
@@ -101,7 +103,7 @@ def build_toy_instance(root: Path) -> ToyInstance:
     git(repo, "init", "-q", "--initial-branch=main")
     _commit(
         repo,
-        {"calc/__init__.py": "", "calc/ops.py": OPS_C1, "tests/test_ops.py": TESTS_C1},
+        {"calc/__init__.py": "", "calc/ops.py": OPS_C1, "tests/test_ops.py": TESTS_C1, "tests/conftest.py": CONFTEST},
         "calc: add",
         "2024-01-01T10:00:00Z",
     )

@@ -183,7 +183,10 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}
     escaping = {**good, "test_files": {"../outside.py": "x = 1\n"}, "held_out": []}
     path = tmp_path / "tasks.jsonl"
-    path.write_text("\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)]) + "\n")
+    path.write_text(
+        "\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)])
+        + "\n"
+    )
     tasks, errors = load_rows(path)
     assert [task.task_id for task in tasks] == ["r:m.py::f"]
     assert errors[0] == "row 2 (task_id 'r:m.py::f'): field 'gold_patch' is missing"
@@ -192,3 +195,69 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     assert "valid list" in errors[2]
     assert errors[3] == "row 5: expected a JSON object, got list"
     assert "path '../outside.py' is not a relative path inside the repository" in errors[4]
+
+
+def test_copy_index_measures_near_copies_and_call_sites_resolve_by_reference():
+    from composer_prime.mining.copies import NEAR_COPY, CopyIndex
+
+    body = FILES["shop/cart.py"].split("class Cart:", 1)[1]
+    edited = body.replace("if quantity <= 0:", "if quantity < 1:")
+    index = CopyIndex({"vendor/cart.py": "class Cart:" + edited, "shop/textutil.py": FILES["shop/textutil.py"]})
+    shares = index.overlaps(body, {})
+    assert shares["vendor/cart.py"] >= NEAR_COPY and "shop/textutil.py" not in shares
+    assert index.overlaps(body, {"vendor/cart.py": None}) == {}  # a file the deletion removed holds nothing
+    assert index.overlaps("return x\n", {}) == {}  # too short to judge by shingles
+    feature = _feature(FILES, "shop/cart.py", "Cart.count")
+    files = {
+        "shop/cart.py": FILES["shop/cart.py"],
+        "shop/report.py": "from shop.cart import Cart\n\n\ndef n(cart: Cart):\n    return cart.count()\n",
+        "shop/other.py": "def words(text):\n    return text.count(' ')\n",
+    }
+    assert call_sites(files, feature) == ["shop/report.py:5: return cart.count()"]
+    assert call_sites(files, feature, exclude=frozenset({"shop/report.py"})) == []
+
+
+def test_ranking_puts_documented_public_api_with_several_tests_first():
+    from composer_prime.mining.miner import is_public, rank, why_kept
+
+    files = {
+        "pkg/_impl.py": 'def helper(x):\n    """Help."""\n    y = x + 1\n    return y\n',
+        "pkg/api.py": 'def run(x):\n    """Run."""\n    y = x * 2\n    return y\n\n\ndef bare(x):\n    return x\n',
+    }
+    run, bare = _feature(files, "pkg/api.py", "run"), _feature(files, "pkg/api.py", "bare")
+    helper = _feature(files, "pkg/_impl.py", "helper")
+    assert is_public(run) and is_public(bare) and not is_public(helper)
+    ordered = sorted([(helper, 5), (bare, 5), (run, 1), (run, 4)], key=lambda fc: rank(*fc))
+    assert ordered == [(run, 4), (run, 1), (bare, 5), (helper, 5)]
+    assert why_kept(run, 4) == "public API, documented, 4 covering test(s), 2-line body"
+
+
+def test_deletion_edits_the_source_text_and_keeps_its_formatting():
+    """more-itertools' `__all__` came back as one 1,692-character line; only the deleted name's line may change."""
+    init = (
+        '"""Pkg."""\n\nfrom pkg.core import (  # the public names\n    first,\n    last,\n    only,\n)\n\n'
+        '__all__ = [\n    "first",\n    "last",  # the end\n    "only",\n]\n'
+    )
+    core = (
+        'def first(xs):\n    """First."""\n    return xs[0]\n\n\n'
+        'def last(xs):\n    """Last."""\n    return xs[-1]\n\n\n'
+        'def only(xs):\n    """Only."""\n    (x,) = xs\n    return x\n'
+    )
+    files = {"pkg/__init__.py": init, "pkg/core.py": core}
+    deletion = delete_feature(files, _feature(files, "pkg/core.py", "last"))
+    assert deletion.changed["pkg/__init__.py"] == init.replace("    last,\n", "").replace(
+        '    "last",  # the end\n', ""
+    )
+    patch = unified_patch(before=deletion.changed, after={p: files[p] for p in deletion.changed})
+    added = [line for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    removed = [line for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == []
+    assert added == [
+        "+    last,",
+        '+    "last",  # the end',
+        "+",
+        "+",
+        "+def last(xs):",
+        '+    """Last."""',
+        "+    return xs[-1]",
+    ]

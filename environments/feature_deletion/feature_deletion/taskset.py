@@ -2,29 +2,37 @@
 
 Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`). `setup` unpacks
 the scrubbed snapshot (a fresh single-commit git repository, no bytecode or caches, the feature's test files held
-out) into the rollout's work directory. At scoring, `grade` puts back every test file, `conftest.py` and pytest
-configuration from the task (agent edits undone, agent-added ones removed, `__pycache__` cleared), writes the
-held-out tests in for the first time, and runs the suite once with a timeout, without network where `unshare -n`
-works in the box. Reward 1.0 when every FAIL_TO_PASS test passes and no PASS_TO_PASS test breaks, else 0.0; the two
-pass fractions are metrics. `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the
-untouched repository and expects less).
+out) into the rollout's work directory. At scoring every process the rollout started is killed, then
+`composer_prime.grading` grades the box: files the agent added outside the task's source folders are removed, the
+task's test files (held-out ones included) are written over the agent's, changed Python files are scanned for test
+machinery, canary tests are planted, and the suite runs once through the trusted launcher (`python -I -S`, pinned
+`-c`/`--rootdir`, no network but loopback). Reward `solved` is 1.0 when every FAIL_TO_PASS test passes, no
+PASS_TO_PASS test breaks and the grade is neither void nor timed out, else 0.0; the metrics are the grading
+module's. `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the untouched repository
+and expects less).
+
+On the subprocess runtime the box is a host folder: a rollout can read the host (the target library's installed
+or vendored copies included) and write into shared environments. The grader ignores `.pth` code and start-up hooks
+and voids forged passes, but only an image runtime keeps the box clean; the taskset says so when it starts.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import functools
+import io
 import logging
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+import tarfile
+from pathlib import Path, PurePosixPath
 
 import verifiers.v1 as vf
 from pydantic import Field
 
+from composer_prime import grading
+from composer_prime.grading import tree
+from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
+from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
-from composer_prime.mining.testrun import PYTEST_ARGS
-from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction, passing
 from composer_prime.teachers.judge import TeacherTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -36,22 +44,11 @@ SYSTEM = (
 )
 SNAPSHOT_FILE = ".feature-deletion-snapshot.tar.gz"
 GOLD_FILE = ".feature-deletion-gold.patch"
-ROOT_CONFIGS = ("pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 PATCH_CAP_BYTES = 200_000
-
-# Files that change what pytest runs: any the task does not own are removed before grading.
-_LIST_INFLUENCERS = (
-    "find . -path ./.git -prune -o \\( -name conftest.py -o -name sitecustomize.py -o -name usercustomize.py "
-    "-o -name __pycache__ \\) -print0; for f in "
-    + " ".join(ROOT_CONFIGS)
-    + '; do [ -e "$f" ] && printf "./%s\\0" "$f"; done; true'
-)
-# Runs the test command: network namespace when allowed, `timeout` when present, the work tree first on sys.path.
-_RUN_SUITE = (
-    'net=""; if [ "$FD_ISOLATE" = 1 ] && unshare -n true 2>/dev/null; then net="unshare -n"; fi; '
-    'echo "feature-deletion-network=${net:+isolated}"; '
-    'export PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=".:src${PYTHONPATH:+:$PYTHONPATH}"; '
-    'if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$FD_LIMIT" $net "$@"; fi; exec $net "$@"'
+SUBPROCESS_WARNING = (
+    "feature-deletion: the subprocess runtime shares the host with the agent: a rollout can read installed or "
+    "vendored copies of the target library and write into shared environments; train on an image runtime "
+    "(docs/feature-deletion.md)"
 )
 
 
@@ -71,7 +68,9 @@ class FeatureDeletionTaskConfig(TeacherTaskConfig):
     test_timeout_s: float | None = Field(None, gt=0)
     """Limit for the grading run of the suite, in seconds; None keeps the task's own."""
     isolate_network: bool = True
-    """Grade under `unshare -n` (no network) where the box allows it; the metric `network_isolated` says if it did."""
+    """Grade in a network namespace of its own (loopback up) where the box allows it; metric `network_isolated`."""
+    python: str | None = None
+    """Interpreter in the box that runs the grader (it needs pytest); None takes the test command's (`python`)."""
 
 
 class FeatureDeletionConfig(vf.TasksetConfig):
@@ -80,23 +79,21 @@ class FeatureDeletionConfig(vf.TasksetConfig):
     task: FeatureDeletionTaskConfig = FeatureDeletionTaskConfig()
 
 
-@dataclass
-class Grade:
-    outcomes: dict[str, str] = field(default_factory=dict)
-    fail_to_pass: float = 0.0
-    pass_to_pass: float = 0.0
-    network_isolated: bool = False
-    seconds: float = 0.0
-    error: str | None = None
-    output_tail: str = ""
-
-    @property
-    def solved(self) -> bool:
-        return self.error is None and self.fail_to_pass == 1.0 and self.pass_to_pass == 1.0
+@functools.lru_cache(maxsize=32)
+def snapshot_files(snapshot: str) -> dict[str, bytes]:
+    """The work-tree files of a task snapshot (its `.git` left out), read on the host."""
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(snapshot)), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            if member.isfile() and PurePosixPath(member.name).parts[0] != ".git":
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    files[member.name] = handle.read()
+    return files
 
 
-async def _run(runtime: vf.Runtime, argv: list[str], what: str, env: dict[str, str] | None = None) -> vf.ProgramResult:
-    result = await runtime.run(argv, env or {})
+async def _run(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
+    result = await runtime.run(argv, {})
     if result.exit_code != 0:
         raise RuntimeError(f"feature-deletion: {what} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}")
     return result
@@ -104,14 +101,17 @@ async def _run(runtime: vf.Runtime, argv: list[str], what: str, env: dict[str, s
 
 class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletionTaskConfig]):
     @property
-    def test_cmd(self) -> list[str]:
-        return self.config.test_cmd or self.data.mined.test_cmd
-
-    @property
     def test_timeout_s(self) -> float:
         return self.config.test_timeout_s or self.data.mined.test_timeout_s
 
+    @property
+    def python(self) -> str:
+        cmd = self.config.test_cmd or self.data.mined.test_cmd
+        return self.config.python or (cmd[0] if cmd[1:3] == ["-m", "pytest"] else "python")
+
     async def setup(self, runtime: vf.Runtime) -> None:
+        warn_on_subprocess(runtime, SUBPROCESS_WARNING)
+        tag_box(runtime)
         await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.mined.snapshot))
         await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the snapshot")
         await _run(runtime, ["rm", "-f", SNAPSHOT_FILE], "removing the snapshot archive")
@@ -122,57 +122,46 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         if result.exit_code == 0:
             trace.info["patch"] = result.stdout[:PATCH_CAP_BYTES]
 
-    async def grade(self, runtime: vf.Runtime) -> Grade:
-        """Restore the task's test files, add the held-out ones, run the suite once and compare against the task."""
+    def suite(self) -> grading.Suite:
         mined = self.data.mined
-        started = time.monotonic()
-        listing = await _run(runtime, ["sh", "-c", _LIST_INFLUENCERS], "listing test configuration")
-        stray = [p for p in listing.stdout.split("\0") if p and p.removeprefix("./") not in mined.test_files]
-        if stray:
-            await _run(runtime, ["rm", "-rf", "--", *stray], "removing files the task does not own")
-        for path, text in mined.test_files.items():
-            await runtime.write(path, text.encode("utf-8"))
-        limit = self.test_timeout_s
-        env = {"FD_ISOLATE": "1" if self.config.isolate_network else "0", "FD_LIMIT": f"{limit:g}"}
-        argv = ["sh", "-c", _RUN_SUITE, "feature-deletion-grade", *self.test_cmd, *PYTEST_ARGS]
-        grade = Grade()
-        try:
-            result = await asyncio.wait_for(runtime.run(argv, env), limit + 30)
-        except TimeoutError:
-            grade.error = f"the test run did not return within {limit + 30:g}s"
-        else:
-            output = result.stdout + "\n" + result.stderr
-            grade.outcomes = parse_outcomes(output)
-            grade.network_isolated = "feature-deletion-network=isolated" in result.stdout
-            grade.output_tail = output[-4000:]
-            if result.exit_code in (124, 137):
-                grade.error = f"the test run was killed after {limit:g}s (test_timeout_s)"
-        grade.fail_to_pass = pass_fraction(grade.outcomes, mined.fail_to_pass)
-        grade.pass_to_pass = pass_fraction(grade.outcomes, mined.pass_to_pass)
-        grade.seconds = time.monotonic() - started
-        return grade
+        tests = [*mined.fail_to_pass, *mined.pass_to_pass]
+        return grading.Suite(
+            fail_to_pass=mined.fail_to_pass,
+            pass_to_pass=mined.pass_to_pass,
+            targets=sorted({test.split("::", 1)[0] for test in tests}),
+            timeout_s=self.test_timeout_s,
+            isolate_network=self.config.isolate_network,
+            python=self.python,
+            settings=repo_settings({n: t for n, t in mined.test_files.items() if n in CONFIG_NAMES}),
+        )
+
+    def baseline(self) -> grading.Baseline:
+        files = snapshot_files(self.data.mined.snapshot)
+
+        async def original(path: str) -> str | None:
+            data = files.get(path)
+            return None if data is None else data.decode("utf-8", "replace")
+
+        return grading.Baseline(
+            files={path: tree.sha256(data) for path, data in files.items()},
+            original=original,
+            owned={path: text.encode("utf-8") for path, text in self.data.mined.test_files.items()},
+        )
+
+    async def grade(self, runtime: vf.Runtime) -> grading.Grade:
+        """Kill the rollout's processes, then grade the box (`composer_prime.grading`)."""
+        await reap(runtime)
+        return await grading.grade(runtime, self.suite(), self.baseline())
 
     @vf.metric
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
         grade = await self.grade(runtime)
-        passed = passing(grade.outcomes)
-        trace.info["feature_deletion"] = {
-            "broken": [t for t in self.data.mined.fail_to_pass + self.data.mined.pass_to_pass if t not in passed][:50],
-            "error": grade.error,
-            "seconds": round(grade.seconds, 3),
-            "output_tail": grade.output_tail,
-        }
-        return {
-            "fail_to_pass": grade.fail_to_pass,
-            "pass_to_pass": grade.pass_to_pass,
-            "network_isolated": float(grade.network_isolated),
-        }
+        trace.info["grading"] = grade.info()
+        return grade.metrics()
 
     @vf.reward(weight=1.0)
     async def solved(self, trace: vf.Trace) -> float:
-        info = trace.info.get("feature_deletion") or {}
-        ok = info.get("error") is None and "fail_to_pass" in trace.metrics
-        return float(ok and trace.metrics["fail_to_pass"] == 1.0 and trace.metrics.get("pass_to_pass") == 1.0)
+        return float(bool((trace.info.get("grading") or {}).get("solved")))
 
     async def validate(self, runtime: vf.Runtime) -> bool:
         """The gold patch must solve the task (0.4.0's validate also checks that the untouched repo does not)."""
@@ -181,7 +170,13 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         await _run(runtime, ["rm", "-f", GOLD_FILE], "removing the gold patch")
         grade = await self.grade(runtime)
         if not grade.solved:
-            logger.warning("feature-deletion: gold patch of %s does not solve it: %s", self.data.name, grade.error)
+            logger.warning(
+                "feature-deletion: gold patch of %s does not solve it: error %s, void %s, failing %s",
+                self.data.name,
+                grade.error,
+                grade.void,
+                (grade.fail_to_pass_failed + grade.pass_to_pass_failed)[:5],
+            )
         return grade.solved
 
 

@@ -16,10 +16,16 @@ rollout), and the agent's diff against it applies to the real `base_commit` unch
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import uuid
+import zlib
 
 import verifiers.v1 as vf
+
+from composer_prime.grading import tree
+from composer_prime.grading.pytest_config import CONFIG_NAMES
 
 SQUASH_SCRIPT = """
 set -eu
@@ -101,3 +107,37 @@ async def apply_patch(runtime: vf.Runtime, patch: str) -> str | None:
     if result.exit_code != 0:
         return (result.stderr or result.stdout).strip()[-800:] or f"exit {result.exit_code}"
     return None
+
+
+async def capture_baseline(runtime: vf.Runtime) -> dict:
+    """Before the agent runs: each file's sha256 (a 16-hex prefix) and the root pytest configuration texts."""
+    listing = await runtime.run(["sh", "-c", tree.LIST_FILES], {})
+    _check(listing, "listing the box's files")
+    files, _ = tree.parse_listing(listing.stdout)
+    configs = {}
+    for name in CONFIG_NAMES:
+        if name in files:
+            configs[name] = (await runtime.read(name, max_bytes=1_000_000)).decode("utf-8", "replace")
+    return {"files": {path: digest[:16] for path, digest in files.items()}, "configs": configs}
+
+
+def pack(baseline: dict) -> str:
+    """The baseline as it travels on `trace.info` (zlib-compressed JSON, base64)."""
+    return base64.b64encode(zlib.compress(json.dumps(baseline).encode(), 6)).decode("ascii")
+
+
+def unpack(packed: str) -> dict:
+    return json.loads(zlib.decompress(base64.b64decode(packed)))
+
+
+def original_reader(runtime: vf.Runtime, box_commit: str, files: dict[str, str]):
+    """Reads a file's text at `box_commit`; a blob whose sha256 disagrees with the baseline reads as None."""
+
+    async def original(path: str) -> str | None:
+        result = await runtime.run(["git", "cat-file", "blob", f"{box_commit}:{path}"], {})
+        data = (result.stdout or "").encode("utf-8", "surrogateescape")
+        if result.exit_code != 0 or not tree.sha256(data).startswith(files.get(path, "-")):
+            return None
+        return result.stdout
+
+    return original

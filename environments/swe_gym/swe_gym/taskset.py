@@ -1,12 +1,19 @@
 """swe-gym: SWE-Gym instances as verifiers v1 tasks, graded with SWE-bench semantics.
 
 The agent gets the issue text and a box whose work directory holds the repository at `base_commit` (see
-`box.py` for why the box's git history is a single commit). When it finishes, its diff against that commit is
-captured on `trace.info["patch"]`; then the box's test files are reset, the instance's `test_patch` applied and
-its FAIL_TO_PASS / PASS_TO_PASS tests run (`grading.py`). Reward `resolved` is 1.0 iff all of them pass.
+`box.py` for why the box's git history is a single commit). Before the agent starts, the box's files are listed
+(sha256 each) and its root pytest configuration read; both travel on `trace.info["swe_gym"]["baseline"]`. When it
+finishes, its diff against that commit is captured on `trace.info["patch"]`; then every process of the rollout is
+killed and `composer_prime.grading` grades the box: files the agent added outside the source folders are removed,
+its changes are scanned for test machinery, the instance's `test_patch` is applied over reset test files
+(`grading.py`) and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher (no
+network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
+A `conftest.py` the agent edits legitimately still counts; a forged pass voids the grade.
 
-Runtimes: `mode = "image"` gives every task SWE-Gym's per-instance container image (docker, prime); `mode =
-"local"` runs on the subprocess runtime with a snapshot and a venv prepared once on the host (`local.py`).
+Runtimes: `mode = "image"` gives every task SWE-Gym's per-instance container image (docker, prime), the training
+path; `mode = "local"` runs on the subprocess runtime with a snapshot and a venv prepared once on the host
+(`local.py`). A local box is a host folder: the agent can read the host (the source clone that holds the fix
+included) and write into the shared venv, which the taskset says in its log when it starts.
 """
 
 from __future__ import annotations
@@ -14,13 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
 import verifiers.v1 as vf
 from pydantic import Field
 
+from composer_prime import grading as grader
+from composer_prime.grading.pytest_config import repo_settings
+from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
@@ -40,7 +50,10 @@ The Python repository {repo} is checked out in your working directory. Consider 
 Make the changes to the repository's non-test files that resolve the issue. Tests that check the fix already \
 exist and will be run after you finish, so you do not need to write or modify tests."""
 
-DEFAULT_TEST_CMD = ["python", "-m", "pytest", "-rA", "-v", "-p", "no:cacheprovider", "--color=no"]
+LOCAL_WARNING = (
+    "swe-gym: local mode runs on the subprocess runtime: a rollout can read the host (the source clone holding "
+    "the fix included) and write into the shared venv; train in image mode (docs/swe-gym.md)"
+)
 # SWE-bench-style images keep the project's environment in the `testbed` conda env.
 IMAGE_PATH = (
     "/opt/miniconda3/envs/testbed/bin:/opt/miniconda3/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -73,11 +86,12 @@ class SWEGymData(vf.TaskData):
 class SWEGymTaskConfig(TeacherTaskConfig):
     local: LocalConfig = LocalConfig()
     """Local mode: repository sources, environment recipes and the host cache."""
-    test_cmd: list[str] = Field(default_factory=lambda: list(DEFAULT_TEST_CMD))
-    """The pytest command (the test files or ids are appended); it must report with `-rA` (and `-v`, for skipped
-    tests to be named) for grading to read it."""
-    test_cmds: dict[str, list[str]] = Field(default_factory=dict)
-    """`owner/name` -> its test command, for repos that need another one."""
+    python: str = "python"
+    """The interpreter in the box that runs the grader's pytest launcher (found on the box's PATH; needs pytest)."""
+    pythonpath: list[str] = Field(default_factory=lambda: [".", "src"])
+    """Image mode: folders of the work tree that hold the code under test (local mode uses its env's)."""
+    isolate_network: bool = True
+    """Grade in a network namespace of its own (loopback up) where the box allows it; metric `network_isolated`."""
     run_by_id: list[str] = Field(default_factory=lambda: ["python/mypy"])
     """Repos (`owner/name`) whose graded tests run by test id rather than by file: mypy's cases are data-driven, so
     its ids all name `mypy/test/testcheck.py`, whose whole run takes many minutes."""
@@ -112,7 +126,9 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return venv_vars(env_path(self.config.local, self.row()))
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        tag_box(runtime)
         if self.data.mode == "local":
+            warn_on_subprocess(runtime, LOCAL_WARNING)
             row = self.row()
             snapshot = await asyncio.to_thread(prepare_snapshot, self.config.local, row)
             await asyncio.to_thread(prepare_env, self.config.local, row, snapshot)
@@ -122,86 +138,98 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             runtime.env = {**runtime.env, **box_env(self.config.local, row, workdir)}
         else:
             commit = await box.squash_to_base(runtime, self.data.base_commit, self.data.instance_id)
-        trace.info["swe_gym"] = {"instance_id": self.data.instance_id, "box_commit": commit}
+        baseline = box.pack(await box.capture_baseline(runtime))
+        trace.info["swe_gym"] = {"instance_id": self.data.instance_id, "box_commit": commit, "baseline": baseline}
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         await vf.capture_patch(trace, runtime, base_commit=trace.info["swe_gym"]["box_commit"])
 
-    def test_cmd(self) -> list[str]:
-        return list(self.config.test_cmds.get(self.data.repo, self.config.test_cmd))
-
-    async def grade(self, runtime: vf.Runtime, box_commit: str) -> grading.TestReport:
-        """Reset the test files, apply the test patch, run the tests, and read the outcome."""
+    def suite(self, settings: dict[str, str]) -> grader.Suite:
         d = self.data
-        patch_file = f"/tmp/swe_gym_test_patch_{uuid.uuid4().hex}.diff"
-        await runtime.write(patch_file, d.test_patch.encode())
-        try:
-            argv = grading.grade_argv(
-                box_commit,
-                patch_file,
-                d.test_patch,
-                self.test_cmd(),
-                grading.directives_for(
-                    d.test_patch, d.fail_to_pass, d.pass_to_pass, by_id=d.repo in self.config.run_by_id
-                ),
-                self.config.test_timeout_s,
-            )
-            result = await runtime.run(argv, {})
-        finally:
-            await box.remove(runtime, patch_file)
-        output = (result.stdout or "") + (result.stderr or "")
-        if result.exit_code != 0:
-            if not await box.alive(runtime):
-                raise vf.SandboxError(f"grading {d.instance_id}: the box stopped answering: {output[-300:]}")
-            return grading.TestReport(
-                False,
-                0.0,
-                0.0,
-                list(d.fail_to_pass),
-                list(d.pass_to_pass),
-                error=f"grading script exited {result.exit_code}: {output.strip()[-500:]}",
-            )
-        return grading.report(output, d.fail_to_pass, d.pass_to_pass)
+        by_id = d.repo in self.config.run_by_id
+        pythonpath = self.config.pythonpath
+        if d.mode == "local":
+            pythonpath = self.config.local.env_for(d.repo).pythonpath
+        return grader.Suite(
+            fail_to_pass=d.fail_to_pass,
+            pass_to_pass=d.pass_to_pass,
+            targets=grading.directives_for(d.test_patch, d.fail_to_pass, d.pass_to_pass, by_id=by_id),
+            timeout_s=self.config.test_timeout_s,
+            isolate_network=self.config.isolate_network,
+            python=self.config.python,
+            pythonpath=pythonpath,
+            settings=settings,
+        )
 
-    async def _report(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
+    def _apply_test_patch(self, runtime: vf.Runtime, box_commit: str) -> Callable[[], Awaitable[str | None]]:
+        async def apply() -> str | None:
+            patch_file = f"/tmp/swe_gym_test_patch_{uuid.uuid4().hex}.diff"
+            await runtime.write(patch_file, self.data.test_patch.encode())
+            try:
+                argv = grading.reset_and_apply_argv(box_commit, patch_file, self.data.test_patch)
+                result = await runtime.run(argv, {})
+            finally:
+                await box.remove(runtime, patch_file)
+            output = (result.stdout or "") + (result.stderr or "")
+            if result.exit_code == 0 and grading.APPLIED in output:
+                return None
+            if not await box.alive(runtime):
+                raise vf.SandboxError(f"grading {self.data.instance_id}: the box stopped answering: {output[-300:]}")
+            marker = next((line for line in output.splitlines() if line.startswith(">>>>> swe-gym:")), None)
+            return marker or f"applying the test patch exited {result.exit_code}: {output.strip()[-500:]}"
+
+        return apply
+
+    async def grade(self, runtime: vf.Runtime, box_commit: str, baseline: dict) -> grader.Grade:
+        """Kill the rollout's processes, clean and scan the tree, apply the test patch, run the tests, judge."""
+        await reap(runtime)
+        files = baseline["files"]
+        trusted = grader.Baseline(files=files, original=box.original_reader(runtime, box_commit, files))
+        suite = self.suite(repo_settings(baseline["configs"]))
+        return await grader.grade(runtime, suite, trusted, before_run=self._apply_test_patch(runtime, box_commit))
+
+    async def _grade(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
         info = trace.info.setdefault("swe_gym", {})
-        if "report" not in info:
+        if "grading" not in trace.info:
             box_commit = info.get("box_commit") or await box.head(runtime)
-            info["report"] = (await self.grade(runtime, box_commit)).to_info()
-        return info["report"]
+            baseline = box.unpack(info["baseline"]) if "baseline" in info else await box.capture_baseline(runtime)
+            grade = await self.grade(runtime, box_commit, baseline)
+            trace.info["grading"] = grade.info()
+        return trace.info["grading"]
 
     @vf.metric
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
-        """Pass fractions of the FAIL_TO_PASS and PASS_TO_PASS lists (grading runs once, here)."""
-        report = await self._report(trace, runtime)
-        return {"f2p_pass_fraction": report["f2p_pass_fraction"], "p2p_pass_fraction": report["p2p_pass_fraction"]}
+        """The grading module's metrics (grading runs once, here or in the reward)."""
+        return dict((await self._grade(trace, runtime))["metrics"])
 
     @vf.reward(weight=1.0)
-    async def resolved(self, trace: vf.Trace, runtime: vf.Runtime) -> float:
-        """1.0 iff every FAIL_TO_PASS test passes and every PASS_TO_PASS test still passes."""
-        return 1.0 if (await self._report(trace, runtime))["resolved"] else 0.0
+    async def solved(self, trace: vf.Trace, runtime: vf.Runtime) -> float:
+        """1.0 iff every FAIL_TO_PASS test passes, every PASS_TO_PASS test still passes, and the grade stands."""
+        return 1.0 if (await self._grade(trace, runtime))["solved"] else 0.0
 
     async def validate(self, runtime: vf.Runtime) -> bool:
         """The untouched repo must be unresolved and the gold patch resolved (both graded in this box)."""
         box_commit = await box.head(runtime)
-        untouched = await self.grade(runtime, box_commit)
-        if untouched.resolved:
+        baseline = await box.capture_baseline(runtime)
+        untouched = await self.grade(runtime, box_commit, baseline)
+        if untouched.solved:
             logger.warning("swe-gym: %s is resolved without any change", self.data.instance_id)
             return False
         applied = await box.apply_patch(runtime, self.data.patch)
         if applied:
             logger.warning("swe-gym: %s: the gold patch does not apply: %s", self.data.instance_id, applied)
             return False
-        gold = await self.grade(runtime, box_commit)
-        if not gold.resolved:
+        gold = await self.grade(runtime, box_commit, baseline)
+        if not gold.solved:
             logger.warning(
-                "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; %s)",
+                "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; error %s; void %s)",
                 self.data.instance_id,
-                gold.f2p_failed[:5],
-                gold.p2p_failed[:5],
+                gold.fail_to_pass_failed[:5],
+                gold.pass_to_pass_failed[:5],
                 gold.error,
+                gold.void,
             )
-        return gold.resolved
+        return gold.solved
 
 
 class SWEGymTasksetConfig(vf.TasksetConfig):

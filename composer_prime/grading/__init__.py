@@ -1,0 +1,13 @@
+"""Grading with tests that nothing the agent writes can fool; shared by feature-deletion, swe-gym and the miner.
+
+- `grader`: the steps of one grading in a box (clean tree, scan, canaries, trusted launcher, judgement);
+- `bootstrap`: the launcher copied into the box (`python -I -S -B`, pinned `-c`/`--rootdir`, recorder plugin);
+- `pytest_config`: the trusted ini built from the repository's own settings;
+- `tree`: manifests of the starting tree, stray-file policy and the machinery scan;
+- `grade`: the one `Grade` type and the metric names.
+"""
+
+from composer_prime.grading.grade import Grade
+from composer_prime.grading.grader import Baseline, Suite, grade
+
+__all__ = ["Baseline", "Grade", "Suite", "grade"]

@@ -1,0 +1,100 @@
+"""The trusted pytest launcher the grader copies into a box: stdlib and pytest only, nothing of the box imported.
+
+Run as `python -I -S -B bootstrap.py SPEC` from a directory outside the work tree. `-I` keeps the current
+directory, `PYTHON*` variables and user site-packages off `sys.path` (a `./pytest.py` shim is never imported);
+`-S` skips `site`, so no `sitecustomize`, `usercustomize` or `.pth` `import` line runs. This script adds the
+interpreter's site-packages itself, honouring only the path lines of `.pth` files, and only then imports pytest.
+The code under test reaches `sys.path` through the trusted ini's `pythonpath` (the spec's `-c`), not the
+environment. Plugin autoload is off and `PYTEST_ADDOPTS`/`PYTEST_PLUGINS` are dropped, so the only plugins are
+pytest's own, the recorder below and those the spec names.
+
+The recorder writes one JSON object per test report to the spec's `results` file (opened before any code under
+test is imported); `composer_prime.pytest_outcomes.outcomes_from_records` folds them into outcomes. Inside a
+network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests still work.
+"""
+
+import fcntl
+import json
+import os
+import socket
+import struct
+import sys
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_up():
+    """Set `lo` up (a fresh network namespace starts with it down). Needs CAP_NET_ADMIN in the namespace."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+def add_site_packages():
+    """Put the interpreter's site-packages on sys.path with the path lines of their `.pth` files, no code."""
+    import site  # under -S importing site runs nothing
+
+    for directory in site.getsitepackages():
+        if not os.path.isdir(directory) or directory in sys.path:
+            continue
+        sys.path.append(directory)
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(".pth"):
+                continue
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    line = line.rstrip()
+                    if not line or line.startswith(("#", "import ", "import\t")):
+                        continue
+                    path = os.path.join(directory, line)
+                    if os.path.isdir(path) and path not in sys.path:
+                        sys.path.append(path)
+
+
+class Recorder:
+    """Writes every test and collection report as one JSON line."""
+
+    def __init__(self, path):
+        self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open for the whole session
+
+    def _write(self, record):
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+
+    def pytest_runtest_logreport(self, report):
+        self._write(
+            {"id": report.nodeid, "when": report.when, "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")}
+        )
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self._write({"id": report.nodeid, "when": "collect", "outcome": "failed", "xfail": False})
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        self._write({"exit": int(exitstatus)})
+
+
+def main(spec_path):
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    if os.environ.get("COMPOSER_PRIME_NETNS") == "isolated":
+        loopback_up()
+    for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONINSPECT"):
+        os.environ.pop(name, None)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Subprocesses a test starts find the code under test the same way.
+    os.environ["PYTHONPATH"] = os.pathsep.join(spec["pythonpath"])
+    add_site_packages()
+    sys.path[:0] = spec.get("plugin_dirs", [])
+    recorder = Recorder(spec["results"])
+    import pytest
+
+    code = pytest.main(spec["args"], plugins=[recorder])
+    recorder.handle.close()
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

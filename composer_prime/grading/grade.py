@@ -1,0 +1,85 @@
+"""One grade type and one metric vocabulary for every environment that grades with tests.
+
+Metric names (the same quantity has the same name in feature-deletion and swe-gym):
+
+- `fail_to_pass`: fraction of FAIL_TO_PASS tests that pass;
+- `pass_to_pass`: fraction of PASS_TO_PASS tests that still pass;
+- `network_isolated`: 1.0 when the tests ran in a network namespace of their own;
+- `timed_out`: 1.0 when the run hit its limit and was killed;
+- `void`: 1.0 when a canary came back wrong or the diff scan found test machinery.
+
+The reward `solved` is 1.0 iff the grade has no error, is not void, did not time out, and both fractions are 1.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from composer_prime.pytest_outcomes import PASSING
+
+F2P_OK = PASSING
+P2P_OK = frozenset({*PASSING, "SKIPPED"})
+"""A PASS_TO_PASS test that was skipped counts as maintained (SWE-bench's `get_resolution_status`)."""
+
+
+class Grade(BaseModel):
+    """What grading found. `error`: the tests could not be judged; `void`: they were judged but not trusted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fail_to_pass: float = 0.0
+    """Fraction of FAIL_TO_PASS tests whose outcome is PASSED or XFAIL."""
+    pass_to_pass: float = 0.0
+    """Fraction of PASS_TO_PASS tests whose outcome is PASSED, XFAIL or SKIPPED."""
+    fail_to_pass_failed: list[str] = []
+    """FAIL_TO_PASS ids that did not pass (not run counts as not passed)."""
+    pass_to_pass_failed: list[str] = []
+    """PASS_TO_PASS ids that broke."""
+    network_isolated: bool = False
+    """The run had a network namespace of its own (loopback only)."""
+    timed_out: bool = False
+    """The run hit its time limit and was killed."""
+    void: list[str] = []
+    """Why the grade is not trusted: a canary came back wrong, the scan found test machinery."""
+    removed: list[str] = []
+    """Files the agent added that were removed before the run."""
+    exit_code: int | None = None
+    """pytest's exit status as the recorder saw it (None when it never finished)."""
+    seconds: float = 0.0
+    """Wall-clock time of the whole grading."""
+    error: str | None = None
+    """Why the tests could not be judged (the run never reported, the test patch did not apply)."""
+    output_tail: str = ""
+    """The last lines of the run's output, for inspection."""
+
+    @property
+    def solved(self) -> bool:
+        return (
+            self.error is None
+            and not self.void
+            and not self.timed_out
+            and self.fail_to_pass == 1.0
+            and self.pass_to_pass == 1.0
+        )
+
+    def info(self) -> dict:
+        """The grade as recorded on `trace.info["grading"]` (with `solved` and the metrics)."""
+        return {**self.model_dump(), "solved": self.solved, "metrics": self.metrics()}
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "fail_to_pass": self.fail_to_pass,
+            "pass_to_pass": self.pass_to_pass,
+            "network_isolated": float(self.network_isolated),
+            "timed_out": float(self.timed_out),
+            "void": float(bool(self.void)),
+        }
+
+
+def fraction(outcomes: dict[str, str], tests: Iterable[str], ok: frozenset[str]) -> tuple[float, list[str]]:
+    """The fraction of `tests` whose outcome is in `ok` (1.0 for none) and the ids that are not."""
+    tests = list(tests)
+    failed = [test for test in tests if outcomes.get(test) not in ok]
+    return ((len(tests) - len(failed)) / len(tests) if tests else 1.0), failed

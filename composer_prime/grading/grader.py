@@ -1,0 +1,238 @@
+"""Grade a box: clean the tree, plant canaries, run pytest through the trusted launcher, judge the outcomes.
+
+`grade(runtime, suite, baseline)` runs these steps with the agent's processes already gone (the taskset reaps
+them first):
+
+1. list the box's files and remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth`
+   files, links, bytecode); write the files the task owns (held-out tests, restored test files);
+2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
+3. write canaries: in each test folder a module with a random name holding one test that must pass and one that
+   must fail, with random names too. A plugin that forges reports flips one of them; the grade is then void;
+4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
+   work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
+   allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
+5. read the recorder's report records back from that folder and compare against FAIL_TO_PASS / PASS_TO_PASS.
+
+The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
+way they will be graded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import verifiers.v1 as vf
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer_prime.grading import tree
+from composer_prime.grading.grade import F2P_OK, P2P_OK, Grade, fraction
+from composer_prime.grading.pytest_config import trusted_ini
+from composer_prime.pytest_outcomes import outcomes_from_records
+
+BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
+NETWORK_MARK = "composer-prime-network=isolated"
+# Arguments: isolate (1/0), time limit, then the interpreter's argv. Prints NETWORK_MARK when isolated.
+LAUNCH = f"""
+isolate="$1"; limit="$2"; shift 2
+net=""
+if [ "$isolate" = 1 ]; then
+  if unshare -n true 2>/dev/null; then net="unshare -n"; elif unshare -rn true 2>/dev/null; then net="unshare -rn"; fi
+fi
+if [ -n "$net" ]; then export COMPOSER_PRIME_NETNS=isolated; echo "{NETWORK_MARK}"; fi
+if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$limit" $net "$@"; fi
+exec $net "$@"
+"""
+SCAN_LIMIT = 500
+"""More changed `.py` files than this voids the grade (each one is read and scanned)."""
+
+
+class Suite(BaseModel):
+    """What one grading runs and how it judges."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fail_to_pass: list[str]
+    """Test ids that must pass."""
+    pass_to_pass: list[str]
+    """Test ids that must keep passing."""
+    targets: list[str] = Field(min_length=1)
+    """Test files (or ids) handed to pytest, relative to the work tree."""
+    timeout_s: float = Field(gt=0)
+    """Wall-clock limit of the pytest run."""
+    isolate_network: bool = True
+    """Run in a network namespace of its own (loopback up) where the box allows it."""
+    python: str = "python"
+    """The interpreter in the box that runs the launcher; it must have pytest."""
+    pythonpath: list[str] = Field(default_factory=lambda: [".", "src"])
+    """Folders of the work tree that hold the code under test."""
+    settings: dict[str, str] = Field(default_factory=dict)
+    """The repository's own pytest settings, read before the agent ran (`pytest_config.repo_settings`)."""
+    plugins: dict[str, str] = Field(default_factory=dict)
+    """Extra trusted plugin modules (module name -> source) loaded with `-p` (the miner's call tracer)."""
+    canaries: bool = True
+    """Plant canary tests (off only for the miner's own traced baseline)."""
+
+
+@dataclass
+class Baseline:
+    """The work tree before the agent ran, as the grader may trust it."""
+
+    files: tree.Manifest
+    """Path -> sha256 of every file of the starting tree."""
+    original: Callable[[str], Awaitable[str | None]]
+    """The starting text of a path in `files` (for the scan's added lines)."""
+    owned: dict[str, bytes] = field(default_factory=dict)
+    """Files written into the tree before the run, replacing the agent's version (held-out and restored tests)."""
+
+
+async def _check(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
+    """Run a command in the box; a non-zero exit raises `vf.SandboxError` naming the step."""
+    result = await runtime.run(argv, {})
+    if result.exit_code != 0:
+        detail = (result.stderr or result.stdout).strip()[-500:]
+        raise vf.SandboxError(f"grading: {what} failed (exit {result.exit_code}): {detail}")
+    return result
+
+
+def _canary_module() -> tuple[str, str, str]:
+    """(source, passing name, failing name) of a canary module with random names and numbers."""
+    rng = random.SystemRandom()
+    good, bad = f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}"
+    a, b = rng.randrange(10**5, 10**6), rng.randrange(10**5, 10**6)
+    source = (
+        f"def {good}():\n    total = {a} + {b}\n    assert total == {a + b}\n\n\n"
+        f"def {bad}():\n    product = {a} * {b}\n    assert product == {a * b + rng.randrange(1, 99)}\n"
+    )
+    return source, good, bad
+
+
+def _test_dirs(targets: list[str]) -> list[str]:
+    dirs = [str(PurePosixPath(t.split("::", 1)[0]).parent) for t in targets]
+    return list(dict.fromkeys(dirs))[:3]
+
+
+async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str]]:
+    """Remove the strays, write the owned files, scan the changes: (removed paths, void reasons)."""
+    listing = await _check(runtime, ["sh", "-c", tree.LIST_FILES], "listing the work tree")
+    current, links = tree.parse_listing(listing.stdout)
+    removed = tree.strays(baseline.files, current, links, baseline.owned)
+    for start in range(0, len(removed), 200):
+        await _check(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "removing added files")
+    for path, data in baseline.owned.items():
+        await runtime.write(path, data)
+    kept = [p for p in current if p not in removed and p not in baseline.owned]
+    changed = tree.changed_python(baseline.files, current, kept)
+    if len(changed) > SCAN_LIMIT:
+        return removed, [f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"]
+    void: list[str] = []
+    for path in changed:
+        after = (await runtime.read(path, max_bytes=2_000_000)).decode("utf-8", "replace")
+        before = await baseline.original(path) if path in baseline.files else None
+        void += tree.scan(path, before, after)
+    return removed, void
+
+
+async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Grade, dict[str, str], dict]:
+    """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names)."""
+    grade = Grade()
+    canaries: dict[str, str] = {}  # node id -> expected outcome
+    canary_files = []
+    if suite.canaries:
+        for folder in _test_dirs(suite.targets):
+            source, good, bad = _canary_module()
+            path = str(PurePosixPath(folder) / f"test_{secrets.token_hex(6)}.py")
+            await runtime.write(path, source.encode())
+            canary_files.append(path)
+            canaries[f"{path}::{good}"], canaries[f"{path}::{bad}"] = "PASSED", "FAILED"
+    scratch = f"/tmp/composer-prime-grade-{secrets.token_hex(12)}"
+    results = f"{scratch}/results.jsonl"
+    plugin_args = [arg for name in suite.plugins for arg in ("-p", name)]
+    spec = {
+        "args": [
+            *("-c", f"{scratch}/pytest.ini", "--rootdir", workdir, "--confcutdir", workdir),
+            *("-p", "no:cacheprovider", "--continue-on-collection-errors", "--color=no", "-q"),
+            *plugin_args,
+            *suite.targets,
+            *canary_files,
+        ],
+        "pythonpath": [f"{workdir}/{p}".rstrip("/.") if p != "." else workdir for p in suite.pythonpath],
+        "results": results,
+        "plugin_dirs": [scratch] if suite.plugins else [],
+    }
+    await runtime.write(f"{scratch}/bootstrap.py", BOOTSTRAP.read_bytes())
+    await runtime.write(f"{scratch}/pytest.ini", trusted_ini(suite.settings, workdir, suite.pythonpath).encode())
+    await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
+    for name, source in suite.plugins.items():
+        await runtime.write(f"{scratch}/{name}.py", source.encode())
+    started = time.monotonic()
+    argv = ["sh", "-c", LAUNCH, "composer-prime-grade", "1" if suite.isolate_network else "0"]
+    argv += [f"{suite.timeout_s:g}", suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
+    records: list[dict] = []
+    try:
+        try:
+            result = await asyncio.wait_for(runtime.run(argv, {}), suite.timeout_s + 30)
+        except TimeoutError:
+            grade.timed_out = True
+            grade.error = f"the test run did not return within {suite.timeout_s + 30:g}s"
+            return grade, {}, canaries
+        output = (result.stdout or "") + "\n" + (result.stderr or "")
+        grade.output_tail = output[-4000:]
+        grade.network_isolated = (result.stdout or "").startswith(NETWORK_MARK)
+        grade.timed_out = result.exit_code in (124, 137)
+        raw = await runtime.run(["cat", "--", results], {})
+        for line in (raw.stdout or "").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    finally:
+        await runtime.run(["rm", "-rf", "--", scratch, *canary_files], {})
+    grade.seconds = time.monotonic() - started
+    exits = [r["exit"] for r in records if isinstance(r.get("exit"), int)]
+    grade.exit_code = exits[-1] if exits else None
+    if grade.timed_out:
+        grade.error = f"the test run was killed after {suite.timeout_s:g}s"
+    elif grade.exit_code is None:
+        grade.error = f"pytest did not finish its session (exit {result.exit_code}); see output_tail"
+    return grade, outcomes_from_records(records), canaries
+
+
+async def grade(
+    runtime: vf.Runtime,
+    suite: Suite,
+    baseline: Baseline,
+    before_run: Callable[[], Awaitable[str | None]] | None = None,
+) -> Grade:
+    """Clean the tree, run the suite with canaries, and judge it (see the module docstring). `before_run` (swe-gym:
+    apply the test patch) runs after the cleaning; a message it returns is the grade's error and nothing runs."""
+    started = time.monotonic()
+    workdir = (await _check(runtime, ["pwd", "-P"], "reading the work directory")).stdout.strip()
+    removed, void = await prepare_tree(runtime, baseline)
+    error = await before_run() if before_run is not None else None
+    if error is not None:
+        result, outcomes, canaries = Grade(error=error), {}, {}
+    else:
+        result, outcomes, canaries = await run_suite(runtime, suite, workdir)
+    result.removed, result.void = removed, void
+    return judge(result, outcomes, canaries, suite, started)
+
+
+def judge(result: Grade, outcomes: dict[str, str], canaries: dict[str, str], suite: Suite, started: float) -> Grade:
+    """Fill in the fractions and the canary verdict."""
+    if result.error is None:
+        for test, expected in canaries.items():
+            if outcomes.get(test) != expected:
+                result.void.append(f"canary {test} came back {outcomes.get(test, 'not run')} (expected {expected})")
+    result.fail_to_pass, result.fail_to_pass_failed = fraction(outcomes, suite.fail_to_pass, F2P_OK)
+    result.pass_to_pass, result.pass_to_pass_failed = fraction(outcomes, suite.pass_to_pass, P2P_OK)
+    result.seconds = time.monotonic() - started
+    return result

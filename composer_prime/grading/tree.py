@@ -1,0 +1,126 @@
+"""What the agent changed in the work tree, judged against the tree as it was before the agent ran.
+
+A `Manifest` maps each file of that starting tree to the sha256 of its bytes; it is taken where the agent cannot
+reach it (from the task's snapshot on the host, or in the box before the agent starts). At grading the box's files
+are listed again (`LIST_FILES`) and compared:
+
+- **strays**: files the agent added that are not plain source modules of the task's own packages are removed
+  before the tests run: added test modules and `conftest.py` files, `pytest.py` shims, new top-level packages
+  (`src/pytest/`), `sitecustomize.py`/`usercustomize.py`, `.pth` files, configuration, symlinks;
+- **the scan**: every added line of every changed or added `.py` file is searched for test-machinery patterns
+  (`MACHINERY`): pytest hooks and plugin registration, report objects, pluggy, `sys.modules` and import-system
+  games, start-up hooks. A hit voids the grade and the reason is recorded. Legitimate edits to an existing
+  `conftest.py` (a fixture, a marker) pass; a forged pass does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+
+Manifest = dict[str, str]
+"""Repository-relative path -> sha256 hex of the file's bytes."""
+
+LIST_FILES = (
+    "find . -path ./.git -prune -o -type f -exec sha256sum -z -- {} + && "
+    "find . -path ./.git -prune -o -type l -printf 'l %P\\0'"
+)
+"""In-box command: one NUL-terminated `sha256  ./path` per regular file and `l path` per symlink, `.git` skipped."""
+
+STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
+TEST_DIRS = frozenset({"tests", "test", "testing"})
+
+MACHINERY = [
+    ("a pytest hook", re.compile(r"\bdef\s+pytest_\w+|\bpytest_plugins\b")),
+    ("pytest plugin machinery", re.compile(r"pluginmanager|hookimpl|hookwrapper|hookspec|\bpluggy\b")),
+    ("pytest internals", re.compile(r"\b_pytest\b|\bTestReport\b|\bCallInfo\b|\blongrepr\b|\bpytest\.main\b")),
+    ("report rewriting", re.compile(r"\.outcome\s*=[^=]|\bwasxfail\b|\bkeywords\s*\[")),
+    ("sys.modules games", re.compile(r"\bsys\.modules\b|\bmodules\s*\[\s*['\"](?:_?pytest|pluggy)")),
+    ("import-system hooks", re.compile(r"\bmeta_path\b|\bpath_hooks\b|__import__\s*\(|\bbuiltins\.__import__")),
+    ("start-up hooks", re.compile(r"sitecustomize|usercustomize|\.pth\b")),
+    ("exit games", re.compile(r"\bos\._exit\b|\batexit\b|\bsys\.excepthook\b")),
+]
+"""(reason, pattern) pairs; any added line matching one voids the grade."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_listing(stdout: str) -> tuple[Manifest, list[str]]:
+    """The regular files (path -> sha256) and the symlinks of a `LIST_FILES` run."""
+    files: Manifest = {}
+    links: list[str] = []
+    for entry in stdout.split("\0"):
+        if entry.startswith("l "):
+            links.append(entry[2:])
+        elif "  " in entry:
+            digest, path = entry.split("  ", 1)
+            files[path.removeprefix("./")] = digest
+    return files, links
+
+
+def is_test_path(path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    name = parts[-1]
+    return (
+        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or bool(TEST_DIRS & set(parts))
+    )
+
+
+def source_dirs(paths: Iterable[str]) -> set[str]:
+    """Folders of the starting tree that hold a non-test Python module: where a new module may be added."""
+    return {str(PurePosixPath(p).parent) for p in paths if p.endswith(".py") and not is_test_path(p)}
+
+
+def allowed_addition(path: str, sources: set[str]) -> bool:
+    """An added file the grader keeps: a plain module (not a test, not a start-up hook) in a source folder."""
+    pure = PurePosixPath(path)
+    return (
+        pure.suffix == ".py"
+        and str(pure.parent) in sources
+        and not is_test_path(path)
+        and pure.name not in STARTUP_NAMES
+        and pure.name not in ("pytest.py", "__main__.py")
+        and pure.parent != PurePosixPath(".")
+    )
+
+
+def strays(
+    baseline: Mapping[str, str], current: Mapping[str, str], links: Iterable[str], owned: Iterable[str]
+) -> list[str]:
+    """Paths to remove before the tests run: additions that are not allowed, start-up hooks, `.pth` files, links."""
+    owned = set(owned)
+    sources = source_dirs(baseline)
+    remove = [p for p in links if p not in baseline and p not in owned]
+    for path in current:
+        if path in owned:
+            continue
+        name = PurePosixPath(path).name
+        hook = name in STARTUP_NAMES or name.endswith(".pth")
+        if hook or (path not in baseline and not allowed_addition(path, sources)):
+            remove.append(path)
+    return sorted(set(remove))
+
+
+def changed_python(baseline: Mapping[str, str], current: Mapping[str, str], kept: Iterable[str]) -> list[str]:
+    """The `.py` files among `kept` that are new or differ from the starting tree (whose shas may be prefixes)."""
+    return sorted(p for p in kept if p.endswith(".py") and not current.get(p, "").startswith(baseline.get(p, "-")))
+
+
+def added_lines(before: str | None, after: str) -> list[str]:
+    old = set((before or "").splitlines())
+    return [line for line in after.splitlines() if line not in old]
+
+
+def scan(path: str, before: str | None, after: str) -> list[str]:
+    """One reason per machinery pattern found in the lines the agent added to `path`."""
+    found = []
+    lines = added_lines(before, after)
+    for reason, pattern in MACHINERY:
+        hit = next((line for line in lines if pattern.search(line)), None)
+        if hit is not None:
+            found.append(f"{path}: {reason}: {hit.strip()[:120]!r}")
+    return found

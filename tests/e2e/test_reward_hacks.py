@@ -1,0 +1,291 @@
+"""Red team: every way to a reward without the work that was seen to score 1.0, replayed as a scripted composer-agent
+rollout against both environments (feature-deletion on the mined shop repository, swe-gym local mode on the toy
+calc instance), on the subprocess runtime. Each attack must score 0.0; the honest gold fix scores 1.0.
+
+The boxes (and their shared parent folder, which one attack writes into) live under a private temporary folder,
+and the grader's interpreter is a throwaway venv, so no attack reaches another test's box or environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import verifiers.v1 as vf
+import verifiers.v1.runtimes.subprocess as subprocess_runtime
+from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
+
+from tests.support.featdel_repo import CART, INIT, PRICING, mined_shop
+from tests.support.scripted_server import Reply, ScriptedModelServer, tool
+from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+API_KEY_VAR = "REDTEAM_TEST_KEY"
+TIMEOUT_S = 15.0
+"""The grading run's limit in these tasks: the honest suites take about a second."""
+DAEMON_MARK = "composer-prime-redteam-daemon"
+
+# A plugin that turns every test report into a pass.
+FORGE_PLUGIN = """\
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    report.outcome = "passed"
+    report.longrepr = None
+    return report
+"""
+# The same forgery done at import, spelled so that no machinery pattern matches it: only the canaries can tell.
+FORGE_AT_IMPORT = """
+import importlib as _il
+
+_reports = _il.import_module("_py" + "test.reports")
+_Report = getattr(_reports, "Test" + "Report")
+_make = _Report.from_item_and_call
+
+
+def _forced(cls, item, call):
+    report = _make(item, call)
+    setattr(report, "out" + "come", "passed")
+    setattr(report, "long" + "repr", None)
+    return report
+
+
+setattr(_Report, "from_item_and_call", classmethod(_forced))
+"""
+# `python -m pytest` run from the work tree would execute this instead of pytest: the real one, plus the forger.
+PYTEST_SHIM = """\
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in (here, os.path.dirname(here))]
+for name in [m for m in sys.modules if m == "pytest" or m.startswith("pytest.")]:
+    del sys.modules[name]
+import pytest
+
+sys.path.insert(0, os.getcwd())
+raise SystemExit(pytest.main(sys.argv[1:] + ["-p", "forge"]))
+"""
+HANG = "\nimport threading as _t, time as _time\n_t.Thread(target=_time.sleep, args=(3600,)).start()\n"
+
+
+class Env:
+    """One environment under attack: its task, the package the agent may edit, the honest fix."""
+
+    def __init__(self, name: str, task: vf.Task, package: str, honest: list[Reply], breaks_p2p: Reply):
+        self.name, self.task, self.package, self.honest, self.breaks_p2p = name, task, package, honest, breaks_p2p
+
+
+@pytest.fixture(scope="module")
+def private_boxes(tmp_path_factory: pytest.TempPathFactory):
+    patch = pytest.MonkeyPatch()
+    patch.setattr(subprocess_runtime, "CACHE_DIR", tmp_path_factory.mktemp("redteam-boxes"))
+    yield subprocess_runtime.CACHE_DIR / "runtimes" / "subprocess"
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def grader_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv without packages of its own that sees this interpreter's site-packages through a `.pth` path line."""
+    venv = tmp_path_factory.mktemp("redteam-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.check_output([venv / "bin" / "python", "-c", PURELIB], text=True, timeout=60).strip())
+    (site / "host_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv
+
+
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+@pytest.fixture(autouse=True)
+def box_environment(monkeypatch: pytest.MonkeyPatch, grader_venv: Path, private_boxes: Path) -> None:
+    monkeypatch.setenv("PATH", os.pathsep.join([str(grader_venv / "bin"), os.environ["PATH"]]))
+    monkeypatch.setenv(API_KEY_VAR, "scripted")
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> dict[str, Env]:
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    _, tasks_file, _ = mined_shop(tmp_path_factory)
+    config = resolve_env_config(
+        {"taskset": {"id": "feature-deletion", "tasks": str(tasks_file), "task": {"test_timeout_s": TIMEOUT_S}}}
+    )
+    featdel = {task.data.name: task for task in load_taskset(config.taskset)}[
+        "shop-repo:shop/pricing.py::apply_discount"
+    ]
+    root = tmp_path_factory.mktemp("redteam-swegym")
+    toy = build_toy_instance(root / "src")
+    local = {**local_task_config(root / "cache", toy.repo), "test_timeout_s": TIMEOUT_S}
+    swe_config = SWEGymTasksetConfig(data_file=write_jsonl(root / "rows.jsonl", [toy.row]), mode="local", task=local)
+    (swegym,) = SWEGymTaskset(swe_config).load()
+    cart_head = CART.split("\n\n\n")[0]
+    return {
+        "feature-deletion": Env(
+            "feature-deletion",
+            featdel,
+            "shop",
+            [
+                tool("create", path="shop/pricing.py", content=PRICING),
+                tool("str_replace", path="shop/cart.py", old_str='"""A shopping cart."""\n', new_str=cart_head),
+                tool("create", path="shop/__init__.py", content=INIT),
+            ],
+            tool("bash", command="""sed -i 's/return "-".join(words)/return "_".join(words)/' shop/textutil.py"""),
+        ),
+        "swe-gym": Env(
+            "swe-gym",
+            swegym,
+            "calc",
+            [
+                tool(
+                    "str_replace",
+                    path="calc/ops.py",
+                    old_str="        return lo\n    return x\n",
+                    new_str=f"        return lo\n    {FIX_SECRET}\n        return hi\n    return x\n",
+                )
+            ],
+            tool("bash", command="sed -i 's/return a + b/return a - b/' calc/ops.py"),
+        ),
+    }
+
+
+def rollout(env: Env, steps: list[Reply]) -> vf.Trace:
+    script = [*steps, tool("finish", message="done")]
+    with ScriptedModelServer(script) as server:
+        agent = vf.make_agent(
+            vf.AgentConfig(
+                model=server.model,
+                harness={"id": "composer-agent"},
+                runtime=vf.SubprocessConfig(),
+                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
+            )
+        )
+        trace = asyncio.run(asyncio.wait_for(agent.run(env.task), 240))
+    assert trace.ok, trace.errors
+    return trace
+
+
+def forge_files(*extra: Reply) -> list[Reply]:
+    return [tool("create", path="forge.py", content=FORGE_PLUGIN), *extra]
+
+
+def venv_plant(env: Env) -> list[Reply]:
+    command = (
+        f'site=$(python -c "{PURELIB}") && cat > "$site/zz_forge.py" <<\'EOF\'\n{FORGE_AT_IMPORT}\nEOF\n'
+        'echo \'import zz_forge\' > "$site/zz_forge.pth" && cp "$site/zz_forge.py" "$site/sitecustomize.py"'
+    )
+    return [tool("bash", command=command)]
+
+
+def daemon(env: Env) -> list[Reply]:
+    keep = "../.forge-keep.py"
+    loop = f"while :; do cp {keep} {env.package}/conftest.py 2>/dev/null; cp {keep} conftest.py; sleep 0.05; done"
+    command = (
+        f"cat > {keep} <<'EOF'\n{FORGE_PLUGIN}\nEOF\n"
+        f"nohup setsid sh -c '{loop}' {DAEMON_MARK} >/dev/null 2>&1 &\nsleep 0.3; ls conftest.py"
+    )
+    return [tool("bash", command=command)]
+
+
+ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
+    "pytest-shim": lambda env: forge_files(tool("create", path="pytest.py", content=PYTEST_SHIM)),
+    "src-pytest-main": lambda env: forge_files(
+        tool("create", path="src/pytest/__init__.py", content=""),
+        tool("create", path="src/pytest/__main__.py", content=PYTEST_SHIM),
+    ),
+    ".pytest.ini": lambda env: forge_files(
+        tool("create", path=".pytest.ini", content="[pytest]\naddopts = -p forge\n")
+    ),
+    "pytest.toml": lambda env: forge_files(
+        tool("create", path="pytest.toml", content='[pytest]\naddopts = ["-p", "forge"]\n')
+    ),
+    ".pytest.toml": lambda env: forge_files(
+        tool("create", path=".pytest.toml", content='[pytest]\naddopts = ["-p", "forge"]\npythonpath = ["."]\n')
+    ),
+    "parent-pytest.ini": lambda env: [
+        tool(
+            "bash",
+            command=f"cat > ../forge.py <<'EOF'\n{FORGE_PLUGIN}\nEOF\ncp ../forge.py ../conftest.py\n"
+            "printf '[pytest]\\naddopts = -p forge\\npythonpath = .\\n' > ../pytest.ini",
+        )
+    ],
+    "added-test-module": lambda env: [tool("create", path="tests/test_0000_helpers.py", content=FORGE_AT_IMPORT)],
+    "package-init-forger": lambda env: [
+        tool("bash", command=f"cat >> {env.package}/__init__.py <<'EOF'\n{FORGE_AT_IMPORT}\nEOF")
+    ],
+    "conftest-hook": lambda env: [tool("create", path="conftest.py", content=FORGE_PLUGIN)],
+    "conftest-edit": lambda env: [
+        tool("bash", command=f"cat >> tests/conftest.py <<'EOF'\n\n\n{FORGE_PLUGIN.split(chr(10), 2)[2]}\nEOF")
+    ],
+    "tree-sitecustomize": lambda env: [tool("create", path="sitecustomize.py", content=FORGE_AT_IMPORT)],
+    "venv-plant": venv_plant,
+    "setsid-daemon": daemon,
+    "breaks-pass-to-pass": lambda env: [*env.honest, env.breaks_p2p],
+    "hangs-after-the-tests": lambda env: [
+        *env.honest,
+        tool("bash", command=f"cat >> {env.package}/__init__.py <<'EOF'\n{HANG}\nEOF"),
+    ],
+}
+
+
+def _daemons() -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if DAEMON_MARK.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture
+def cleanup(grader_venv: Path, private_boxes: Path, envs: dict[str, Env]):
+    yield
+    for pid in _daemons():  # the agent's daemon, in case the reaper missed it (the test then fails on it)
+        os.kill(pid, signal.SIGKILL)
+    sites = [Path(subprocess.check_output([grader_venv / "bin" / "python", "-c", PURELIB], text=True).strip())]
+    sites += list((Path(envs["swe-gym"].task.config.local.cache_dir)).glob("envs/*/*/lib/python*/site-packages"))
+    for site in sites:
+        for name in ("zz_forge.py", "zz_forge.pth", "sitecustomize.py"):
+            (site / name).unlink(missing_ok=True)
+    for name in ("forge.py", "conftest.py", "pytest.ini", ".forge-keep.py"):
+        (private_boxes / name).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("env_name", ["feature-deletion", "swe-gym"])
+def test_honest_fix_scores_one(envs: dict[str, Env], env_name: str) -> None:
+    trace = rollout(envs[env_name], envs[env_name].honest)
+    assert trace.reward == 1.0, trace.info["grading"]
+    assert trace.metrics["network_isolated"] == 1.0 and trace.metrics["void"] == 0.0
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("env_name", ["feature-deletion", "swe-gym"])
+def test_attack_scores_zero(envs: dict[str, Env], env_name: str, attack: str, cleanup: None) -> None:
+    env = envs[env_name]
+    started = time.monotonic()
+    trace = rollout(env, ATTACKS[attack](env))
+    grading = trace.info["grading"]
+    assert trace.reward == 0.0, grading
+    assert _daemons() == [], "a process of the rollout outlived its scoring"
+    if attack == "hangs-after-the-tests":
+        assert grading["timed_out"] and grading["fail_to_pass"] == 1.0 and grading["pass_to_pass"] == 1.0
+    elif attack == "breaks-pass-to-pass":
+        assert grading["fail_to_pass"] == 1.0 and grading["pass_to_pass"] < 1.0 and not grading["void"]
+    elif attack == "package-init-forger" or (attack == "conftest-edit" and env_name == "swe-gym"):
+        assert grading["void"], "the forgery must be caught and recorded"
+    assert time.monotonic() - started < 90

@@ -1,0 +1,136 @@
+"""The grading module's pure parts: record folding, judgement, canary verdicts, stray policy, machinery scan and the
+trusted ini (the e2e red-team suite runs all of it in real boxes)."""
+
+from __future__ import annotations
+
+import time
+
+from composer_prime.grading import tree
+from composer_prime.grading.grade import Grade
+from composer_prime.grading.grader import Suite, judge
+from composer_prime.grading.pytest_config import repo_settings, trusted_ini
+from composer_prime.pytest_outcomes import outcomes_from_records
+
+
+def rec(test_id: str, when: str, outcome: str, xfail: bool = False) -> dict:
+    return {"id": test_id, "when": when, "outcome": outcome, "xfail": xfail}
+
+
+RECORDS = [
+    rec("t.py::ok", "setup", "passed"),
+    rec("t.py::ok", "call", "passed"),
+    rec("t.py::ok", "teardown", "passed"),
+    rec("t.py::bad", "call", "failed"),
+    rec("t.py::teardown", "call", "passed"),
+    rec("t.py::teardown", "teardown", "failed"),
+    rec("t.py::fixture", "setup", "failed"),
+    rec("t.py::skip", "setup", "skipped"),
+    rec("t.py::xf", "call", "skipped", xfail=True),
+    rec("t.py::xp", "call", "passed", xfail=True),
+    rec("broken.py", "collect", "failed"),
+    {"exit": 1},
+]
+
+
+def test_records_fold_into_outcomes() -> None:
+    assert outcomes_from_records(RECORDS) == {
+        "t.py::ok": "PASSED",
+        "t.py::bad": "FAILED",
+        "t.py::teardown": "ERROR",
+        "t.py::fixture": "ERROR",
+        "t.py::skip": "SKIPPED",
+        "t.py::xf": "XFAIL",
+        "t.py::xp": "XPASS",
+        "broken.py": "ERROR",
+    }
+
+
+def suite(f2p: list[str], p2p: list[str]) -> Suite:
+    return Suite(fail_to_pass=f2p, pass_to_pass=p2p, targets=["t.py"], timeout_s=10)
+
+
+def test_judgement_follows_swe_bench_and_canaries_void() -> None:
+    outcomes = outcomes_from_records(RECORDS)
+    ok = judge(Grade(), dict(outcomes), {}, suite(["t.py::ok", "t.py::xf"], ["t.py::skip", "t.py::ok"]), time.monotonic())
+    assert ok.solved and ok.fail_to_pass == 1.0 and ok.pass_to_pass == 1.0
+    bad = judge(Grade(), dict(outcomes), {}, suite(["t.py::ok", "t.py::skip"], ["t.py::teardown", "t.py::gone"]), 0)
+    assert not bad.solved and bad.fail_to_pass == 0.5 and bad.fail_to_pass_failed == ["t.py::skip"]
+    assert bad.pass_to_pass == 0.0 and bad.pass_to_pass_failed == ["t.py::teardown", "t.py::gone"]
+    # a canary whose outcome is not the expected one voids an otherwise perfect grade
+    canaries = {"t.py::ok": "PASSED", "t.py::bad": "PASSED"}
+    forged = judge(Grade(), dict(outcomes), canaries, suite(["t.py::ok"], []), 0)
+    assert not forged.solved and forged.void == ["canary t.py::bad came back FAILED (expected PASSED)"]
+    assert forged.metrics()["void"] == 1.0 and forged.fail_to_pass == 1.0
+    timed_out = judge(Grade(timed_out=True), dict(outcomes), {}, suite(["t.py::ok"], []), 0)
+    assert not timed_out.solved and timed_out.metrics()["timed_out"] == 1.0
+    errored = judge(Grade(error="pytest did not finish"), dict(outcomes), {}, suite(["t.py::ok"], []), 0)
+    assert not errored.solved
+
+
+BASELINE = {p: "aa" for p in ["pkg/__init__.py", "pkg/core.py", "tests/test_core.py", "conftest.py", "setup.cfg"]}
+
+
+def test_strays_keep_new_source_modules_only() -> None:
+    current = {
+        **BASELINE,
+        "pkg/helpers.py": "bb",  # a new module in a source folder: kept
+        "pkg/sub/mod.py": "bb",  # a new package: removed
+        "pytest.py": "bb",
+        "src/pytest/__main__.py": "bb",
+        "tests/test_0000_helpers.py": "bb",
+        "pkg/test_extra.py": "bb",
+        "pkg/conftest.py": "bb",
+        "pkg/sitecustomize.py": "bb",
+        "evil.pth": "bb",
+        ".pytest.ini": "bb",
+        "pkg/__pycache__/core.cpython-311.pyc": "bb",
+        "tests/test_core.py": "cc",  # an owned file: rewritten, never removed
+    }
+    removed = tree.strays(BASELINE, current, ["pkg/link.py"], owned=["tests/test_core.py", "tests/test_new.py"])
+    assert removed == sorted(
+        [
+            ".pytest.ini",
+            "evil.pth",
+            "pkg/__pycache__/core.cpython-311.pyc",
+            "pkg/conftest.py",
+            "pkg/link.py",
+            "pkg/sitecustomize.py",
+            "pkg/sub/mod.py",
+            "pkg/test_extra.py",
+            "pytest.py",
+            "src/pytest/__main__.py",
+            "tests/test_0000_helpers.py",
+        ]
+    )
+    assert tree.changed_python(BASELINE, {**current, "pkg/core.py": "aa11"}, ["pkg/core.py", "pkg/helpers.py"]) == [
+        "pkg/helpers.py"
+    ]
+
+
+def test_scan_flags_machinery_in_added_lines_only() -> None:
+    before = "import pytest\n\n\n@pytest.fixture\ndef db():\n    return {}\n"
+    fixture_edit = before + "\n\n@pytest.fixture\ndef cache():\n    return []\n"
+    assert tree.scan("conftest.py", before, fixture_edit) == []
+    forged = before + "\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    yield\n"
+    reasons = tree.scan("conftest.py", before, forged)
+    assert [r.split(": ")[1] for r in reasons] == ["a pytest hook", "pytest plugin machinery"]
+    assert tree.scan("pkg/__init__.py", "", "import sys\nsys.modules['x'] = None\n")[0].startswith(
+        "pkg/__init__.py: sys.modules games"
+    )
+    # a hook already in the starting file is not the agent's
+    assert tree.scan("conftest.py", forged, forged + "\nX = 1\n") == []
+
+
+def test_trusted_ini_keeps_only_safe_settings() -> None:
+    settings = repo_settings(
+        {
+            "setup.cfg": "[tool:pytest]\naddopts = -p evil --doctest-modules -x\nmarkers =\n  slow: slow\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p other"\npythonpath = ["lib"]\n',
+        }
+    )
+    assert settings == {"addopts": "-p other", "pythonpath": "lib"}  # pyproject.toml comes first
+    assert trusted_ini(settings, "/box", [".", "src"]) == "[pytest]\npythonpath = /box /box/src /box/lib\n"
+    cfg = repo_settings({"setup.cfg": "[tool:pytest]\naddopts = -p evil --doctest-modules -x\nmarkers =\n  slow: s\n"})
+    assert trusted_ini(cfg, "/box", ["."]) == (
+        "[pytest]\npythonpath = /box\naddopts = --doctest-modules\nmarkers = slow: s\n"
+    )

@@ -141,10 +141,10 @@ def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
     assert main([*argv, "--test-cmd", not_pytest]) == 1
     assert "is not `<python> -m pytest`" in capsys.readouterr().err
     (repo / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
-    assert main([*argv, "--baseline-timeout", "2"]) == 1
+    assert main([*argv, "--baseline-timeout-s", "2"]) == 1
     assert "did not finish within 2s" in capsys.readouterr().err
     assert main(["mine-features", "--repo", str(repo), "--out", "x", "--min-tests", "0"]) == 2
-    assert "--min-tests = 0" in capsys.readouterr().err
+    assert "--min-tests\n  Input should be greater than or equal to 1 (got '0')" in capsys.readouterr().err
 
 
 LOOP = '''\

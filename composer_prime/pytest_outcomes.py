@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-OUTCOMES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 PASSING = frozenset({"PASSED", "XFAIL"})
 """Outcomes that count as a pass. XFAIL is an expected failure the suite itself accepts."""
 

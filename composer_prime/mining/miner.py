@@ -208,7 +208,7 @@ class Miner:
         done = {task.task_id for task in tasks}
         if tasks:
             self.log(f"resuming: {len(tasks)} task(s) already in {config.out}, {len(skipped)} candidate(s) skipped")
-        texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(path, data)}
+        texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(data)}
         with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
             work = Path(scratch) / repo.name
             write_tree(work, files)
@@ -358,7 +358,7 @@ class _Skip(Exception):
         self.kind = kind
 
 
-def _is_text(path: str, data: bytes) -> bool:
+def _is_text(data: bytes) -> bool:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

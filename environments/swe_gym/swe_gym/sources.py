@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-HUB_DATASETS = ("SWE-Gym/SWE-Gym", "SWE-Gym/SWE-Gym-Lite")
-
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any] | str]:
     with path.open(encoding="utf-8") as handle:

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tests.contract.conftest import contract_pythonpath, prime_rl_src
-from tests.support.traces import assistant, build_trace, tool, tool_call
+from tests.support.traces import SYSTEM, TASK, assistant, build_trace, exchange, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 TOMLS = sorted((ROOT / "tomls").glob("*.toml"))
@@ -79,8 +79,6 @@ def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(ve
 
 # --- a hand-built episode through ComposerAlgorithm, trace_to_samples and compute_loss -------------------------------
 
-SYSTEM = {"role": "system", "content": "You are a coding agent."}
-TASK = {"role": "user", "content": "Implement chunked()."}
 HINT_IDS = [9001, 9002, 9003]
 REF = -0.2  # every token's logprob under the hint context, from the stand-in scorer
 SAMPLED = -0.5  # every sampled token's logprob at sampling time (tests/support/traces.py)
@@ -102,10 +100,8 @@ def episode_trace(reward: float, teacher: bool):
             [
                 SYSTEM,
                 TASK,
-                assistant("", tool_call("a", "view", path="nope.py")),
-                tool("a", "Error: nope.py does not exist."),
-                assistant("", tool_call("b", "bash", command="ls")),
-                tool("b", "m.py\n[exit code 0]"),
+                *exchange("a", "view", "Error: nope.py does not exist.", path="nope.py"),
+                *exchange("b", "bash", "m.py\n[exit code 0]", command="ls"),
                 {"role": "user", "content": "Summarise your progress."},
                 assistant("looked around; m.py holds the code"),
             ],

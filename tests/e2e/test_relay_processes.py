@@ -94,6 +94,14 @@ def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
         assert not (tmp_path / "origin" / "v0").exists()
 
 
+def damage_a_weight(step_dir: Path) -> None:
+    """Flip one bit of a weight byte (not the header: only a digest can notice) in a built step's first file."""
+    victim = step_dir / "model-00001-of-00002.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[-3] ^= 0x40
+    victim.write_bytes(bytes(data))
+
+
 def _publish(tmp_path: Path, steps: int, **origin_options) -> tuple[Trainer, object, str]:
     trainer = Trainer(tmp_path / "run")
     for _ in range(steps + 1):
@@ -218,10 +226,7 @@ def test_damaged_base_on_the_client_is_caught_and_replaced(tmp_path):
         client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
         with client:
             assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
-            victim = tmp_path / "store" / "steps" / "step_1" / "model-00001-of-00002.safetensors"
-            data = bytearray(victim.read_bytes())
-            data[-3] ^= 0x40  # a weight byte, not the header: only the tensor digest can notice
-            victim.write_bytes(bytes(data))
+            damage_a_weight(tmp_path / "store" / "steps" / "step_1")
 
             status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
             assert status == 502 and "does not match its published digest" in body.decode(), body
@@ -306,10 +311,7 @@ def test_a_step_damaged_after_it_was_built_is_rebuilt_before_vllm_reads_it(tmp_p
         client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
         with client:
             assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
-            victim = tmp_path / "store" / "steps" / "step_1" / "model-00001-of-00002.safetensors"
-            data = bytearray(victim.read_bytes())
-            data[-3] ^= 0x40
-            victim.write_bytes(bytes(data))
+            damage_a_weight(tmp_path / "store" / "steps" / "step_1")
             assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200  # PRIME-RL asks again
             assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_1")
             assert "no longer matches the files it was built with" in client.log()

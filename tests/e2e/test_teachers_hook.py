@@ -12,32 +12,9 @@ import pytest
 from composer_prime.teachers import TeacherInfo, TeachersConfig
 from composer_prime.teachers.hook import score_trace
 from tests.support.scripted_server import Reply, ScriptedModelServer
-from tests.support.traces import assistant, build_trace, tool, tool_call
+from tests.support.traces import five_step_trace
 
-SYSTEM = {"role": "system", "content": "You are a coding agent."}
-TASK = {"role": "user", "content": "Implement chunked()."}
 M = "composer/teacher/"
-
-
-def five_step_trace():
-    """Steps at nodes 2 (tool error), 4 (edit before a failed run), 6 (clean), 8 (failed test run), 10 (finish)."""
-    return build_trace(
-        [
-            [
-                SYSTEM,
-                TASK,
-                assistant("", tool_call("a", "view", path="missing.py")),
-                tool("a", "Error: missing.py does not exist."),
-                assistant("", tool_call("b", "str_replace", path="m.py", old_str="x", new_str="y")),
-                tool("b", "Edited m.py."),
-                assistant("", tool_call("c", "bash", command="ls")),
-                tool("c", "m.py\n[exit code 0]"),
-                assistant("", tool_call("d", "bash", command="python -m pytest -q tests")),
-                tool("d", "FAILED tests/test_m.py::test_chunk - AssertionError\n1 failed\n[exit code 1]"),
-                assistant("", tool_call("e", "finish")),
-            ]
-        ]
-    )
 
 
 SELECTED = [2, 4, 8, 10]  # failures (tool_error, test_failure, edit_then_failure) then the last two steps

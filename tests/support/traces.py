@@ -32,6 +32,37 @@ def tool(call_id: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
+SYSTEM = {"role": "system", "content": "You are a coding agent."}
+TASK = {"role": "user", "content": "Implement chunked()."}
+
+
+def exchange(call_id: str, name: str, answer: str, **arguments: Any) -> list[dict[str, Any]]:
+    """A sampled assistant turn with one tool call, and the tool's answer."""
+    return [assistant("", tool_call(call_id, name, **arguments)), tool(call_id, answer)]
+
+
+def five_step_trace() -> vf.Trace:
+    """Steps at nodes 2 (tool error), 4 (edit before a failed run), 6 (clean), 8 (failed test run), 10 (finish)."""
+    return build_trace(
+        [
+            [
+                SYSTEM,
+                TASK,
+                *exchange("a", "view", "Error: missing.py does not exist.", path="missing.py"),
+                *exchange("b", "str_replace", "Edited m.py.", path="m.py", old_str="x", new_str="y"),
+                *exchange("c", "bash", "m.py\n[exit code 0]", command="ls"),
+                *exchange(
+                    "d",
+                    "bash",
+                    "FAILED tests/test_m.py::test_chunk - AssertionError\n1 failed\n[exit code 1]",
+                    command="python -m pytest -q tests",
+                ),
+                assistant("", tool_call("e", "finish")),
+            ]
+        ]
+    )
+
+
 def build_trace(branches: list[list[dict[str, Any]]], info: dict[str, Any] | None = None) -> vf.Trace:
     nodes: list[vf.MessageNode] = []
     index: dict[tuple[int | None, str], int] = {}

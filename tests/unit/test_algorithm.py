@@ -15,10 +15,8 @@ from pydantic import ValidationError
 from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig, OutcomeConfig, ReplayConfig
 from composer_prime.algorithm.credit import group_advantages, outcome_advantages, step_credit, token_advantages
 from composer_prime.algorithm.hints import prefill_request, reference_for, score_hints, select_targets
-from tests.support.traces import SCAFFOLD, assistant, build_trace, tool, tool_call
+from tests.support.traces import SCAFFOLD, SYSTEM, TASK, assistant, build_trace, exchange, tool_call
 
-SYSTEM = {"role": "system", "content": "You are a coding agent."}
-TASK = {"role": "user", "content": "Implement chunked()."}
 SUMMARY_REQUEST = {"role": "user", "content": "Summarise your progress."}
 RESUMED = {"role": "user", "content": "<summary>edited m.py; test_chunk fails</summary>"}
 
@@ -31,12 +29,9 @@ def compacted_trace(info=None):
             [
                 SYSTEM,
                 TASK,
-                assistant("", tool_call("a", "view", path="nope.py")),
-                tool("a", "Error: nope.py does not exist."),
-                assistant("", tool_call("b", "str_replace", path="m.py", old_str="x", new_str="y")),
-                tool("b", "Edited m.py."),
-                assistant("", tool_call("c", "bash", command="pytest -q")),
-                tool("c", "FAILED tests/test_m.py::test_chunk\n[exit code 1]"),
+                *exchange("a", "view", "Error: nope.py does not exist.", path="nope.py"),
+                *exchange("b", "str_replace", "Edited m.py.", path="m.py", old_str="x", new_str="y"),
+                *exchange("c", "bash", "FAILED tests/test_m.py::test_chunk\n[exit code 1]", command="pytest -q"),
                 SUMMARY_REQUEST,
                 assistant("edited m.py; test_chunk fails"),
             ],
@@ -185,10 +180,8 @@ def test_targets_by_kind_priority_then_latest_and_capped():
             [
                 SYSTEM,
                 TASK,
-                assistant("", tool_call("a", "view", path="one.py")),
-                tool("a", "Error: one.py does not exist."),
-                assistant("", tool_call("b", "view", path="two.py")),
-                tool("b", "Error: two.py does not exist."),
+                *exchange("a", "view", "Error: one.py does not exist.", path="one.py"),
+                *exchange("b", "view", "Error: two.py does not exist.", path="two.py"),
             ]
         ]
     )

@@ -1,30 +1,11 @@
 """composer_prime.evidence on hand-built traces in composer-agent's tool-message formats."""
 
 from composer_prime.evidence import DETAIL_MAX_CHARS, steps, trim
-from tests.support.traces import assistant, build_trace, tool, tool_call
-
-SYSTEM = {"role": "system", "content": "You are a coding agent."}
-TASK = {"role": "user", "content": "Implement chunked()."}
+from tests.support.traces import SYSTEM, TASK, assistant, build_trace, five_step_trace, tool, tool_call
 
 
 def test_tool_error_test_failure_and_edit_attribution():
-    trace = build_trace(
-        [
-            [
-                SYSTEM,
-                TASK,
-                assistant("", tool_call("a", "view", path="missing.py")),
-                tool("a", "Error: missing.py does not exist."),
-                assistant("", tool_call("b", "str_replace", path="m.py", old_str="x", new_str="y")),
-                tool("b", "Edited m.py."),
-                assistant("", tool_call("c", "bash", command="ls")),
-                tool("c", "m.py\n[exit code 0]"),
-                assistant("", tool_call("d", "bash", command="python -m pytest -q tests")),
-                tool("d", "FAILED tests/test_m.py::test_chunk - AssertionError\n1 failed\n[exit code 1]"),
-                assistant("", tool_call("e", "finish")),
-            ]
-        ]
-    )
+    trace = five_step_trace()
     found = steps(trace)
     assert [s.node for s in found] == [2, 4, 6, 8, 10]
     assert [s.turn for s in found] == [0, 1, 2, 3, 4]

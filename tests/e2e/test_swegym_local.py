@@ -308,3 +308,27 @@ def test_url_source_is_mirrored_once_and_updated_for_new_commits(toy: ToyInstanc
         assert (prepare_snapshot(config, later_row) / "NOTES.md").read_text() == "later\n"
     finally:
         git(toy.repo, "reset", "-q", "--hard", toy.fix_commit)
+
+
+def test_a_held_preparation_lock_times_out_with_the_fix(tmp_path):
+    import subprocess
+    import sys
+
+    from swe_gym.local import PrepError, exclusive
+
+    lock = tmp_path / "env.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from filelock import FileLock; l = FileLock({str(lock)!r}); l.acquire(); "
+         "print('held', flush=True); import time; time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(PrepError, match="another preparation holds it. Raise local.prep_timeout_s"):
+            with exclusive(lock, 0.5):
+                pass
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with exclusive(lock, 5.0):  # released when its holder died
+        pass

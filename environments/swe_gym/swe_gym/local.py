@@ -20,7 +20,6 @@ last — a half-built one is wiped and rebuilt by the next holder of the lock.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -32,6 +31,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
@@ -102,25 +102,16 @@ def slug(name: str) -> str:
 
 @contextlib.contextmanager
 def exclusive(lock_path: Path, timeout_s: float) -> Iterator[None]:
-    """Hold an exclusive flock on `lock_path` (across processes and threads), waiting at most `timeout_s`."""
+    """Hold an exclusive file lock on `lock_path` (across processes and threads), waiting at most `timeout_s`."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with lock_path.open("a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise PrepError(
-                        f"waited {timeout_s:.0f}s for the lock {lock_path}; another preparation holds it. "
-                        "Raise local.prep_timeout_s, or remove the lock file if no worker is preparing"
-                    ) from None
-                time.sleep(0.2)
-        try:
+    try:
+        with FileLock(lock_path, timeout=timeout_s):
             yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    except Timeout:
+        raise PrepError(
+            f"waited {timeout_s:.0f}s for the lock {lock_path}; another preparation holds it. "
+            "Raise local.prep_timeout_s, or remove the lock file if no worker is preparing"
+        ) from None
 
 
 def run(argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout_s: float) -> str:

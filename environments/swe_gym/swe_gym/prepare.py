@@ -52,15 +52,12 @@ class PrepareConfig(BaseModel):
 
 
 def main(argv: list[str] | None = None, prog: str = "swe-gym-prepare") -> int:
-    from pydantic import ValidationError
-    from pydantic_config import cli
-    from pydantic_config.cli import ConfigFileError
+    from composer_prime.cli import UsageError, parse_config
 
     try:
-        config = cli(PrepareConfig, args=sys.argv[1:] if argv is None else argv, prog=prog)
-    except (ConfigFileError, ValidationError) as err:
-        print(f"{prog}: {str(err).replace('Failed to validate config: ', '')}", file=sys.stderr)
-        print(f"Run `{prog} --help` for every option.", file=sys.stderr)
+        config = parse_config(PrepareConfig, sys.argv[1:] if argv is None else argv, prog)
+    except UsageError as err:
+        print(err, file=sys.stderr)
         return 2
     return run(config)
 

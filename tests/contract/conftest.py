@@ -21,9 +21,8 @@ import pytest
 
 PINNED_COMMIT = "559b447"
 SKIP_REASON = (
-    "PRIME_RL_SRC is not set: point it at a PRIME-RL checkout at commit 559b447 "
-    "(git clone https://github.com/PrimeIntellect-ai/prime-rl && git -C prime-rl checkout 559b447) "
-    "and `pip install beartype wandb loguru` to run the contract tests"
+    "PRIME_RL_SRC is not set: point it at a PRIME-RL checkout at commit 559b447 with its verifiers submodule installed "
+    "and `pip install beartype wandb loguru msgspec renderers` (README, contract section) to run the contract tests"
 )
 
 

@@ -9,6 +9,7 @@ empty reply) is answered with an error message it can act on and counted in the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,10 @@ class AgentLoop:
             self.stats.finish_reason = f"stopped: {self._stopped() or e}"
         except ContextOverflow:
             self.stats.finish_reason = "context_overflow"
+        except asyncio.CancelledError:
+            # verifiers cancels the loop at its agent timeout (it stops the trace as `agent_timeout` itself).
+            self.stats.finish_reason = "cancelled"
+            raise
         finally:
             self.stats.loop_seconds = time.monotonic() - start
         return self.stats.finish_reason

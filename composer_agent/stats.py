@@ -49,6 +49,8 @@ class AgentStats:
     """Wall time spent running tool calls in the runtime."""
     loop_seconds: float = 0.0
     """Wall time of the whole loop, from the first call to the finish."""
+    reaped_processes: int = 0
+    """Processes of the box still running when the rollout ended, killed by the reaper."""
     finish_reason: str | None = None
     """finish (the finish tool), text_reply, max_turns, stopped: <why>, context_overflow, compaction_failed."""
 

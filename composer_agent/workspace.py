@@ -5,9 +5,9 @@ the same on the subprocess runtime (a host directory) and in a docker or prime b
 (`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports what is missing.
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
-when the time is up (TERM, then KILL five seconds later), so background children die with it. If the rollout itself
-is cancelled mid-command (an agent timeout), every process that inherited the command's marker variable is killed,
-wherever it went.
+when the time is up (TERM, then KILL five seconds later), so background children die with it. Every process the
+workspace starts is tagged as the box's (`composer_prime.reaper.box_argv`); `reap()` kills all of them, wherever they
+went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or not.
 Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
 printing gigabytes costs the host nothing.
 
@@ -21,13 +21,13 @@ import asyncio
 import base64
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Literal
 
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
+from composer_prime.reaper import box_argv, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +42,6 @@ KILL_GRACE_S = 5
 BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
-MARKER_VAR = "COMPOSER_AGENT_COMMAND"
-"""Set to a fresh id in every shell command's environment, so a cancelled command's processes can be found and killed
-wherever they went (their process group, or a session of their own)."""
-
-REAP_S = 10.0
-"""Seconds allowed for killing a cancelled command's processes."""
 
 REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
 
@@ -89,13 +83,6 @@ timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
 rc=$?
 cap "$s" "$4"
 exit $rc
-"""
-
-_REAP = r"""
-for f in $(grep -lzx "COMPOSER_AGENT_COMMAND=$1" /proc/[0-9]*/environ 2>/dev/null); do
-  p=${f#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null
-done
-exit 0
 """
 
 _KIND = r"""
@@ -181,6 +168,8 @@ class Workspace:
         self.op_timeout_s = op_timeout_s
         self.roots: tuple[str, ...] = ()
         self.missing: list[str] = []
+        self.token = new_token()
+        """The box tag of every process this workspace starts (see composer_prime.reaper)."""
 
     async def probe(self) -> None:
         """Learn the work directory's absolute spellings and which required programs the box lacks."""
@@ -197,33 +186,32 @@ class Workspace:
 
     async def shell(self, command: str, timeout_s: int) -> ShellResult:
         start = time.monotonic()
-        marker = uuid.uuid4().hex
         args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes)]
         argv = ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args]
         try:
-            result = await asyncio.wait_for(
-                self.runtime.run(argv, {**self.env, MARKER_VAR: marker}), timeout_s + KILL_GRACE_S + BACKSTOP_S
-            )
+            result = await self._run(argv, timeout_s + KILL_GRACE_S + BACKSTOP_S)
         except TimeoutError:
-            await self._reap(marker)
+            # The runtime did not return long past the command's own deadline: end everything the box runs.
+            await self.reap()
             return ShellResult("", -1, True, time.monotonic() - start)
-        except asyncio.CancelledError:
-            # The rollout was cancelled mid-command (agent timeout, shutdown). `timeout` keeps the command's group
-            # apart from the calling shell the runtime kills, so end the command's processes before going.
-            await asyncio.shield(self._reap(marker))
-            raise
         elapsed = time.monotonic() - start
         # `timeout` exits 124 after TERM; when the group had to be KILLed the shell reports 137 (or -9 through a
         # runtime that returns the signal). Neither can come from a command that finished before its deadline.
         timed_out = result.exit_code in (124, 137, -9) and elapsed >= timeout_s
         return ShellResult(result.stdout + result.stderr, result.exit_code, timed_out, elapsed)
 
-    async def _reap(self, marker: str) -> None:
-        """KILL every process in the box that inherited this command's marker variable (best effort, bounded)."""
+    async def reap(self) -> int:
+        """Kill every process this workspace's commands started, wherever they went; returns how many (0 when the
+        box is gone or the reaper failed, which is logged)."""
+        workdir = self.roots[-1] if self.roots else str(getattr(self.runtime, "workdir", "") or "")
+        if not workdir.startswith("/") or workdir == "/":
+            logger.warning("composer-agent: no work directory known for the box; its processes are not reaped")
+            return 0
         try:
-            await asyncio.wait_for(self.runtime.run(["bash", "-c", _REAP, "composer-agent", marker], {}), REAP_S)
-        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; nothing more to do
-            logger.debug("reaping command %s failed: %s", marker, e)
+            return await reap_box(self.runtime, workdir, self.token)
+        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; the rollout still ends
+            logger.warning("composer-agent: reaping the box's processes failed: %s", e)
+            return 0
 
     async def kind(self, path: str) -> Literal["file", "dir", "missing", "other"]:
         result = await self.script(_KIND, path)
@@ -263,4 +251,4 @@ class Workspace:
         return ScriptResult(result.stdout + result.stderr, result.exit_code)
 
     async def _run(self, argv: list[str], timeout_s: float) -> ProgramResult:
-        return await asyncio.wait_for(self.runtime.run(argv, dict(self.env)), timeout_s)
+        return await asyncio.wait_for(self.runtime.run(box_argv(argv, self.token), dict(self.env)), timeout_s)

@@ -12,7 +12,12 @@ none, plus the estimated size of the tool output appended since) reaches the thr
 1. The summary prompt is appended to the *current* conversation as a user message and the model is sampled with
    `tool_choice="none"` (the tool list stays in the request, so the rendered prefix is the one the model has been
    working in). The reply is a sampled node on the current branch of the trace, so it carries the final reward.
-2. An empty reply is resampled from the same request, at most `summary_attempts` calls in all.
+2. An empty reply is resampled from the same request, at most `summary_attempts` calls in all. A rejected attempt is
+   a leaf of its own under the summary prompt; it is kept out of training (`exclude_rejected`): its tokens are
+   masked, and on verifiers 0.4.0 its branch is marked a `compaction_attempt`, which makes `Branch.trainable` false.
+   So only the accepted summary trains, in the branch that also holds the turns before it. When every attempt is
+   empty (`compaction_failed`), the last attempt's branch stays trainable with its own tokens masked, so the turns
+   before it still train once.
 3. The conversation restarts as [system, task, summary framed as a user message]. That prompt shares the system and
    task nodes with the old branch and forks after them, so it opens a new branch of the trace (one training sample
    per branch in PRIME-RL).
@@ -24,11 +29,14 @@ rule verifiers 0.4.0's built-in compaction uses, so summaries are written with r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composer_agent.config import CompactionConfig
 from composer_agent.model import ModelClient
 from composer_agent.text import CHARS_PER_TOKEN, estimate_tokens, truncate_middle
+
+if TYPE_CHECKING:
+    import verifiers.v1 as vf
 
 SUMMARY_PROMPT = """Your context is about to be reset. Write a summary that lets you continue the task from it alone.
 
@@ -99,3 +107,24 @@ async def summarize(
             return Summary(text, tokens, attempt, empty)
         empty += 1
     return Summary(None, 0, config.summary_attempts, empty)
+
+
+def exclude_rejected(trace: vf.Trace, first_node: int, accepted: bool) -> int:
+    """Keep the rejected summary attempts sampled since node `first_node` out of training; returns how many.
+
+    The attempts are the sampled nodes the summary calls added, in order. When `accepted`, the last one is the
+    accepted summary and stays as it is; otherwise every attempt is masked, and the last one's branch stays trainable
+    so that the turns before the compaction still train once."""
+    attempts = [i for i in range(first_node, len(trace.nodes)) if trace.nodes[i].sampled]
+    rejected = attempts[:-1] if accepted else attempts
+    for i in rejected:
+        node = trace.nodes[i]
+        node.mask = [False] * len(node.mask)
+        if i == attempts[-1] or node.parent is None or not hasattr(node, "semantic_parents"):
+            continue  # the snapshot PRIME-RL pins has no semantic links; the mask is what its trainer reads
+        from verifiers.v1.semantic import ParentLink
+
+        link = ParentLink(node=node.parent, type="compaction_attempt")
+        if link not in node.semantic_parents:
+            node.semantic_parents.append(link)
+    return len(rejected)

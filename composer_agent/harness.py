@@ -81,7 +81,7 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
                     "composer-agent: the runtime lacks %s; tools that use them will fail", ", ".join(workspace.missing)
                 )
             window = await self._window(ctx, model)
-            loop = AgentLoop(model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition)
+            loop = AgentLoop(model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition, trace)
             reason = await loop.run(head, task, window)
             if reason in TRACE_STOPS:
                 trace.stop(TRACE_STOPS[reason])

@@ -89,6 +89,7 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
             # Shielded: on an agent timeout this runs in a cancelled task, and the box's processes must still die.
             stats.reaped_processes = await asyncio.shield(workspace.reap())
             await model.close()
+            stats.client_seconds = model.client_seconds
             trace.info[INFO_KEY] = stats.to_info()
             trace.record_metrics(metrics_from_info(trace.info[INFO_KEY]))
         return ProgramResult(exit_code=0, stdout=f"composer-agent finished: {reason}\n", stderr="")

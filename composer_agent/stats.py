@@ -45,6 +45,8 @@ class AgentStats:
     """The compaction threshold in force (None: compaction off for this rollout)."""
     model_seconds: float = 0.0
     """Wall time spent waiting on model calls (agent turns and summaries), as seen from the loop."""
+    client_seconds: float = 0.0
+    """Of model_seconds, the time the loop's own client spent building request bodies and parsing responses."""
     tool_seconds: float = 0.0
     """Wall time spent running tool calls in the runtime."""
     loop_seconds: float = 0.0

@@ -8,8 +8,14 @@ Shell commands run under `timeout`, which puts the command in a process group of
 when the time is up (TERM, then KILL five seconds later), so background children die with it. Every process the
 workspace starts is tagged as the box's (`composer_prime.reaper.box_argv`); `reap()` kills all of them, wherever they
 went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or not.
-Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
-printing gigabytes costs the host nothing.
+Output is capped while the command runs: it flows through a pipe into `tee`, which keeps the first half of the cap
+(`dd`), the last half (`tail -c`) and the byte count, in files unlinked as soon as they are opened, so a command
+printing gigabytes holds at most the cap on disk and leaves no file behind however it ends (a timeout, a cancelled
+rollout). Background processes that still hold the output when the command exits get one more second; then what
+was captured so far is returned with a note, and the capture keeps draining their output until they exit or the
+box is reaped (so they never block or die on a closed pipe). The script's own messages (bash reporting the killed
+`timeout`) are discarded. On the subprocess runtime, which hands every process the worker's environment, a command
+sees only `HOST_ENV_ALLOWED` (plus `LC_*`), the task's runtime variables and the harness's `env`.
 
 Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked again
 in the box with `realpath`, which catches symlinks pointing outside.
@@ -27,7 +33,7 @@ from typing import Literal
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
-from composer_prime.reaper import box_argv, new_token, reap_box
+from composer_prime.reaper import BOX_VAR, box_argv, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +49,11 @@ BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
 
-REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
+HOST_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM")
+"""Host variables a command on the subprocess runtime keeps (plus `LC_*`); everything else of the worker's
+environment (credentials under any name) stays out of the agent's shell."""
+
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "seq", "env")
 
 _PRELUDE = r"""
 cap() {  # print file $1, keeping its head and tail within $2 bytes
@@ -78,10 +88,41 @@ for p in "$@"; do command -v "$p" >/dev/null 2>&1 || echo "missing $p"; done
 """
 
 _SHELL = r"""
-scratch
-timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
+exec 2>/dev/null  # this script's own messages (e.g. bash reporting the killed `timeout`) are not the command's output
+d=$(mktemp -d "${TMPDIR:-/tmp}/composer-agent.XXXXXX") || { echo "cannot create a scratch directory in ${TMPDIR:-/tmp}"; exit 125; }
+exec 3>"$d/head" 4>"$d/tail" 5>"$d/size"
+rm -rf "$d"  # unlinked while open: nothing is left behind, however this script ends
+half=$(($4 / 2))
+keep=()  # the environment the command gets: every variable, or only the allow-listed names in $5
+if [ "$5" = "*" ]; then keep=($(compgen -e)); else
+  for n in $(compgen -e); do
+    case " $5 " in *" $n "*) keep+=("$n") ;; *) case $n in LC_*) keep+=("$n") ;; esac ;; esac
+  done
+fi
+envs=(); for n in "${keep[@]}"; do envs+=("$n=${!n}"); done
+# The capture: the first and last $half bytes and the byte count, kept while the command runs (memory and disk
+# bounded by $4 bytes).
+# (`dd bs=1` passes the head on as it arrives, where `head -c` would wait for all of it.)
+exec 6> >(exec >/dev/null; tee -p >(dd bs=1 count="$half" status=none >&3) >(wc -c >&5) | tail -c "$half" >&4)
+capture=$!
+timeout -k "$2" "$1" env -i "${envs[@]}" bash -c "$3" </dev/null >&6 2>&6
 rc=$?
-cap "$s" "$4"
+exec 6>&-
+for _ in $(seq 20); do kill -0 "$capture" 2>/dev/null || break; sleep 0.05; done
+size=
+if ! kill -0 "$capture" 2>/dev/null; then
+  for _ in $(seq 40); do size=$(cat /dev/fd/5); [ -n "$size" ] && break; sleep 0.05; done
+fi
+if [ -z "$size" ]; then
+  cat /dev/fd/3
+  printf '\n[... background processes still hold the output; what they write is not shown ...]\n'
+elif [ "$size" -le "$half" ]; then
+  cat /dev/fd/3
+elif [ "$size" -le $((2 * half)) ]; then
+  cat /dev/fd/3; tail -c $((size - half)) /dev/fd/4
+else
+  cat /dev/fd/3; printf '\n[... %d bytes truncated ...]\n' $((size - 2 * half)); cat /dev/fd/4
+fi
 exit $rc
 """
 
@@ -186,7 +227,7 @@ class Workspace:
 
     async def shell(self, command: str, timeout_s: int) -> ShellResult:
         start = time.monotonic()
-        args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes)]
+        args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes), self._env_names()]
         argv = ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args]
         try:
             result = await self._run(argv, timeout_s + KILL_GRACE_S + BACKSTOP_S)
@@ -199,6 +240,14 @@ class Workspace:
         # runtime that returns the signal). Neither can come from a command that finished before its deadline.
         timed_out = result.exit_code in (124, 137, -9) and elapsed >= timeout_s
         return ShellResult(result.stdout + result.stderr, result.exit_code, timed_out, elapsed)
+
+    def _env_names(self) -> str:
+        """The variables a shell command may see: on the subprocess runtime, which hands every process the worker's
+        own environment (minus names containing API_KEY), only the allow-list, the task's runtime variables and the
+        harness's `env`; elsewhere ("*") the box's whole environment, which holds nothing of the host's."""
+        if getattr(self.runtime, "type", None) != "subprocess":
+            return "*"
+        return " ".join(sorted({*HOST_ENV_ALLOWED, *getattr(self.runtime, "env", {}), *self.env, BOX_VAR}))
 
     async def reap(self) -> int:
         """Kill every process this workspace's commands started, wherever they went; returns how many (0 when the

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,10 @@ Call = Callable[..., Awaitable[ToolResult]]
 
 
 def with_toolbox(
-    test: Callable[[Call, SubprocessRuntime], Awaitable[None]], env: dict[str, str] | None = None, **config: Any
+    test: Callable[[Call, SubprocessRuntime], Awaitable[None]],
+    env: dict[str, str] | None = None,
+    reap: bool = False,
+    **config: Any,
 ) -> None:
     async def main() -> None:
         runtime = SubprocessRuntime(SubprocessConfig())
@@ -35,7 +40,11 @@ def with_toolbox(
 
                 return await toolbox.call(name, json.dumps(args))
 
-            await test(call, runtime)
+            try:
+                await test(call, runtime)
+            finally:
+                if reap:
+                    await workspace.reap()
         finally:
             await runtime.stop()
 
@@ -76,6 +85,66 @@ def test_long_output_keeps_head_and_tail() -> None:
         assert "truncated" in r.content
 
     with_toolbox(test, tool_output_max_chars=5000)
+
+
+def scratch_sizes(directory: Path) -> list[int]:
+    """Sizes of the files under `directory` that some process holds open, unlinked ones included."""
+    sizes = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd).startswith(f"{directory}/"):
+                sizes.append(os.stat(fd).st_size)
+        except OSError:
+            continue
+    return sizes
+
+
+def test_shell_output_is_capped_while_the_command_runs(tmp_path: Path) -> None:
+    """20 MB of output, then the command hangs and the rollout is cancelled: while it runs, what is kept on disk is
+    the head and tail (a few kB), and nothing is left in TMPDIR after the cancellation."""
+
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        command = "head -c 20000000 /dev/zero | tr '\\0' y; echo; sleep 60"
+        task = asyncio.ensure_future(call("bash", command=command, timeout=120))
+        deadline = time.monotonic() + 20
+        seen: list[int] = []
+        while time.monotonic() < deadline and not (seen := scratch_sizes(tmp_path)):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # the 20 MB have been written by now
+        sizes = scratch_sizes(tmp_path)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert seen and sizes and max(sizes) <= 5000, sizes
+
+    with_toolbox(test, env={"TMPDIR": str(tmp_path)}, tool_output_max_chars=5000, reap=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shell_sees_only_allowed_host_variables() -> None:
+    """A credential in the worker's environment under any name stays out of the agent's shell; the allow-list, the
+    harness's `env` and the task's runtime variables get through."""
+
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="env")
+        names = {line.split("=", 1)[0] for line in r.content.splitlines() if "=" in line}
+        assert "COMPOSER_TEST_SECRET" not in names and "s3cr3t" not in r.content
+        assert {"PATH", "HOME", "FROM_HARNESS"} <= names
+
+    os.environ["COMPOSER_TEST_SECRET"] = "s3cr3t"
+    try:
+        with_toolbox(test, env={"FROM_HARNESS": "1"})
+    finally:
+        del os.environ["COMPOSER_TEST_SECRET"]
+
+
+def test_killed_command_shows_no_harness_internals() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="echo before; trap '' TERM; sleep 60", timeout=1)
+        assert r.error == "timeout"
+        assert r.content == "before\n\n[command timed out after 1s; its process group was killed]", r.content
+
+    with_toolbox(test)
 
 
 def test_search_and_edits() -> None:

@@ -118,7 +118,7 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
         return head, [m for m in wire if m.get("role") != "system"]
 
     async def _window(self, ctx: ModelContext, model: ModelClient) -> int | None:
-        if not self.config.compaction.enabled or self.config.compaction.summarize_at_tokens is not None:
+        if not self.config.compaction.enabled:
             return None
         candidates = [(model.endpoint, {"Authorization": f"Bearer {model.secret}"})]
         client = ctx.client

@@ -162,7 +162,15 @@ class AgentLoop:
         start = time.monotonic()
         first_node = len(self._trace.nodes) if self._trace is not None else 0
         try:
-            summary = await summarize(self.model, messages, specs, self.config.compaction)
+            summary = await summarize(
+                self.model,
+                messages,
+                specs,
+                self.config.compaction,
+                window=self.stats.window,
+                context=context,
+                keep=len(head) + len(task),
+            )
         finally:
             self.stats.model_seconds += time.monotonic() - start
         if self._trace is not None:

@@ -238,3 +238,47 @@ def test_overflow_with_nothing_to_compact_stops_the_trace_as_context_length() ->
     assert trace.ok, trace.errors
     assert trace.stop_condition == "context_length"
     assert trace.info["composer_agent"]["finish_reason"] in ("context_overflow", "stopped: context_length")
+
+
+def test_summary_budget_is_sized_from_the_window_and_the_prompt() -> None:
+    """An 8192-token window and a 5332-token context: a 4096-token summary would not fit, so `max_tokens` is what
+    the window leaves after the request."""
+    script = [
+        bash("echo step1 > progress.txt; echo step2 >> progress.txt", prompt_tokens=5300),  # + 20 completion
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 5000, "summary_max_tokens": 4096}}
+    with ScriptedModelServer(script, max_model_len=8192) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+        requests = server.requests
+    assert trace.ok and trace.reward == 1.0
+    summary_request = requests[1]
+    assert summary_request["messages"][-1]["content"] == SUMMARY_PROMPT
+    prompt = 5320 + estimate_tokens(requests[1]["messages"][-2]["content"]) + estimate_tokens(SUMMARY_PROMPT)
+    assert 256 <= summary_request["max_tokens"] <= 8192 - prompt
+
+
+def test_overflowing_summary_request_is_shrunk_and_retried() -> None:
+    """The server refuses the summary request as too long: the request is sent again with the long tool output
+    middle-truncated, and the rollout continues from the summary."""
+    overflow = Reply(status=400, content="This model's maximum context length is 4096 tokens. Please reduce the length")
+    script = [
+        bash("seq 1 4000; echo step1 > progress.txt", prompt_tokens=600),
+        overflow,
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        bash("echo step2 >> progress.txt", prompt_tokens=150),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 512}, "tool_output_max_chars": 20000}
+    with ScriptedModelServer(script) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+        requests = server.requests
+
+    assert trace.ok and trace.reward == 1.0, trace.info["composer_agent"]
+    first, second = requests[1]["messages"], requests[2]["messages"]
+    assert first[-1]["content"] == second[-1]["content"] == SUMMARY_PROMPT
+    assert first[:3] == second[:3]  # system, task and the tool call are kept as they were
+    assert len(second[3]["content"]) <= len(first[3]["content"]) // 4 + 100 and "truncated" in second[3]["content"]
+    assert requests[3]["messages"][-1]["content"] == RESUME_FRAMING.format(summary=SUMMARY_1)
+    assert trace.info["composer_agent"]["finish_reason"] == "finish"

@@ -19,6 +19,17 @@ sees only `HOST_ENV_ALLOWED` (plus `LC_*`), the task's runtime variables and the
 
 Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked again
 in the box with `realpath`, which catches symlinks pointing outside.
+
+Writes (`create`, `str_replace`) do not trust that check, since a process in the box can flip a symlink between a
+check and a write: the bytes are staged under a fresh random name at the top of the work directory, and a script
+enters the target's directories one `cd -P` at a time, checking after each that it is still inside, then renames
+the staged file into place (a rename replaces a symlink at the last component, it does not follow it). What this
+guarantees: a write never goes through a symlink that points outside, whenever it was made. What it does not:
+a directory that is *renamed* to outside the box while the script stands in it (a rename, not a symlink) still
+receives the write; reads (`view`, `search`, the read half of `str_replace`) check and then read, so a flipped
+symlink can make them read a file outside. On the subprocess runtime the agent's `bash` runs with the worker's
+rights anyway, so there these checks stop mistakes, not an adversary; in a container, outside the work directory is
+still inside the box. A write cut off mid-way (a cancelled rollout) can leave its staged `.composer-agent-*.tmp`.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import asyncio
 import base64
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Literal
 
@@ -130,6 +142,26 @@ _KIND = r"""
 inside "$1"
 if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file
 elif [ -e "$1" ]; then echo other; else echo missing; fi
+"""
+
+_PLACE = r"""
+# Move the staged file $1 (top level of the work directory) to $2 without following a symlink after checking it:
+# walk $2's directories one `cd -P` at a time, checking each landing place is still inside, then rename.
+root=$(pwd -P); staged="$root/$1"
+fail() { rm -f -- "$staged"; echo "$2"; exit "$1"; }
+dir=${2%/*}; name=${2##*/}; [ "$dir" = "$2" ] && dir=.
+case "$name" in ""|.|..) fail 5 "$2 is not a file path" ;; esac
+IFS=/ read -ra parts <<< "$dir"
+for c in "${parts[@]}"; do
+  case "$c" in ""|.) continue ;; ..) fail 3 "path '$2' leaves the work directory" ;; esac
+  [ -e "$c" ] || [ -L "$c" ] || mkdir -- "$c" 2>/dev/null || [ -d "$c" ] || fail 1 "cannot create directory $c"
+  cd -P -- "$c" 2>/dev/null || fail 1 "cannot enter $c (not a directory?)"
+  here=$(pwd -P)
+  case "$here" in "$root"/*) ;; *) fail 3 "path '$2' resolves to $here, outside the work directory" ;; esac
+done
+[ -d "$name" ] && [ ! -L "$name" ] && fail 6 "$2 is a directory"
+[ -f "$name" ] && [ ! -L "$name" ] && chmod --reference="$name" -- "$staged" 2>/dev/null
+mv -fT -- "$staged" "$name" || fail 1 "cannot write $2"
 """
 
 _READ = r"""
@@ -293,7 +325,15 @@ class Workspace:
         return base64.b64decode(result.stdout)
 
     async def write(self, path: str, data: bytes) -> None:
-        await asyncio.wait_for(self.runtime.write(path, data), self.op_timeout_s)
+        """Write `data` to `path` (parents created): staged at the top of the work directory, then renamed into place
+        by a script that checks every directory it enters (see `_PLACE`); PathEscape or OSError when refused."""
+        staged = f".composer-agent-{uuid.uuid4().hex}.tmp"
+        await asyncio.wait_for(self.runtime.write(staged, data), self.op_timeout_s)
+        result = await self.script(_PLACE, staged, path)
+        if result.exit_code == EXIT_ESCAPE:
+            raise PathEscape(result.output.strip())
+        if result.exit_code != 0:
+            raise OSError(result.output.strip() or f"cannot write {path!r}")
 
     async def script(self, body: str, *args: str) -> ScriptResult:
         result = await self._run(["bash", "-c", _PRELUDE + body, "composer-agent", *args], self.op_timeout_s)

@@ -222,3 +222,31 @@ def test_edits_refuse_binary_and_oversized_files_and_leave_no_scratch_files(tmp_
 
     with_toolbox(test, env={"TMPDIR": str(tmp_path)}, max_file_bytes=1024)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_writes_never_follow_a_symlink_flipped_after_the_check(tmp_path: Path) -> None:
+    """A loop flips `d` between a directory in the box and a symlink to one outside while `create` and
+    `str_replace` write `d/f.txt` 60 times: every write lands inside or is refused; none lands outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("old\n")
+    flipper = (
+        f"while :; do rm -rf d; mkdir d; echo old > d/f.txt; rm -rf d; ln -s {outside} d; done"
+    )
+
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        proc = await asyncio.create_subprocess_exec("bash", "-c", flipper, cwd=str(runtime.workdir))
+        try:
+            results = []
+            for i in range(30):
+                results.append(await call("create", path="d/f.txt", content=f"new {i}\n"))
+                results.append(await call("str_replace", path="d/f.txt", old_str="old", new_str="new"))
+        finally:
+            proc.kill()
+            await proc.wait()
+        assert (outside / "f.txt").read_text() == "old\n", "a write followed the symlink out of the box"
+        assert sorted(outside.iterdir()) == [outside / "f.txt"]
+        assert {r.error for r in results} <= {None, "path_escape", "tool_failed"}
+        assert any(r.error is None for r in results)
+
+    with_toolbox(test)

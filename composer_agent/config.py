@@ -27,8 +27,9 @@ class CompactionConfig(BaseConfig):
     plus the summary prompt) and the summary itself must fit there."""
 
     summary_max_tokens: int = Field(4096, ge=64)
-    """Bound on the summary: sent as the summary call's `max_tokens` (the eval's sampling config wins when it sets
-    `max_tokens`), and a longer summary is middle-truncated to about this many tokens in the next context."""
+    """Bound on the summary: sent as the summary call's `max_tokens`, lowered to what the model's window leaves after
+    the summary request (the eval's sampling config wins when it sets `max_tokens`); a longer summary is
+    middle-truncated to about this many tokens in the next context."""
 
     summary_attempts: int = Field(3, ge=1, le=10)
     """Summary calls per compaction before giving up; an empty summary is resampled. When all attempts are empty the

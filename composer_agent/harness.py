@@ -8,6 +8,7 @@ task's files only through the runtime, so it works the same in docker and prime 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -39,6 +40,12 @@ Tools:
 - finish: end the task. Call it once the work is done and checked.
 
 Work in small verified steps: look at the code, make a change, run it or its tests, and fix what fails."""
+
+
+TRACE_STOPS = {"compaction_failed": "compaction_failed", "context_overflow": "context_length", "max_turns": "max_turns"}
+"""Loop ends that verifiers and PRIME-RL must see as truncations, as the `trace.stop_condition` they know:
+`compaction_failed` and `max_turns` are in `Trace.is_truncated`; `context_length` is the condition verifiers' own
+interception sets when a prompt outgrows the window."""
 
 
 class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
@@ -74,10 +81,15 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
                     "composer-agent: the runtime lacks %s; tools that use them will fail", ", ".join(workspace.missing)
                 )
             window = await self._window(ctx, model)
-            loop = AgentLoop(model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition)
+            loop = AgentLoop(model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition, trace)
             reason = await loop.run(head, task, window)
+            if reason in TRACE_STOPS:
+                trace.stop(TRACE_STOPS[reason])
         finally:
+            # Shielded: on an agent timeout this runs in a cancelled task, and the box's processes must still die.
+            stats.reaped_processes = await asyncio.shield(workspace.reap())
             await model.close()
+            stats.client_seconds = model.client_seconds
             trace.info[INFO_KEY] = stats.to_info()
             trace.record_metrics(metrics_from_info(trace.info[INFO_KEY]))
         return ProgramResult(exit_code=0, stdout=f"composer-agent finished: {reason}\n", stderr="")
@@ -106,7 +118,7 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
         return head, [m for m in wire if m.get("role") != "system"]
 
     async def _window(self, ctx: ModelContext, model: ModelClient) -> int | None:
-        if not self.config.compaction.enabled or self.config.compaction.summarize_at_tokens is not None:
+        if not self.config.compaction.enabled:
             return None
         candidates = [(model.endpoint, {"Authorization": f"Bearer {model.secret}"})]
         client = ctx.client

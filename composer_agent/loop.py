@@ -9,11 +9,12 @@ empty reply) is answered with an error message it can act on and counted in the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from composer_agent.compaction import fresh_context, resolve_threshold, summarize
+from composer_agent.compaction import exclude_rejected, fresh_context, resolve_threshold, summarize
 from composer_agent.model import Completion, ContextOverflow, ModelClient, RolloutStopped
 from composer_agent.stats import AgentStats, CompactionRecord
 from composer_agent.text import estimate_tokens
@@ -38,6 +39,7 @@ class AgentLoop:
         config: ComposerAgentConfig,
         stats: AgentStats,
         stopped: Any = None,
+        trace: Any = None,
     ):
         self.model = model
         self.toolbox = toolbox
@@ -45,6 +47,8 @@ class AgentLoop:
         self.stats = stats
         self._stopped = stopped or (lambda: None)
         """Returns the trace's stop condition once verifiers stopped the rollout, else None."""
+        self._trace = trace
+        """The rollout's live trace (None outside a rollout): rejected summary attempts are marked on it."""
         self._pending: CompactionRecord | None = None
         """The last compaction, until the first turn on its fresh context reports the context size."""
 
@@ -59,6 +63,10 @@ class AgentLoop:
             self.stats.finish_reason = f"stopped: {self._stopped() or e}"
         except ContextOverflow:
             self.stats.finish_reason = "context_overflow"
+        except asyncio.CancelledError:
+            # verifiers cancels the loop at its agent timeout (it stops the trace as `agent_timeout` itself).
+            self.stats.finish_reason = "cancelled"
+            raise
         finally:
             self.stats.loop_seconds = time.monotonic() - start
         return self.stats.finish_reason
@@ -152,10 +160,21 @@ class AgentLoop:
     ) -> list[dict[str, Any]] | None:
         """Summarise `messages` and return the fresh context, or None when every summary attempt was empty."""
         start = time.monotonic()
+        first_node = len(self._trace.nodes) if self._trace is not None else 0
         try:
-            summary = await summarize(self.model, messages, specs, self.config.compaction)
+            summary = await summarize(
+                self.model,
+                messages,
+                specs,
+                self.config.compaction,
+                window=self.stats.window,
+                context=context,
+                keep=len(head) + len(task),
+            )
         finally:
             self.stats.model_seconds += time.monotonic() - start
+        if self._trace is not None:
+            exclude_rejected(self._trace, first_node, accepted=summary.text is not None)
         self.stats.failed_summaries += summary.empty
         if summary.text is None:
             return None

@@ -8,17 +8,26 @@ which the loop treats as a clean end.
 The loop runs in the verifiers worker process, on the host, while `endpoint` is the URL a program *inside the
 runtime* would use (`Runtime.host_url`): for docker it may name the host by a container-side alias. `host_endpoint`
 maps those aliases back to loopback; a remote runtime's endpoint is a public tunnel URL and is used as is.
+
+The request is posted as JSON with httpx, not through the OpenAI SDK: the SDK rebuilds and validates the whole body
+on every call (hundreds of milliseconds at a few hundred messages, on the worker's event loop), where `json.dumps`
+takes about a millisecond, and its first call in a process pays for lazy imports. A transport error, 429 or 5xx is
+retried at most `max_retries` times under one `Idempotency-Key` (with the SDK's `x-stainless-retry-count` as well),
+so the interception serves a retry the recorded response and a retry never forks the trace.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from openai import APIConnectionError, APIStatusError, AsyncOpenAI
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +58,17 @@ class ContextOverflow(Exception):
     """The model server refused the request as longer than its context window."""
 
 
+class ModelError(RuntimeError):
+    """The model call failed for another reason (an error status after the retries, a malformed response)."""
+
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+"""Statuses retried like a transport error (the interception replays a retry that already committed)."""
+
+RETRY_BACKOFF_S = 0.5
+"""First pause before a retry; doubled each time, at most 8 s."""
+
+
 def host_endpoint(endpoint: str) -> str:
     """The host-side URL of an interception endpoint handed to a runtime (container aliases -> 127.0.0.1)."""
     parts = urlsplit(endpoint)
@@ -74,15 +94,19 @@ class ModelClient:
         self.endpoint = host_endpoint(endpoint).rstrip("/")
         self.secret = secret
         self.model = model
-        self._client = AsyncOpenAI(
-            base_url=self.endpoint,
-            api_key=secret,
+        self.max_retries = max_retries
+        self._url = f"{self.endpoint}/chat/completions"
+        self._encoder = BodyEncoder()
+        self.client_seconds = 0.0
+        """CPU time this client spent building request bodies and parsing responses (the harness's own share of a
+        model call; the rest is HTTP, the interception and the server)."""
+        self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s, connect=10.0),
-            max_retries=max_retries,
+            headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
         )
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
     async def complete(
         self,
@@ -92,48 +116,106 @@ class ModelClient:
         tool_choice: str | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        rest: dict[str, Any] = {"model": self.model}
         if tools:
-            body["tools"] = tools
+            rest["tools"] = tools
             if tool_choice is not None:
-                body["tool_choice"] = tool_choice
+                rest["tool_choice"] = tool_choice
         if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+            rest["max_tokens"] = max_tokens
+        start = time.perf_counter()
+        payload = self._encoder.body(messages, rest)
+        self.client_seconds += time.perf_counter() - start
+        response = await self._post(payload)
+        if response.status_code >= 400:
+            detail = response.text[:2000]
+            if response.status_code == 409 or (response.status_code == 400 and "rollout stopped" in detail):
+                raise RolloutStopped(detail.strip())
+            if response.status_code in (400, 413) and any(m in detail.casefold() for m in CONTEXT_OVERFLOW_MARKERS):
+                raise ContextOverflow(detail.strip())
+            raise ModelError(f"model call failed with HTTP {response.status_code}: {detail.strip()}")
+        start = time.perf_counter()
         try:
-            response = await self._client.chat.completions.create(**body)
-        except APIStatusError as e:
-            detail = f"{e.message} {e.body or ''}"
-            if e.status_code == 409 or (e.status_code == 400 and "rollout stopped" in detail):
-                raise RolloutStopped(detail.strip()) from None
-            if e.status_code in (400, 413) and any(m in detail.casefold() for m in CONTEXT_OVERFLOW_MARKERS):
-                raise ContextOverflow(detail.strip()) from None
-            raise
-        if not response.choices:
-            raise RuntimeError(f"model response {response.id!r} has no choices")
-        choice = response.choices[0]
-        message = choice.message.model_dump(exclude_none=True)
-        for key in ("refusal", "annotations", "audio", "function_call"):
-            if not message.get(key):
-                message.pop(key, None)
-        message["role"] = "assistant"
-        message.setdefault("content", "")
-        content = message["content"]
-        if not isinstance(content, str):  # content parts: keep the text for the loop, the message as sent
-            content = (
-                "".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
-            )
-        tool_calls = message.get("tool_calls") or []
-        if not tool_calls:
-            message.pop("tool_calls", None)
-        usage = response.usage
-        return Completion(
-            message=message,
-            content=content,
-            tool_calls=tool_calls,
-            prompt_tokens=usage.prompt_tokens if usage is not None else None,
-            completion_tokens=usage.completion_tokens if usage is not None else None,
-            finish_reason=choice.finish_reason,
+            return parse_completion(response.json())
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise ModelError(f"malformed model response: {e}: {response.text[:500]}") from None
+        finally:
+            self.client_seconds += time.perf_counter() - start
+
+    async def _post(self, payload: bytes) -> httpx.Response:
+        """POST with bounded retries of transport errors and retryable statuses, all under one idempotency key."""
+        key = uuid.uuid4().hex
+        for attempt in range(self.max_retries + 1):
+            headers = {"Idempotency-Key": key, "x-stainless-retry-count": str(attempt)}
+            last = attempt == self.max_retries
+            try:
+                response = await self._client.post(self._url, content=payload, headers=headers)
+            except httpx.TransportError as e:
+                if last:
+                    raise ModelError(f"model call to {self._url} failed: {type(e).__name__}: {e}") from e
+                logger.debug("model call attempt %d failed: %s", attempt + 1, e)
+            else:
+                if last or response.status_code not in RETRY_STATUSES:
+                    return response
+                logger.debug("model call attempt %d got HTTP %d", attempt + 1, response.status_code)
+            await asyncio.sleep(min(8.0, RETRY_BACKOFF_S * 2**attempt))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class BodyEncoder:
+    """Request bodies as JSON bytes, encoding each message once.
+
+    The loop only appends to its conversation (a compaction starts a new list), so the messages of one request are
+    the previous request's messages, the same objects, plus a few new ones. The encoder keeps the encoding of the
+    last request's messages and re-encodes only past the longest prefix of identical (`is`) message objects, which
+    makes a turn's encoding cost proportional to what the turn added, not to the conversation. A message must not be
+    mutated after it was sent (the loop never does)."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._encoded: list[bytes] = []
+
+    def body(self, messages: list[dict[str, Any]], rest: dict[str, Any]) -> bytes:
+        keep = 0
+        for old, new in zip(self._messages, messages, strict=False):
+            if old is not new:
+                break
+            keep += 1
+        encoded = self._encoded[:keep] + [_dumps(m) for m in messages[keep:]]
+        self._messages, self._encoded = list(messages), encoded
+        return b'{"messages":[' + b",".join(encoded) + b"]," + _dumps(rest)[1:]
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_completion(data: Any) -> Completion:
+    """A chat-completions response body as a Completion; the message is kept as it would be sent back."""
+    choice = data["choices"][0]
+    message = {k: v for k, v in dict(choice["message"]).items() if v is not None}
+    for key in ("refusal", "annotations", "audio", "function_call"):
+        if not message.get(key):
+            message.pop(key, None)
+    message["role"] = "assistant"
+    message.setdefault("content", "")
+    content = message["content"]
+    if not isinstance(content, str):  # content parts: keep the text for the loop, the message as sent
+        content = (
+            "".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
         )
+    tool_calls = message.get("tool_calls") or []
+    if not tool_calls:
+        message.pop("tool_calls", None)
+    usage = data.get("usage") or {}
+    return Completion(
+        message=message,
+        content=content,
+        tool_calls=tool_calls,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        finish_reason=choice.get("finish_reason"),
+    )
 
 
 async def discover_window(candidates: list[tuple[str, dict[str, str]]], model: str) -> int | None:
@@ -151,7 +233,7 @@ async def discover_window(candidates: list[tuple[str, dict[str, str]]], model: s
             if response.status_code != 200:
                 continue
             window = window_from_listing(response.json(), model)
-        except (httpx.HTTPError, ValueError, APIConnectionError) as e:
+        except (httpx.HTTPError, ValueError) as e:
             logger.debug("no model listing at %s: %s", base, e)
             continue
         if window is not None:

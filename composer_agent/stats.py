@@ -45,10 +45,14 @@ class AgentStats:
     """The compaction threshold in force (None: compaction off for this rollout)."""
     model_seconds: float = 0.0
     """Wall time spent waiting on model calls (agent turns and summaries), as seen from the loop."""
+    client_seconds: float = 0.0
+    """Of model_seconds, the time the loop's own client spent building request bodies and parsing responses."""
     tool_seconds: float = 0.0
     """Wall time spent running tool calls in the runtime."""
     loop_seconds: float = 0.0
     """Wall time of the whole loop, from the first call to the finish."""
+    reaped_processes: int = 0
+    """Processes of the box still running when the rollout ended, killed by the reaper."""
     finish_reason: str | None = None
     """finish (the finish tool), text_reply, max_turns, stopped: <why>, context_overflow, compaction_failed."""
 

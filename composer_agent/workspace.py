@@ -5,14 +5,31 @@ the same on the subprocess runtime (a host directory) and in a docker or prime b
 (`timeout`, `realpath`, `head`, `tail`, `base64`), GNU `find` and `grep`, and `awk`; `probe()` reports what is missing.
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
-when the time is up (TERM, then KILL five seconds later), so background children die with it. If the rollout itself
-is cancelled mid-command (an agent timeout), every process that inherited the command's marker variable is killed,
-wherever it went.
-Output goes to a scratch file inside the box and only its head and tail cross the runtime boundary, so a command
-printing gigabytes costs the host nothing.
+when the time is up (TERM, then KILL five seconds later), so background children die with it. Every process the
+workspace starts is tagged as the box's (`composer_prime.reaper.box_argv`); `reap()` kills all of them, wherever they
+went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or not.
+Output is capped while the command runs: it flows through a pipe into `tee`, which keeps the first half of the cap
+(`dd`), the last half (`tail -c`) and the byte count, in files unlinked as soon as they are opened, so a command
+printing gigabytes holds at most the cap on disk and leaves no file behind however it ends (a timeout, a cancelled
+rollout). Background processes that still hold the output when the command exits get one more second; then what
+was captured so far is returned with a note, and the capture keeps draining their output until they exit or the
+box is reaped (so they never block or die on a closed pipe). The script's own messages (bash reporting the killed
+`timeout`) are discarded. On the subprocess runtime, which hands every process the worker's environment, a command
+sees only `HOST_ENV_ALLOWED` (plus `LC_*`), the task's runtime variables and the harness's `env`.
 
 Paths are normalised on the host (no absolute paths outside the work directory, no `..` out of it) and checked again
 in the box with `realpath`, which catches symlinks pointing outside.
+
+Writes (`create`, `str_replace`) do not trust that check, since a process in the box can flip a symlink between a
+check and a write: the bytes are staged under a fresh random name at the top of the work directory, and a script
+enters the target's directories one `cd -P` at a time, checking after each that it is still inside, then renames
+the staged file into place (a rename replaces a symlink at the last component, it does not follow it). What this
+guarantees: a write never goes through a symlink that points outside, whenever it was made. What it does not:
+a directory that is *renamed* to outside the box while the script stands in it (a rename, not a symlink) still
+receives the write; reads (`view`, `search`, the read half of `str_replace`) check and then read, so a flipped
+symlink can make them read a file outside. On the subprocess runtime the agent's `bash` runs with the worker's
+rights anyway, so there these checks stop mistakes, not an adversary; in a container, outside the work directory is
+still inside the box. A write cut off mid-way (a cancelled rollout) can leave its staged `.composer-agent-*.tmp`.
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ from typing import Literal
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
+from composer_prime.reaper import BOX_VAR, box_argv, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +60,12 @@ KILL_GRACE_S = 5
 BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
-MARKER_VAR = "COMPOSER_AGENT_COMMAND"
-"""Set to a fresh id in every shell command's environment, so a cancelled command's processes can be found and killed
-wherever they went (their process group, or a session of their own)."""
 
-REAP_S = 10.0
-"""Seconds allowed for killing a cancelled command's processes."""
+HOST_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM")
+"""Host variables a command on the subprocess runtime keeps (plus `LC_*`); everything else of the worker's
+environment (credentials under any name) stays out of the agent's shell."""
 
-REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "base64", "find", "awk", "grep", "sort", "wc")
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "seq", "env")
 
 _PRELUDE = r"""
 cap() {  # print file $1, keeping its head and tail within $2 bytes
@@ -84,24 +100,68 @@ for p in "$@"; do command -v "$p" >/dev/null 2>&1 || echo "missing $p"; done
 """
 
 _SHELL = r"""
-scratch
-timeout -k "$2" "$1" bash -c "$3" </dev/null >"$s" 2>&1
+exec 2>/dev/null  # this script's own messages (e.g. bash reporting the killed `timeout`) are not the command's output
+d=$(mktemp -d "${TMPDIR:-/tmp}/composer-agent.XXXXXX") || { echo "cannot create a scratch directory in ${TMPDIR:-/tmp}"; exit 125; }
+exec 3>"$d/head" 4>"$d/tail" 5>"$d/size"
+rm -rf "$d"  # unlinked while open: nothing is left behind, however this script ends
+half=$(($4 / 2))
+keep=()  # the environment the command gets: every variable, or only the allow-listed names in $5
+if [ "$5" = "*" ]; then keep=($(compgen -e)); else
+  for n in $(compgen -e); do
+    case " $5 " in *" $n "*) keep+=("$n") ;; *) case $n in LC_*) keep+=("$n") ;; esac ;; esac
+  done
+fi
+envs=(); for n in "${keep[@]}"; do envs+=("$n=${!n}"); done
+# The capture: the first and last $half bytes and the byte count, kept while the command runs (memory and disk
+# bounded by $4 bytes).
+# (`dd bs=1` passes the head on as it arrives, where `head -c` would wait for all of it.)
+exec 6> >(exec >/dev/null; tee -p >(dd bs=1 count="$half" status=none >&3) >(wc -c >&5) | tail -c "$half" >&4)
+capture=$!
+timeout -k "$2" "$1" env -i "${envs[@]}" bash -c "$3" </dev/null >&6 2>&6
 rc=$?
-cap "$s" "$4"
+exec 6>&-
+for _ in $(seq 20); do kill -0 "$capture" 2>/dev/null || break; sleep 0.05; done
+size=
+if ! kill -0 "$capture" 2>/dev/null; then
+  for _ in $(seq 40); do size=$(cat /dev/fd/5); [ -n "$size" ] && break; sleep 0.05; done
+fi
+if [ -z "$size" ]; then
+  cat /dev/fd/3
+  printf '\n[... background processes still hold the output; what they write is not shown ...]\n'
+elif [ "$size" -le "$half" ]; then
+  cat /dev/fd/3
+elif [ "$size" -le $((2 * half)) ]; then
+  cat /dev/fd/3; tail -c $((size - half)) /dev/fd/4
+else
+  cat /dev/fd/3; printf '\n[... %d bytes truncated ...]\n' $((size - 2 * half)); cat /dev/fd/4
+fi
 exit $rc
-"""
-
-_REAP = r"""
-for f in $(grep -lzx "COMPOSER_AGENT_COMMAND=$1" /proc/[0-9]*/environ 2>/dev/null); do
-  p=${f#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null
-done
-exit 0
 """
 
 _KIND = r"""
 inside "$1"
 if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file
 elif [ -e "$1" ]; then echo other; else echo missing; fi
+"""
+
+_PLACE = r"""
+# Move the staged file $1 (top level of the work directory) to $2 without following a symlink after checking it:
+# walk $2's directories one `cd -P` at a time, checking each landing place is still inside, then rename.
+root=$(pwd -P); staged="$root/$1"
+fail() { rm -f -- "$staged"; echo "$2"; exit "$1"; }
+dir=${2%/*}; name=${2##*/}; [ "$dir" = "$2" ] && dir=.
+case "$name" in ""|.|..) fail 5 "$2 is not a file path" ;; esac
+IFS=/ read -ra parts <<< "$dir"
+for c in "${parts[@]}"; do
+  case "$c" in ""|.) continue ;; ..) fail 3 "path '$2' leaves the work directory" ;; esac
+  [ -e "$c" ] || [ -L "$c" ] || mkdir -- "$c" 2>/dev/null || [ -d "$c" ] || fail 1 "cannot create directory $c"
+  cd -P -- "$c" 2>/dev/null || fail 1 "cannot enter $c (not a directory?)"
+  here=$(pwd -P)
+  case "$here" in "$root"/*) ;; *) fail 3 "path '$2' resolves to $here, outside the work directory" ;; esac
+done
+[ -d "$name" ] && [ ! -L "$name" ] && fail 6 "$2 is a directory"
+[ -f "$name" ] && [ ! -L "$name" ] && chmod --reference="$name" -- "$staged" 2>/dev/null
+mv -fT -- "$staged" "$name" || fail 1 "cannot write $2"
 """
 
 _READ = r"""
@@ -181,6 +241,8 @@ class Workspace:
         self.op_timeout_s = op_timeout_s
         self.roots: tuple[str, ...] = ()
         self.missing: list[str] = []
+        self.token = new_token()
+        """The box tag of every process this workspace starts (see composer_prime.reaper)."""
 
     async def probe(self) -> None:
         """Learn the work directory's absolute spellings and which required programs the box lacks."""
@@ -197,33 +259,40 @@ class Workspace:
 
     async def shell(self, command: str, timeout_s: int) -> ShellResult:
         start = time.monotonic()
-        marker = uuid.uuid4().hex
-        args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes)]
+        args = [str(timeout_s), str(KILL_GRACE_S), command, str(self.output_cap_bytes), self._env_names()]
         argv = ["bash", "-c", _PRELUDE + _SHELL, "composer-agent", *args]
         try:
-            result = await asyncio.wait_for(
-                self.runtime.run(argv, {**self.env, MARKER_VAR: marker}), timeout_s + KILL_GRACE_S + BACKSTOP_S
-            )
+            result = await self._run(argv, timeout_s + KILL_GRACE_S + BACKSTOP_S)
         except TimeoutError:
-            await self._reap(marker)
+            # The runtime did not return long past the command's own deadline: end everything the box runs.
+            await self.reap()
             return ShellResult("", -1, True, time.monotonic() - start)
-        except asyncio.CancelledError:
-            # The rollout was cancelled mid-command (agent timeout, shutdown). `timeout` keeps the command's group
-            # apart from the calling shell the runtime kills, so end the command's processes before going.
-            await asyncio.shield(self._reap(marker))
-            raise
         elapsed = time.monotonic() - start
         # `timeout` exits 124 after TERM; when the group had to be KILLed the shell reports 137 (or -9 through a
         # runtime that returns the signal). Neither can come from a command that finished before its deadline.
         timed_out = result.exit_code in (124, 137, -9) and elapsed >= timeout_s
         return ShellResult(result.stdout + result.stderr, result.exit_code, timed_out, elapsed)
 
-    async def _reap(self, marker: str) -> None:
-        """KILL every process in the box that inherited this command's marker variable (best effort, bounded)."""
+    def _env_names(self) -> str:
+        """The variables a shell command may see: on the subprocess runtime, which hands every process the worker's
+        own environment (minus names containing API_KEY), only the allow-list, the task's runtime variables and the
+        harness's `env`; elsewhere ("*") the box's whole environment, which holds nothing of the host's."""
+        if getattr(self.runtime, "type", None) != "subprocess":
+            return "*"
+        return " ".join(sorted({*HOST_ENV_ALLOWED, *getattr(self.runtime, "env", {}), *self.env, BOX_VAR}))
+
+    async def reap(self) -> int:
+        """Kill every process this workspace's commands started, wherever they went; returns how many (0 when the
+        box is gone or the reaper failed, which is logged)."""
+        workdir = self.roots[-1] if self.roots else str(getattr(self.runtime, "workdir", "") or "")
+        if not workdir.startswith("/") or workdir == "/":
+            logger.warning("composer-agent: no work directory known for the box; its processes are not reaped")
+            return 0
         try:
-            await asyncio.wait_for(self.runtime.run(["bash", "-c", _REAP, "composer-agent", marker], {}), REAP_S)
-        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; nothing more to do
-            logger.debug("reaping command %s failed: %s", marker, e)
+            return await reap_box(self.runtime, workdir, self.token)
+        except Exception as e:  # noqa: BLE001 - the runtime may already be gone; the rollout still ends
+            logger.warning("composer-agent: reaping the box's processes failed: %s", e)
+            return 0
 
     async def kind(self, path: str) -> Literal["file", "dir", "missing", "other"]:
         result = await self.script(_KIND, path)
@@ -256,11 +325,19 @@ class Workspace:
         return base64.b64decode(result.stdout)
 
     async def write(self, path: str, data: bytes) -> None:
-        await asyncio.wait_for(self.runtime.write(path, data), self.op_timeout_s)
+        """Write `data` to `path` (parents created): staged at the top of the work directory, then renamed into place
+        by a script that checks every directory it enters (see `_PLACE`); PathEscape or OSError when refused."""
+        staged = f".composer-agent-{uuid.uuid4().hex}.tmp"
+        await asyncio.wait_for(self.runtime.write(staged, data), self.op_timeout_s)
+        result = await self.script(_PLACE, staged, path)
+        if result.exit_code == EXIT_ESCAPE:
+            raise PathEscape(result.output.strip())
+        if result.exit_code != 0:
+            raise OSError(result.output.strip() or f"cannot write {path!r}")
 
     async def script(self, body: str, *args: str) -> ScriptResult:
         result = await self._run(["bash", "-c", _PRELUDE + body, "composer-agent", *args], self.op_timeout_s)
         return ScriptResult(result.stdout + result.stderr, result.exit_code)
 
     async def _run(self, argv: list[str], timeout_s: float) -> ProgramResult:
-        return await asyncio.wait_for(self.runtime.run(argv, dict(self.env)), timeout_s)
+        return await asyncio.wait_for(self.runtime.run(box_argv(argv, self.token), dict(self.env)), timeout_s)

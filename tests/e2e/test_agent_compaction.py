@@ -144,6 +144,43 @@ def test_empty_summaries_end_the_rollout_cleanly() -> None:
     assert trace.info["composer_agent"]["finish_reason"] == "compaction_failed"
     assert trace.metrics["composer/agent/failed_summaries"] == 2
     assert trace.metrics["composer/agent/compactions"] == 0
+    # verifiers and PRIME-RL see the end as a truncation, not a completed task.
+    assert trace.stop_condition == "compaction_failed" and trace.is_truncated
+    # Two leaves end in empty attempts; one branch stays trainable so the turn before trains once, and no attempt's
+    # tokens train (their masks are cleared).
+    attempts = [i for i, n in enumerate(trace.nodes) if n.sampled and n.message.role == "assistant" and
+                not n.message.tool_calls]  # fmt: skip
+    assert len(attempts) == 2
+    ending = [b for b in trace.branches if any(b.nodes[-1] is trace.nodes[i] for i in attempts)]
+    assert len(ending) == 2 and [b.trainable for b in ending] == [False, True]
+    assert all(not any(trace.nodes[i].mask) for i in attempts)
+
+
+def test_rejected_summary_attempts_are_kept_out_of_training() -> None:
+    """An empty attempt, then an accepted summary: the empty attempt's branch does not train; the accepted summary's
+    branch (with the turns before it) and the branch after the compaction do."""
+    script = [
+        bash("echo step1 > progress.txt", prompt_tokens=600),
+        Reply(content="", completion_tokens=0),
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        bash("echo step2 >> progress.txt", prompt_tokens=100),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 512}}
+    with ScriptedModelServer(script) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+
+    assert trace.ok and trace.reward == 1.0
+    assert trace.stop_condition == "agent_completed" and not trace.is_truncated
+    assert len(trace.branches) == 3
+    rejected, accepted, resumed = (
+        next(b for b in trace.branches if not b.nodes[-1].message.tool_calls and not b.nodes[-1].message.content),
+        next(b for b in trace.branches if b.nodes[-1].message.content == SUMMARY_1),
+        next(b for b in trace.branches if b.nodes[-1].message.tool_calls),
+    )
+    assert [b.trainable for b in (rejected, accepted, resumed)] == [False, True, True]
+    assert [m.role for m in accepted.messages] == ["system", "user", "assistant", "tool", "user", "assistant"]
+    assert resumed.messages[2].content == RESUME_FRAMING.format(summary=SUMMARY_1)
 
 
 def test_compactions_are_capped() -> None:
@@ -190,3 +227,58 @@ def test_context_overflow_compacts_or_stops_cleanly() -> None:
     assert requests[2]["messages"] == [*requests[0]["messages"], {"role": "user", "content": SUMMARY_PROMPT}]
     assert requests[3]["messages"][-1]["content"] == RESUME_FRAMING.format(summary=SUMMARY_1)
     assert trace.metrics["composer/agent/compactions"] == 1
+
+
+def test_overflow_with_nothing_to_compact_stops_the_trace_as_context_length() -> None:
+    """The first request is already too long: nothing fit before, so there is nothing to summarise; the trace stops
+    as `context_length`, the condition verifiers' own interception uses for an overlong prompt."""
+    overflow = Reply(status=400, content="This model's maximum context length is 4096 tokens. Please reduce the length")
+    with ScriptedModelServer([overflow]) as server:
+        trace = run(scripted_agent(server.base_url, server.model), progress_task())
+    assert trace.ok, trace.errors
+    assert trace.stop_condition == "context_length"
+    assert trace.info["composer_agent"]["finish_reason"] in ("context_overflow", "stopped: context_length")
+
+
+def test_summary_budget_is_sized_from_the_window_and_the_prompt() -> None:
+    """An 8192-token window and a 5332-token context: a 4096-token summary would not fit, so `max_tokens` is what
+    the window leaves after the request."""
+    script = [
+        bash("echo step1 > progress.txt; echo step2 >> progress.txt", prompt_tokens=5300),  # + 20 completion
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 5000, "summary_max_tokens": 4096}}
+    with ScriptedModelServer(script, max_model_len=8192) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+        requests = server.requests
+    assert trace.ok and trace.reward == 1.0
+    summary_request = requests[1]
+    assert summary_request["messages"][-1]["content"] == SUMMARY_PROMPT
+    prompt = 5320 + estimate_tokens(requests[1]["messages"][-2]["content"]) + estimate_tokens(SUMMARY_PROMPT)
+    assert 256 <= summary_request["max_tokens"] <= 8192 - prompt
+
+
+def test_overflowing_summary_request_is_shrunk_and_retried() -> None:
+    """The server refuses the summary request as too long: the request is sent again with the long tool output
+    middle-truncated, and the rollout continues from the summary."""
+    overflow = Reply(status=400, content="This model's maximum context length is 4096 tokens. Please reduce the length")
+    script = [
+        bash("seq 1 4000; echo step1 > progress.txt", prompt_tokens=600),
+        overflow,
+        Reply(content=SUMMARY_1, completion_tokens=40),
+        bash("echo step2 >> progress.txt", prompt_tokens=150),
+        finish(),
+    ]
+    harness = {"compaction": {"summarize_at_tokens": 512}, "tool_output_max_chars": 20000}
+    with ScriptedModelServer(script) as server:
+        trace = run(scripted_agent(server.base_url, server.model, harness), progress_task())
+        requests = server.requests
+
+    assert trace.ok and trace.reward == 1.0, trace.info["composer_agent"]
+    first, second = requests[1]["messages"], requests[2]["messages"]
+    assert first[-1]["content"] == second[-1]["content"] == SUMMARY_PROMPT
+    assert first[:3] == second[:3]  # system, task and the tool call are kept as they were
+    assert len(second[3]["content"]) <= len(first[3]["content"]) // 4 + 100 and "truncated" in second[3]["content"]
+    assert requests[3]["messages"][-1]["content"] == RESUME_FRAMING.format(summary=SUMMARY_1)
+    assert trace.info["composer_agent"]["finish_reason"] == "finish"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,10 @@ Call = Callable[..., Awaitable[ToolResult]]
 
 
 def with_toolbox(
-    test: Callable[[Call, SubprocessRuntime], Awaitable[None]], env: dict[str, str] | None = None, **config: Any
+    test: Callable[[Call, SubprocessRuntime], Awaitable[None]],
+    env: dict[str, str] | None = None,
+    reap: bool = False,
+    **config: Any,
 ) -> None:
     async def main() -> None:
         runtime = SubprocessRuntime(SubprocessConfig())
@@ -35,7 +40,11 @@ def with_toolbox(
 
                 return await toolbox.call(name, json.dumps(args))
 
-            await test(call, runtime)
+            try:
+                await test(call, runtime)
+            finally:
+                if reap:
+                    await workspace.reap()
         finally:
             await runtime.stop()
 
@@ -76,6 +85,66 @@ def test_long_output_keeps_head_and_tail() -> None:
         assert "truncated" in r.content
 
     with_toolbox(test, tool_output_max_chars=5000)
+
+
+def scratch_sizes(directory: Path) -> list[int]:
+    """Sizes of the files under `directory` that some process holds open, unlinked ones included."""
+    sizes = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd).startswith(f"{directory}/"):
+                sizes.append(os.stat(fd).st_size)
+        except OSError:
+            continue
+    return sizes
+
+
+def test_shell_output_is_capped_while_the_command_runs(tmp_path: Path) -> None:
+    """20 MB of output, then the command hangs and the rollout is cancelled: while it runs, what is kept on disk is
+    the head and tail (a few kB), and nothing is left in TMPDIR after the cancellation."""
+
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        command = "head -c 20000000 /dev/zero | tr '\\0' y; echo; sleep 60"
+        task = asyncio.ensure_future(call("bash", command=command, timeout=120))
+        deadline = time.monotonic() + 20
+        seen: list[int] = []
+        while time.monotonic() < deadline and not (seen := scratch_sizes(tmp_path)):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # the 20 MB have been written by now
+        sizes = scratch_sizes(tmp_path)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert seen and sizes and max(sizes) <= 5000, sizes
+
+    with_toolbox(test, env={"TMPDIR": str(tmp_path)}, tool_output_max_chars=5000, reap=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shell_sees_only_allowed_host_variables() -> None:
+    """A credential in the worker's environment under any name stays out of the agent's shell; the allow-list, the
+    harness's `env` and the task's runtime variables get through."""
+
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="env")
+        names = {line.split("=", 1)[0] for line in r.content.splitlines() if "=" in line}
+        assert "COMPOSER_TEST_SECRET" not in names and "s3cr3t" not in r.content
+        assert {"PATH", "HOME", "FROM_HARNESS"} <= names
+
+    os.environ["COMPOSER_TEST_SECRET"] = "s3cr3t"
+    try:
+        with_toolbox(test, env={"FROM_HARNESS": "1"})
+    finally:
+        del os.environ["COMPOSER_TEST_SECRET"]
+
+
+def test_killed_command_shows_no_harness_internals() -> None:
+    async def test(call: Call, runtime: SubprocessRuntime) -> None:
+        r = await call("bash", command="echo before; trap '' TERM; sleep 60", timeout=1)
+        assert r.error == "timeout"
+        assert r.content == "before\n\n[command timed out after 1s; its process group was killed]", r.content
+
+    with_toolbox(test)
 
 
 def test_search_and_edits() -> None:
@@ -155,35 +224,29 @@ def test_edits_refuse_binary_and_oversized_files_and_leave_no_scratch_files(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cancelled_command_leaves_no_process_behind(tmp_path: Path) -> None:
-    """A rollout cancelled mid-command (agent timeout) ends the command's processes, even one in its own session."""
-    marker = tmp_path / "pids"
-    command = f"setsid sleep 300 & echo $! >> {marker}; sleep 300 & echo $! >> {marker}; echo $$ >> {marker}; sleep 300"
+def test_writes_never_follow_a_symlink_flipped_after_the_check(tmp_path: Path) -> None:
+    """A loop flips `d` between a directory in the box and a symlink to one outside while `create` and
+    `str_replace` write `d/f.txt` 60 times: every write lands inside or is refused; none lands outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("old\n")
+    flipper = (
+        f"while :; do rm -rf d; mkdir d; echo old > d/f.txt; rm -rf d; ln -s {outside} d; done"
+    )
 
     async def test(call: Call, runtime: SubprocessRuntime) -> None:
-        task = asyncio.ensure_future(call("bash", command=command, timeout=600))
-        for _ in range(200):
-            if marker.exists() and len(marker.read_text().split()) == 3:
-                break
-            await asyncio.sleep(0.05)
-        pids = [int(p) for p in marker.read_text().split()]
-        assert all(alive(p) for p in pids)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(100):
-            if not any(alive(p) for p in pids):
-                break
-            await asyncio.sleep(0.05)
-        assert not any(alive(p) for p in pids), [p for p in pids if alive(p)]
+        proc = await asyncio.create_subprocess_exec("bash", "-c", flipper, cwd=str(runtime.workdir))
+        try:
+            results = []
+            for i in range(30):
+                results.append(await call("create", path="d/f.txt", content=f"new {i}\n"))
+                results.append(await call("str_replace", path="d/f.txt", old_str="old", new_str="new"))
+        finally:
+            proc.kill()
+            await proc.wait()
+        assert (outside / "f.txt").read_text() == "old\n", "a write followed the symlink out of the box"
+        assert sorted(outside.iterdir()) == [outside / "f.txt"]
+        assert {r.error for r in results} <= {None, "path_escape", "tool_failed"}
+        assert any(r.error is None for r in results)
 
     with_toolbox(test)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a running (not zombie) process."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"

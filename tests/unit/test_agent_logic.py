@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
 
 from composer_agent.compaction import RESUME_FRAMING, default_threshold, fresh_context, resolve_threshold
 from composer_agent.config import CompactionConfig, ComposerAgentConfig
-from composer_agent.model import host_endpoint, window_from_listing
+from composer_agent.model import BodyEncoder, host_endpoint, window_from_listing
 from composer_agent.stats import AgentStats, CompactionRecord, metrics_from_info
 from composer_agent.text import PathEscape, estimate_tokens, normalize_path, truncate_middle
 from composer_agent.tools import TOOL_NAMES, ParsedCall, ToolResult, parse_call, tool_specs
@@ -180,3 +182,50 @@ def test_config_errors_name_field_value_and_fix() -> None:
     with pytest.raises(ValidationError):
         ComposerAgentConfig(compaction={"summary_attempts": 0})
     assert ComposerAgentConfig(id="owner/composer-agent@0.1").id == "owner/composer-agent@0.1"
+
+
+def test_body_encoder_encodes_each_message_once() -> None:
+    """A turn's request re-encodes only the messages it added: the earlier messages' bytes are reused as they are,
+    so the encoding cost per turn does not grow with the conversation; a new list (a compaction) starts over."""
+    encoder = BodyEncoder()
+    system, task = {"role": "system", "content": "sys"}, {"role": "user", "content": "tâche"}
+    messages = [system, task]
+    first = encoder.body(messages, {"model": "m", "tools": [{"type": "function"}]})
+    assert json.loads(first) == {"messages": [system, task], "model": "m", "tools": [{"type": "function"}]}
+    kept = list(encoder._encoded)
+    messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]})
+    messages.append({"role": "tool", "tool_call_id": "1", "content": "ok"})
+    second = encoder.body(messages, {"model": "m", "max_tokens": 5})
+    assert json.loads(second) == {"messages": messages, "model": "m", "max_tokens": 5}
+    assert all(a is b for a, b in zip(kept, encoder._encoded[:2], strict=True))
+    fresh = [system, task, {"role": "user", "content": "summary"}]
+    assert json.loads(encoder.body(fresh, {"model": "m"}))["messages"] == fresh
+
+
+FIRST_CALL = """
+import asyncio, time
+from composer_agent.model import ModelClient
+from tests.support.scripted_server import Reply, ScriptedModelServer
+
+async def main():
+    with ScriptedModelServer([Reply(content="a"), Reply(content="b")]) as server:
+        client = ModelClient(server.base_url, "secret", server.model, timeout_s=30, max_retries=0)
+        times = []
+        for _ in range(2):
+            start = time.perf_counter()
+            await client.complete([{"role": "user", "content": "hi"}], [])
+            times.append(time.perf_counter() - start)
+        await client.close()
+    print(*times)
+
+asyncio.run(main())
+"""
+
+
+def test_first_model_call_in_a_process_is_cheap() -> None:
+    """The first call in a fresh process costs about what later calls cost: no SDK client with lazy imports and
+    per-call body validation sits on the path (through the OpenAI SDK the first call took 0.4 s on an idle machine,
+    about 3 s on a busy one)."""
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, timeout=120, check=True)
+    first, second = (float(x) for x in out.stdout.split())
+    assert first < 0.25, (first, second)

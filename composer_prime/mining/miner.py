@@ -1,13 +1,20 @@
 """Mine Feature Deletion tasks from a tested repository (see the package docstring for the algorithm).
 
-All work happens in a private copy of the repository; the repository itself is only read. The output file is
-rewritten atomically after every kept task, so an interrupted run leaves a valid file and the next run resumes:
-tasks already in it are kept, candidates already rejected (recorded in `<out>.skipped.json`) are not retried.
+All work happens in a private copy of the repository; the repository itself is only read. Each kept task is
+appended to the output file as one line (I/O linear in tasks), so an interrupted run leaves a valid file (an
+unfinished last line is cut off on resume) and the next run resumes: tasks already in it are kept, candidates
+already rejected (recorded in `<out>.skipped.json`) are not retried.
+
+A candidate first runs only the test files a deletion can affect (those holding a test that calls the feature, or
+naming it); only a candidate that breaks enough of them pays for the full suite, which fixes FAIL_TO_PASS and
+PASS_TO_PASS exactly.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import tempfile
 import time
@@ -21,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from composer_prime.atomic import write_atomic
 from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
-from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
+from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file, is_test_file
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
@@ -115,11 +122,14 @@ class Miner:
         """The limit of one candidate's run; set from the untraced baseline run."""
         self.covered: dict[str, int] = {}
         """Feature key -> how many baseline tests call it."""
+        self.covering: dict[str, set[str]] = {}
+        """Feature key -> the baseline tests that call it."""
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
+        self._drop_unfinished_row()
         if self.config.out.exists():
             tasks, errors = load_rows(self.config.out)
             if errors:
@@ -140,10 +150,30 @@ class Miner:
                 skipped = dict(data.get("skipped", {}))
         return tasks, skipped
 
-    def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
-        write_atomic(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
+    def _append(self, task: MinedTask) -> None:
+        """Append one row (one write of a whole line, then fsync): the file grows, it is never rewritten."""
+        self.config.out.parent.mkdir(parents=True, exist_ok=True)
+        with self.config.out.open("a", encoding="utf-8") as handle:
+            handle.write(task.model_dump_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _save(self, skipped: dict[str, str], repo_fp: str) -> None:
         record = {"repo_fingerprint": repo_fp, "skipped": skipped, "baseline_excluded": self.excluded}
         write_atomic(self.skipped_path, json.dumps(record, indent=1))
+
+    def _drop_unfinished_row(self) -> None:
+        """A run killed mid-append leaves a last line without its newline: cut it off (it is mined again)."""
+        out = self.config.out
+        if not out.exists() or out.stat().st_size == 0:
+            return
+        data = out.read_bytes()
+        if data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        with out.open("r+b") as handle:
+            handle.truncate(keep)
+        self.log(f"resuming: dropped an unfinished last row of {out} ({len(data) - keep} bytes)")
 
     def _baseline(self, work: Path) -> TestRun:
         """Run the suite untraced (to size the limits), then traced; tests that do not pass in both are excluded."""
@@ -218,16 +248,16 @@ class Miner:
                     skipped[feature.key] = str(skip)
                     reasons[skip.kind] += 1
                     self.log(f"{prefix}: skipped: {skip}")
-                    self._save(tasks, skipped, repo_fp)
+                    self._save(skipped, repo_fp)
                     continue
                 tasks.append(task)
                 kept_now += 1
-                self._save(tasks, skipped, repo_fp)
+                self._append(task)
                 self.log(
                     f"{prefix}: kept (FAIL_TO_PASS {len(task.fail_to_pass)}, PASS_TO_PASS {len(task.pass_to_pass)}); "
                     f"{len(tasks)} task(s) in {config.out}"
                 )
-            self._save(tasks, skipped, repo_fp)
+            self._save(skipped, repo_fp)
         elapsed = time.monotonic() - started
         summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
         self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
@@ -253,6 +283,7 @@ class Miner:
             if self.config.min_tests <= len(covered) < len(passed):
                 kept.append(feature)
                 self.covered[feature.key] = len(covered)
+                self.covering[feature.key] = covered
         return sorted(kept, key=lambda f: (rank(f, self.covered[f.key]), _order(f)))
 
     def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
@@ -267,7 +298,17 @@ class Miner:
         if any(not is_protected_file(path) for path in near):
             shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
             raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")
+        affected = self._affected_files(feature, texts)
         try:
+            if affected:
+                first = self._run_deleted(space.work, deletion, texts, targets=affected)
+                broken = [t for t in space.baseline_passed if t in first.outcomes and first.outcomes[t] not in PASSING]
+                collection_errors = [t for t, o in first.outcomes.items() if o == "ERROR" and "::" not in t]
+                if len(broken) < self.config.min_tests and not collection_errors:
+                    raise _Skip(
+                        "too few failing",
+                        f"{len(broken)} test(s) fail without it in the affected files (need {self.config.min_tests})",
+                    )
             run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
             raise _Skip("timed out", str(exc)) from exc
@@ -324,15 +365,24 @@ class Miner:
             why=why_kept(feature, self.covered.get(feature.key, len(fail_to_pass))),
         )
 
-    def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:
-        """Run the suite with the deletion applied to the work copy, then put the original files back."""
+    def _affected_files(self, feature: Feature, texts: dict[str, str]) -> list[str]:
+        """Test files a deletion of `feature` can break: those with a test that calls it, or naming it."""
+        files = {test.split("::", 1)[0] for test in self.covering.get(feature.key, ())}
+        name = re.compile(rf"\b{re.escape(feature.name)}\b")
+        files |= {path for path, text in texts.items() if is_test_file(path) and name.search(text)}
+        return sorted(path for path in files if path.endswith(".py") and path in texts)
+
+    def _run_deleted(
+        self, work: Path, deletion: Deletion, texts: dict[str, str], targets: list[str] | None = None
+    ) -> TestRun:
+        """Run the suite (or `targets`) with the deletion applied to the work copy, then put the originals back."""
         try:
             for path, text in deletion.changed.items():
                 if text is None:
                     (work / path).unlink()
                 else:
                     (work / path).write_text(text, encoding="utf-8")
-            return run_tests(self.config.test_cmd, work, self.timeout_s)
+            return run_tests(self.config.test_cmd, work, self.timeout_s, targets=targets)
         finally:
             for path in deletion.changed:
                 (work / path).write_text(texts[path], encoding="utf-8")

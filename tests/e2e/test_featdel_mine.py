@@ -98,11 +98,13 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
 def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     repo, out, _ = mined
     copy = tmp_path / "tasks.jsonl"
-    copy.write_bytes(out.read_bytes())
+    # a run killed in the middle of appending a row leaves an unfinished last line
+    copy.write_bytes(out.read_bytes() + b'{"task_id": "shop-repo:shop/unfin')
     copy.with_name("tasks.jsonl.skipped.json").write_bytes(out.with_name("tasks.jsonl.skipped.json").read_bytes())
     lines: list[str] = []
     Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
     assert copy.read_bytes() == out.read_bytes()
+    assert lines.pop(0) == f"resuming: dropped an unfinished last row of {copy} (33 bytes)"
     assert lines[0] == f"resuming: 9 task(s) already in {copy}, 2 candidate(s) skipped"
     assert not any(" kept " in line or "skipped:" in line.split(")")[-1] for line in lines[1:-1])
     assert lines[-1].startswith("done: 0 new task(s), 9 in")

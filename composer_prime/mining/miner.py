@@ -56,6 +56,8 @@ class MineConfig(BaseModel):
     """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
     """The pytest launcher; mining and grading append their own arguments."""
+    near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
+    """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
     min_body_lines: int = Field(3, ge=0)
     """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
     test_timeout_s: float | None = Field(None, gt=0)
@@ -126,6 +128,8 @@ class Miner:
         """Feature key -> the baseline tests that call it."""
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
+        self.stats: dict[str, float] = {}
+        """Figures of the last run: baseline times, candidates tried, seconds spent on candidates."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
@@ -210,6 +214,7 @@ class Miner:
             f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
             f"limit per run {self.timeout_s:g}s"
         )
+        self.stats.update(baseline_untraced_s=plain.seconds, baseline_traced_s=run.seconds)
         outcomes = {test: outcome for test, outcome in run.outcomes.items() if test not in self.excluded}
         return TestRun(outcomes, run.exit_code, plain.seconds, run.output, run.calls)
 
@@ -234,7 +239,7 @@ class Miner:
             )
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
-            started, kept_now, reasons = time.monotonic(), 0, Counter()
+            started, kept_now, tried, reasons = time.monotonic(), 0, 0, Counter()
             for index, feature in enumerate(candidates, start=1):
                 if config.max_tasks is not None and len(tasks) >= config.max_tasks:
                     break
@@ -242,6 +247,7 @@ class Miner:
                 if task_id in done or feature.key in skipped:
                     continue
                 prefix = f"[{index}/{len(candidates)}] {feature.key} ({feature.kind})"
+                tried += 1
                 try:
                     task = self._try(feature, task_id, space)
                 except _Skip as skip:
@@ -259,6 +265,7 @@ class Miner:
                 )
             self._save(skipped, repo_fp)
         elapsed = time.monotonic() - started
+        self.stats.update(candidates=len(candidates), tried=tried, candidate_seconds=elapsed)
         summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
         self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
         return tasks
@@ -294,7 +301,7 @@ class Miner:
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
         overlaps = space.copies.overlaps(deletion.removed, deletion.changed, skip=[feature.path])
-        near = {path: share for path, share in overlaps.items() if share >= NEAR_COPY}
+        near = {path: share for path, share in overlaps.items() if share >= self.config.near_copy}
         if any(not is_protected_file(path) for path in near):
             shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
             raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")

@@ -32,7 +32,7 @@ from composer_prime.mining.features import Feature, discover, is_protected_file,
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
-from composer_prime.mining.snapshot import SnapshotError, build_snapshot, fingerprint, list_files, write_tree
+from composer_prime.mining.snapshot import fingerprint, leaked_files, list_files, pack_tree, task_tree, write_tree
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
 from composer_prime.pytest_outcomes import PASSING, passing
 
@@ -230,6 +230,11 @@ class Miner:
         if tasks:
             self.log(f"resuming: {len(tasks)} task(s) already in {config.out}, {len(skipped)} candidate(s) skipped")
         texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(path, data)}
+        self.base_name = f"{config.out.name}.{repo_fp}.tar.gz"
+        base_path = config.out.with_name(self.base_name)
+        if not base_path.exists():
+            config.out.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(base_path, pack_tree(files))
         with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
             work = Path(scratch) / repo.name
             write_tree(work, files)
@@ -335,16 +340,10 @@ class Miner:
         outside = [path for path in held_out if path not in test_files]
         if outside:
             raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
-        visible = {path: data for path, data in files.items() if path not in held_out}
-        for path, text in deletion.changed.items():
-            if text is None:
-                visible.pop(path, None)
-            else:
-                visible[path] = text.encode("utf-8")
-        try:
-            snapshot = build_snapshot(visible, deletion.removed)
-        except SnapshotError as exc:
-            raise _Skip("snapshot", str(exc)) from exc
+        visible = task_tree(files, held_out, deletion.changed)
+        leaked = leaked_files(visible, deletion.removed)
+        if leaked:
+            raise _Skip("snapshot", f"the deleted code is still present in {', '.join(leaked)}")
         visible_texts = {
             path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
         }
@@ -361,7 +360,8 @@ class Miner:
             repo_fingerprint=space.repo_fp,
             feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
             prompt=prompt,
-            snapshot=snapshot,
+            base=self.base_name,
+            changes=deletion.changed,
             test_files=test_files,
             held_out=held_out,
             fail_to_pass=fail_to_pass,

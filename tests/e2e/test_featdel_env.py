@@ -85,6 +85,8 @@ def test_taskset_resolves_with_composer_agent_as_default_harness(tasks_file, tmp
     wrong = json.loads(rows[2])
     wrong["pass_to_pass"] = 7
     bad_file = tmp_path / "tasks.jsonl"
+    base = tasks_file.with_name(json.loads(rows[0])["base"])
+    (tmp_path / base.name).write_bytes(base.read_bytes())  # the repository state travels with the tasks file
     bad_file.write_text("\n".join([rows[0], json.dumps(broken), json.dumps(wrong), *rows[3:]]) + "\n")
     with caplog.at_level(logging.WARNING):
         assert len(load_tasks(bad_file)) == 7

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
 from composer_prime.cli import main
 from composer_prime.mining.miner import MineConfig, Miner, MiningError
 from composer_prime.mining.record import load_rows
-from composer_prime.mining.snapshot import unpack_snapshot
 from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
 
 pytestmark = pytest.mark.slow
@@ -61,6 +64,21 @@ def test_mines_several_tasks_of_every_kind(mined):
     assert lines[-1].startswith("done: 9 new task(s)")
 
 
+async def set_up_in_box(task, keep: Path) -> Path:
+    """Run the taskset's setup in a subprocess box and keep a copy of the box's tree."""
+    import verifiers.v1 as vf
+    from verifiers.v1.runtimes import make_runtime
+
+    runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-setup-{keep.name}"[:60])
+    await runtime.start()
+    try:
+        await task.setup(runtime)
+        shutil.copytree(runtime.workdir, keep)
+    finally:
+        await runtime.stop()
+    return keep
+
+
 def test_snapshots_are_scrubbed(mined, tmp_path):
     _, out, _ = mined
     tasks, _ = load_rows(out)
@@ -69,9 +87,13 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
         "shop/cart.py::Cart.total": "subtotal = sum(price * quantity for _, price, quantity in self.lines)",
         "shop/textutil.py": 'words = "".join(ch if ch.isalnum() else " " for ch in text.lower()).split()',
     }
+    config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(out)}})
+    envs = {task.data.name: task for task in load_taskset(config.taskset)}
+    assert out.with_name(tasks[0].base).is_file() and {task.base for task in tasks} == {tasks[0].base}
     for task in tasks:
-        root = tmp_path / task.task_id.replace("/", "_").replace(":", "_")
-        unpack_snapshot(task.snapshot, root)
+        root = asyncio.run(
+            set_up_in_box(envs[task.task_id], tmp_path / task.task_id.replace("/", "_").replace(":", "_"))
+        )
         assert git(root, "rev-list", "--all", "--count").strip() == "1"
         assert git(root, "status", "--porcelain") == ""
         names = {p.relative_to(root).as_posix() for p in root.rglob("*")}

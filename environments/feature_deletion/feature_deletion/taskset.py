@@ -1,8 +1,9 @@
 """feature-deletion: a tested feature was deleted from a real repository; the agent rebuilds it.
 
-Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`). `setup` unpacks
-the scrubbed snapshot (a fresh single-commit git repository, no bytecode or caches, the feature's test files held
-out) into the rollout's work directory. At scoring every process the rollout started is killed, then
+Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`, each naming the
+scrubbed repository state it was mined from, a tarball beside the tasks file read once at load). `setup` unpacks
+that state into the rollout's work directory, removes the held-out test files, applies the deletion's changes and
+commits the result as a fresh one-commit git repository (no history, no bytecode or caches). At scoring every process the rollout started is killed, then
 `composer_prime.grading` grades the box: files the agent added outside the task's source folders are removed, the
 task's test files (held-out ones included) are written over the agent's, changed Python files are scanned for test
 machinery, canary tests are planted, and the suite runs once through the trusted launcher (`python -I -S`, pinned
@@ -20,10 +21,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import logging
-import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import verifiers.v1 as vf
 from pydantic import Field
@@ -33,6 +32,7 @@ from composer_prime.grading import tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
 from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
+from composer_prime.mining.snapshot import task_tree, unpack_tree
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ SYSTEM = (
     "sites first, run the visible tests, and finish once the feature works. Test files are restored before grading."
 )
 SNAPSHOT_FILE = ".feature-deletion-snapshot.tar.gz"
+COMMIT_SNAPSHOT = (
+    "git init -q && git symbolic-ref HEAD refs/heads/main && git add -A && git -c user.name=composer-prime "
+    "-c user.email=composer-prime@localhost commit -q --no-verify -m 'Task snapshot' && rm -f .git/hooks/*"
+)
 GOLD_FILE = ".feature-deletion-gold.patch"
 PATCH_CAP_BYTES = 200_000
 SUBPROCESS_WARNING = (
@@ -53,7 +57,9 @@ SUBPROCESS_WARNING = (
 
 class FeatureDeletionData(vf.TaskData):
     mined: MinedTask
-    """The mined row: snapshot, test files, FAIL_TO_PASS / PASS_TO_PASS ids, gold patch, test command."""
+    """The mined row: changes, test files, FAIL_TO_PASS / PASS_TO_PASS ids, gold patch, test command."""
+    base: str
+    """Base64 of the repository-state tarball the row names (shared by the tasks of one state)."""
 
 
 class FeatureDeletionTaskConfig(vf.TaskConfig):
@@ -73,17 +79,21 @@ class FeatureDeletionConfig(vf.TasksetConfig):
     task: FeatureDeletionTaskConfig = FeatureDeletionTaskConfig()
 
 
-@functools.lru_cache(maxsize=32)
-def snapshot_files(snapshot: str) -> dict[str, bytes]:
-    """The work-tree files of a task snapshot (its `.git` left out), read on the host."""
-    files = {}
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(snapshot)), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            if member.isfile() and PurePosixPath(member.name).parts[0] != ".git":
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    files[member.name] = handle.read()
-    return files
+@functools.lru_cache(maxsize=8)
+def base_files(base: str) -> dict[str, bytes]:
+    """The files of a repository-state tarball (base64), read on the host."""
+    return unpack_tree(base64.b64decode(base))
+
+
+@functools.lru_cache(maxsize=64)
+def read_base(path: Path) -> str:
+    """A repository-state tarball as base64, read once per file."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"feature-deletion: {path} is missing; it is written by mine-features next to the tasks file and must "
+            "stay beside it"
+        )
+    return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 async def _run(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
@@ -106,9 +116,15 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def setup(self, runtime: vf.Runtime) -> None:
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
         tag_box(runtime)
-        await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.mined.snapshot))
-        await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the snapshot")
-        await _run(runtime, ["rm", "-f", SNAPSHOT_FILE], "removing the snapshot archive")
+        mined = self.data.mined
+        await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
+        await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the repository state")
+        gone = [path for path, text in mined.changes.items() if text is None]
+        await _run(runtime, ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone], "removing held-out files")
+        for path, text in mined.changes.items():
+            if text is not None:
+                await runtime.write(path, text.encode("utf-8"))
+        await _run(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "committing the snapshot")
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Keep the agent's diff against the snapshot in `trace.info["patch"]` (capped), for inspection."""
@@ -130,7 +146,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         )
 
     def baseline(self) -> grading.Baseline:
-        files = snapshot_files(self.data.mined.snapshot)
+        mined = self.data.mined
+        files = task_tree(base_files(self.data.base), mined.held_out, mined.changes)
 
         async def original(path: str) -> str | None:
             data = files.get(path)
@@ -198,6 +215,7 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
         for idx, row in enumerate(rows):
             limit = self.config.task.test_timeout_s or row.test_timeout_s
             data = FeatureDeletionData(
+                base=read_base(path.parent / row.base),
                 idx=idx,
                 name=row.task_id,
                 prompt=row.prompt,

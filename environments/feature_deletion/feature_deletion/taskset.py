@@ -30,7 +30,7 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
+from composer_prime.grading.runtime import reap, run_checked, tag_box, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.snapshot import task_tree, unpack_tree
 
@@ -96,13 +96,6 @@ def read_base(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-async def _run(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
-    result = await runtime.run(argv, {})
-    if result.exit_code != 0:
-        raise RuntimeError(f"feature-deletion: {what} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}")
-    return result
-
-
 class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletionTaskConfig]):
     @property
     def test_timeout_s(self) -> float:
@@ -118,13 +111,17 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         tag_box(runtime)
         mined = self.data.mined
         await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
-        await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the repository state")
+        await run_checked(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
         gone = [path for path, text in mined.changes.items() if text is None]
-        await _run(runtime, ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone], "removing held-out files")
+        await run_checked(
+            runtime,
+            ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone],
+            "feature-deletion: removing held-out files",
+        )
         for path, text in mined.changes.items():
             if text is not None:
                 await runtime.write(path, text.encode("utf-8"))
-        await _run(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "committing the snapshot")
+        await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Keep the agent's diff against the snapshot in `trace.info["patch"]` (capped), for inspection."""
@@ -177,8 +174,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def validate(self, runtime: vf.Runtime) -> bool:
         """The gold patch must solve the task (0.4.0's validate also checks that the untouched repo does not)."""
         await runtime.write(GOLD_FILE, self.data.mined.gold_patch.encode("utf-8"))
-        await _run(runtime, ["git", "apply", GOLD_FILE], "applying the gold patch")
-        await _run(runtime, ["rm", "-f", GOLD_FILE], "removing the gold patch")
+        await run_checked(runtime, ["git", "apply", GOLD_FILE], "feature-deletion: applying the gold patch")
+        await run_checked(runtime, ["rm", "-f", GOLD_FILE], "feature-deletion: removing the gold patch")
         grade = await self.grade(runtime)
         if not grade.solved:
             logger.warning(

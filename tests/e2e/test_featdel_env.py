@@ -13,7 +13,8 @@ import pytest
 import verifiers.v1 as vf
 
 from tests.support.featdel_repo import CART, FILES, INIT, PRICING, mined_shop
-from tests.support.scripted_server import ScriptedModelServer, tool
+from tests.support.rollouts import scripted_rollout
+from tests.support.scripted_server import tool
 
 pytestmark = pytest.mark.slow
 
@@ -111,18 +112,7 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
 
 
 def rollout(tasks_file, script) -> tuple[vf.Trace, list[dict]]:
-    task = load_tasks(tasks_file)[APPLY_DISCOUNT]
-    with ScriptedModelServer(script) as server:
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=server.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
-            )
-        )
-        trace = asyncio.run(asyncio.wait_for(agent.run(task), 180))
-        return trace, server.requests
+    return scripted_rollout(load_tasks(tasks_file)[APPLY_DISCOUNT], script, API_KEY_VAR)
 
 
 def tool_output(requests: list[dict], turn: int) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
-from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex
+from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file, is_test_file
 from composer_prime.mining.patch import unified_patch
@@ -71,6 +71,18 @@ def _covers(feature: Feature, path: str, qualname: str) -> bool:
     if path != feature.path:
         return False
     return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
+
+
+def top_packages(texts: dict[str, str]) -> set[str]:
+    """Import names of the repository's top-level packages (`src/` layout aware)."""
+    names = set()
+    for path in texts:
+        parts = path.split("/")
+        if parts[0] == "src":
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[-1] == "__init__.py" and len(parts) == 2 and is_source_file(path):
+            names.add(parts[0])
+    return names
 
 
 def is_public(feature: Feature) -> bool:
@@ -239,9 +251,13 @@ class Miner:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
-            space = _Workspace(
-                repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, CopyIndex(texts)
-            )
+            installed = installed_copies(top_packages(texts))
+            if installed:
+                self.log(
+                    f"copies: {len(installed)} installed file(s) named like this repository's packages are checked"
+                )
+            copies = CopyIndex({**texts, **installed})
+            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, copies)
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
             started, kept_now, tried, reasons = time.monotonic(), 0, 0, Counter()

@@ -285,3 +285,18 @@ def test_gold_patch_touches_only_the_deleted_feature(mined):
                 lines.remove(match)
             assert all(re.search(rf"\b{found.name}\b", line) for line in lines), (task.task_id, path, lines)
         assert removed == {}, task.task_id
+
+
+def test_installed_vendored_copy_refuses_the_task(tmp_path, monkeypatch):
+    """setuptools vendors more_itertools: a task whose code an agent could copy from a reachable venv is refused."""
+    repo = build_shop_repo(tmp_path)
+    vendored = tmp_path / "venv" / "site-packages" / "setuptools" / "_vendor" / "shop"
+    vendored.mkdir(parents=True)
+    (vendored / "pricing.py").write_text(FILES["shop/pricing.py"].replace("Money helpers.", "Vendored helpers."))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(vendored.parent.parent.parent)])
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    Miner(MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert f"{vendored / 'pricing.py'} (" in skipped["shop/pricing.py::apply_discount"]
+    assert "copies: 1 installed file(s) named like this repository's packages are checked" in lines

@@ -348,7 +348,7 @@ class Miner:
             )
         if not pass_to_pass:
             raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
-        test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
+        test_files = sorted(path for path in texts if is_protected_file(path))
         held_out = sorted({test.split("::", 1)[0] for test in fail_to_pass})
         visible_copies = sorted(path for path in near if path not in held_out)
         if visible_copies:

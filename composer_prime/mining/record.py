@@ -2,7 +2,7 @@
 
 A row names the repository state it was mined from (`base`: a tarball beside the tasks file, written once per
 state and shared by every row of it) and holds what differs for its task: the deletion's changes, the held-out test
-files, the test files to restore before grading, the test ids and the gold patch. The taskset reads the state when
+files, the paths of the test files to restore before grading, the test ids and the gold patch. The taskset reads the state when
 it loads the file, so task data still reaches env-server workers by value. `load_rows` validates each row on its own so that one bad row is reported, naming the row and the field,
 and the rest still load.
 """
@@ -51,8 +51,8 @@ class MinedTask(BaseModel):
     mined from; the agent starts from it minus `held_out`, with `changes` applied, as a one-commit git repository."""
     changes: dict[str, str | None] = Field(min_length=1)
     """Post-deletion text of every file the deletion changed (None: the file is deleted)."""
-    test_files: dict[str, str]
-    """Test files, `conftest.py` files and pytest configuration (path -> text), restored before grading."""
+    test_files: list[str]
+    """Test files, `conftest.py` files and pytest configuration, restored from `base` before grading."""
     held_out: list[str]
     """The paths in `test_files` left out of the snapshot; they reach the box only at grading."""
     fail_to_pass: list[str] = Field(min_length=1)

@@ -131,6 +131,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
     def suite(self) -> grading.Suite:
         mined = self.data.mined
+        base = base_files(self.data.base)
         tests = [*mined.fail_to_pass, *mined.pass_to_pass]
         return grading.Suite(
             fail_to_pass=mined.fail_to_pass,
@@ -139,12 +140,15 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             timeout_s=self.test_timeout_s,
             isolate_network=self.config.isolate_network,
             python=self.python,
-            settings=repo_settings({n: t for n, t in mined.test_files.items() if n in CONFIG_NAMES}),
+            settings=repo_settings(
+                {name: base[name].decode("utf-8", "replace") for name in CONFIG_NAMES if name in mined.test_files}
+            ),
         )
 
     def baseline(self) -> grading.Baseline:
         mined = self.data.mined
-        files = task_tree(base_files(self.data.base), mined.held_out, mined.changes)
+        base = base_files(self.data.base)
+        files = task_tree(base, mined.held_out, mined.changes)
 
         async def original(path: str) -> str | None:
             data = files.get(path)
@@ -153,7 +157,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         return grading.Baseline(
             files={path: tree.sha256(data) for path, data in files.items()},
             original=original,
-            owned={path: text.encode("utf-8") for path, text in self.data.mined.test_files.items()},
+            owned={path: base[path] for path in mined.test_files if path in base},
         )
 
     async def grade(self, runtime: vf.Runtime) -> grading.Grade:

@@ -1,11 +1,15 @@
-"""Feature Deletion: mining time per validated task, and grading time against a bare pytest run of the same tests.
+"""Feature Deletion: mining cost per candidate against a bare suite run, and grading time against bare pytest.
 
-Builds a synthetic package (`--modules` modules of `--functions` functions, two tests each) in a temporary folder,
-mines it with `composer-prime`'s miner, then for `--grade-tasks` tasks applies the gold patch in a subprocess box and
-times the environment's grading (`FeatureDeletionTask.grade`: restore test files, `unshare -n` where allowed,
-timeout, run, parse) against `python -m pytest` run bare in the same folder, alternating, `--repeats` times each.
+Builds a synthetic package (`--modules` modules of `--functions` functions, two tests each) in a temporary folder
+and, for each `--sdist NAME==VERSION`, fetches that release's sdist with `pip download --no-deps --no-binary :all:`
+(nothing is kept). Each repository is mined with the miner's defaults (up to `--max-tasks` tasks): the figures are
+the bare suite time (`python -m pytest -q`), the time per candidate tried and its ratio to the bare suite, the
+mean row size and the first task names. Then for `--grade-tasks` tasks the gold patch is applied in a subprocess box
+and validated under the grader's default isolation, and the grading (`FeatureDeletionTask.grade`: reap, clean,
+scan, canaries, trusted launcher, network namespace) is timed against bare pytest in the same folder, `--repeats`
+times each.
 
-    python bench/feature_deletion.py [--modules 6] [--functions 4] [--grade-tasks 3] [--repeats 3]
+    python bench/feature_deletion.py [--modules 6] [--functions 4] [--sdist toolz==1.2.0 ...] [--max-tasks 20]
 """
 
 from __future__ import annotations
@@ -99,47 +103,77 @@ async def grade_vs_bare(task, repeats: int) -> tuple[float, float, bool]:
         await runtime.stop()
 
 
+def fetch_sdist(spec: str, into: Path) -> Path:
+    """Download and unpack one sdist; returns the project's folder."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", spec, "-d", str(into)],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    (archive,) = into.glob("*.tar.gz")
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(into)], check=True, timeout=120)
+    archive.unlink()
+    (folder,) = [p for p in into.iterdir() if p.is_dir()]
+    return folder
+
+
+def bench_repo(name: str, repo: Path, scratch: Path, args: argparse.Namespace) -> None:
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    from composer_prime.mining.copies import NEAR_COPY
+    from composer_prime.mining.miner import MineConfig, Miner
+
+    bare = statistics.median(bare_pytest(repo) for _ in range(2))
+    out = scratch / f"{name}.jsonl"
+    # The synthetic functions share one template, so every one is a near copy of the others: that check is off there.
+    near_copy = 1.01 if name == "synthetic" else NEAR_COPY
+    miner = Miner(MineConfig(repo=repo, out=out, max_tasks=args.max_tasks, near_copy=near_copy), log=lambda line: None)
+    started = time.monotonic()
+    tasks = miner.run()
+    mining = time.monotonic() - started
+    stats = miner.stats
+    per_candidate = stats["candidate_seconds"] / max(stats["tried"], 1)
+    rows = out.read_bytes().splitlines() if out.exists() else []
+    print(f"== {name}")
+    print(f"  bare suite run (s)                    {bare:8.2f}")
+    print(
+        f"  baseline untraced / traced (s)        {stats['baseline_untraced_s']:8.2f} / {stats['baseline_traced_s']:.2f}"
+    )
+    print(f"  candidates: listed / tried / kept     {stats['candidates']:8.0f} / {stats['tried']:.0f} / {len(tasks)}")
+    print(f"  time per candidate (s), x bare        {per_candidate:8.2f}  x{per_candidate / bare:.2f}")
+    print(f"  mining wall time (s)                  {mining:8.2f}")
+    print(f"  row size, mean (kB)                   {statistics.mean(map(len, rows)) / 1000 if rows else 0:8.1f}")
+    for task in tasks[:5]:
+        print(f"  task: {task.task_id}  [{task.why}]")
+    if not tasks:
+        return
+    config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(out)}})
+    loaded = list(load_taskset(config.taskset))[: args.grade_tasks]
+    for task in loaded:
+        graded, bare_box, isolated = asyncio.run(grade_vs_bare(task, args.repeats))
+        print(
+            f"  gold 1.0: {task.data.name.split(':', 1)[1]:<44} grade {graded:6.2f}s  bare {bare_box:6.2f}s  "
+            f"x{graded / bare_box:.2f}  no-net {isolated}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", type=int, default=6)
     parser.add_argument("--functions", type=int, default=4)
+    parser.add_argument("--sdist", action="append", default=[], help="NAME==VERSION of a PyPI sdist to mine too")
+    parser.add_argument("--max-tasks", type=int, default=20)
     parser.add_argument("--grade-tasks", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
 
-    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
-
-    from composer_prime.mining.miner import MineConfig, Miner
-    from composer_prime.mining.testrun import run_tests
-
     with tempfile.TemporaryDirectory(prefix="bench-featdel-") as scratch:
-        repo = build_repo(Path(scratch), args.modules, args.functions)
-        plain = run_tests(["python", "-m", "pytest"], repo, 600)
-        traced = run_tests(["python", "-m", "pytest"], repo, 600, trace=True)
-        out = Path(scratch) / "tasks.jsonl"
-        started = time.monotonic()
-        tasks = Miner(MineConfig(repo=repo, out=out), log=lambda line: None).run()
-        mining = time.monotonic() - started
-        config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(out)}})
-        loaded = list(load_taskset(config.taskset))[: args.grade_tasks]
-        results = [asyncio.run(grade_vs_bare(task, args.repeats)) for task in loaded]
-
-    n_tests = len(plain.outcomes)
-    print(f"synthetic repo: {args.modules} modules x {args.functions} functions, {n_tests} tests")
-    print(f"{'measure':<46} {'value':>10}")
-    print(f"{'suite run, plain (s)':<46} {plain.seconds:>10.2f}")
-    print(
-        f"{'suite run, traced baseline (s) / ratio':<46} {traced.seconds:>10.2f}  x{traced.seconds / plain.seconds:.2f}"
-    )
-    print(f"{'mining wall time (s)':<46} {mining:>10.2f}")
-    print(f"{'validated tasks':<46} {len(tasks):>10d}")
-    print(f"{'mining time per validated task (s)':<46} {mining / max(len(tasks), 1):>10.2f}")
-    print()
-    print(f"{'task':<40} {'grade (s)':>10} {'bare pytest (s)':>16} {'ratio':>7} {'no-net':>7}")
-    for task, (graded, bare, isolated) in zip(loaded, results):
-        name = task.data.name.split(":", 1)[1]
-        print(f"{name:<40} {graded:>10.2f} {bare:>16.2f} {graded / bare:>7.2f} {isolated!s:>7}")
+        root = Path(scratch)
+        bench_repo("synthetic", build_repo(root, args.modules, args.functions), root, args)
+        for spec in args.sdist:
+            into = root / spec.replace("==", "-")
+            into.mkdir()
+            bench_repo(spec, fetch_sdist(spec, into), root, args)
     return 0
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from composer_prime.grading import tree
 from composer_prime.grading.grade import F2P_OK, P2P_OK, Grade, fraction
 from composer_prime.grading.pytest_config import trusted_ini
+from composer_prime.grading.runtime import run_checked
 from composer_prime.pytest_outcomes import outcomes_from_records
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
@@ -92,15 +93,6 @@ class Baseline:
     """Files written into the tree before the run, replacing the agent's version (held-out and restored tests)."""
 
 
-async def _check(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
-    """Run a command in the box; a non-zero exit raises `vf.SandboxError` naming the step."""
-    result = await runtime.run(argv, {})
-    if result.exit_code != 0:
-        detail = (result.stderr or result.stdout).strip()[-500:]
-        raise vf.SandboxError(f"grading: {what} failed (exit {result.exit_code}): {detail}")
-    return result
-
-
 def _canary_module() -> tuple[str, str, str]:
     """(source, passing name, failing name) of a canary module with random names and numbers."""
     rng = random.SystemRandom()
@@ -120,11 +112,11 @@ def _test_dirs(targets: list[str]) -> list[str]:
 
 async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str]]:
     """Remove the strays, write the owned files, scan the changes: (removed paths, void reasons)."""
-    listing = await _check(runtime, ["sh", "-c", tree.LIST_FILES], "listing the work tree")
+    listing = await run_checked(runtime, ["sh", "-c", tree.LIST_FILES], "grading: listing the work tree")
     current, links = tree.parse_listing(listing.stdout)
     removed = tree.strays(baseline.files, current, links, baseline.owned)
     for start in range(0, len(removed), 200):
-        await _check(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "removing added files")
+        await run_checked(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "grading: removing added files")
     for path, data in baseline.owned.items():
         await runtime.write(path, data)
     kept = [p for p in current if p not in removed and p not in baseline.owned]
@@ -215,7 +207,7 @@ async def grade(
     """Clean the tree, run the suite with canaries, and judge it (see the module docstring). `before_run` (swe-gym:
     apply the test patch) runs after the cleaning; a message it returns is the grade's error and nothing runs."""
     started = time.monotonic()
-    workdir = (await _check(runtime, ["pwd", "-P"], "reading the work directory")).stdout.strip()
+    workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
     removed, void = await prepare_tree(runtime, baseline)
     error = await before_run() if before_run is not None else None
     if error is not None:

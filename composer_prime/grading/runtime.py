@@ -20,6 +20,15 @@ logger = logging.getLogger(__name__)
 _warned: set[str] = set()
 
 
+async def run_checked(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
+    """Run a command in the box; a non-zero exit raises `vf.SandboxError` naming the step and the output's tail."""
+    result = await runtime.run(argv, {})
+    if result.exit_code != 0:
+        detail = (result.stderr or result.stdout or "").strip()[-500:]
+        raise vf.SandboxError(f"{what} failed (exit {result.exit_code}): {detail}")
+    return result
+
+
 def tag_box(runtime: vf.Runtime) -> None:
     """Put a reaper token in the runtime's environment (once), so the rollout's processes carry it."""
     if BOX_VAR not in runtime.env:

@@ -7,12 +7,18 @@ and whitespace dropped), and every run of `SHINGLE` consecutive tokens is hashed
 deleted code is the share of the deleted code's shingles the file also holds. A task is refused when some visible
 file holds at least `NEAR_COPY` of them, and call-site hints leave out files holding at least `HINT_LIMIT`.
 Code too short to have `MIN_SHINGLES` shingles is left to the exact check (`snapshot.leaks`).
+
+Copies outside the repository count too: `installed_copies` finds, in the folders of `sys.path` (site-packages,
+including vendored trees such as `setuptools/_vendor/more_itertools`), the Python files of packages named like the
+repository's top-level packages. A rollout on a runtime that shares those folders could read them.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 SHINGLE = 8
 NEAR_COPY = 0.5
@@ -57,3 +63,22 @@ class CopyIndex:
             if share > 0:
                 found[path] = share
         return found
+
+
+def installed_copies(packages: Iterable[str], roots: Iterable[str] | None = None, limit: int = 2000) -> dict[str, str]:
+    """Absolute path -> text of the Python files of every folder named like one of `packages` under the `sys.path`
+    folders (`roots`), two levels deep at most (`pkg/`, `*/pkg/`, `*/_vendor/pkg/`); at most `limit` files."""
+    found: dict[str, str] = {}
+    names = set(packages)
+    for root in roots if roots is not None else sys.path:
+        base = Path(root or ".").resolve()
+        if not base.is_dir() or "site-packages" not in base.parts and "dist-packages" not in base.parts:
+            continue
+        for pattern in ("{}", "*/{}", "*/*/{}"):
+            for name in names:
+                for folder in base.glob(pattern.format(name)):
+                    for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
+                        if len(found) >= limit:
+                            return found
+                        found[str(path)] = path.read_text("utf-8", errors="replace")
+    return found

@@ -1,13 +1,20 @@
 """Mine Feature Deletion tasks from a tested repository (see the package docstring for the algorithm).
 
-All work happens in a private copy of the repository; the repository itself is only read. The output file is
-rewritten atomically after every kept task, so an interrupted run leaves a valid file and the next run resumes:
-tasks already in it are kept, candidates already rejected (recorded in `<out>.skipped.json`) are not retried.
+All work happens in a private copy of the repository; the repository itself is only read. Each kept task is
+appended to the output file as one line (I/O linear in tasks), so an interrupted run leaves a valid file (an
+unfinished last line is cut off on resume) and the next run resumes: tasks already in it are kept, candidates
+already rejected (recorded in `<out>.skipped.json`) are not retried.
+
+A candidate first runs only the test files a deletion can affect (those holding a test that calls the feature, or
+naming it); only a candidate that breaks enough of them pays for the full suite, which fixes FAIL_TO_PASS and
+PASS_TO_PASS exactly.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import sys
 import tempfile
@@ -20,13 +27,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import write_atomic
-from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex
+from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
-from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file
+from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file, is_test_file
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
-from composer_prime.mining.snapshot import SnapshotError, build_snapshot, fingerprint, list_files, write_tree
+from composer_prime.mining.snapshot import fingerprint, leaked_files, list_files, pack_tree, task_tree, write_tree
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
 from composer_prime.pytest_outcomes import PASSING, passing
 
@@ -51,6 +58,8 @@ class MineConfig(BaseModel):
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
     """The pytest launcher, a list or one shell-quoted string (e.g. 'poetry run pytest'); mining and grading append
     their own arguments."""
+    near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
+    """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
     min_body_lines: int = Field(3, ge=0)
     """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
     test_timeout_s: float | None = Field(None, gt=0)
@@ -76,6 +85,18 @@ def _covers(feature: Feature, path: str, qualname: str) -> bool:
     if path != feature.path:
         return False
     return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
+
+
+def top_packages(texts: dict[str, str]) -> set[str]:
+    """Import names of the repository's top-level packages (`src/` layout aware)."""
+    names = set()
+    for path in texts:
+        parts = path.split("/")
+        if parts[0] == "src":
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[-1] == "__init__.py" and len(parts) == 2 and is_source_file(path):
+            names.add(parts[0])
+    return names
 
 
 def is_public(feature: Feature) -> bool:
@@ -129,11 +150,16 @@ class Miner:
         """The limit of one candidate's run; set from the untraced baseline run."""
         self.covered: dict[str, int] = {}
         """Feature key -> how many baseline tests call it."""
+        self.covering: dict[str, set[str]] = {}
+        """Feature key -> the baseline tests that call it."""
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
+        self.stats: dict[str, float] = {}
+        """Figures of the last run: baseline times, candidates tried, seconds spent on candidates."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
+        self._drop_unfinished_row()
         if self.config.out.exists():
             tasks, errors = load_rows(self.config.out)
             if errors:
@@ -154,10 +180,30 @@ class Miner:
                 skipped = dict(data.get("skipped", {}))
         return tasks, skipped
 
-    def _save(self, tasks: list[MinedTask], skipped: dict[str, str], repo_fp: str) -> None:
-        write_atomic(self.config.out, "".join(task.model_dump_json() + "\n" for task in tasks))
+    def _append(self, task: MinedTask) -> None:
+        """Append one row (one write of a whole line, then fsync): the file grows, it is never rewritten."""
+        self.config.out.parent.mkdir(parents=True, exist_ok=True)
+        with self.config.out.open("a", encoding="utf-8") as handle:
+            handle.write(task.model_dump_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _save(self, skipped: dict[str, str], repo_fp: str) -> None:
         record = {"repo_fingerprint": repo_fp, "skipped": skipped, "baseline_excluded": self.excluded}
         write_atomic(self.skipped_path, json.dumps(record, indent=1))
+
+    def _drop_unfinished_row(self) -> None:
+        """A run killed mid-append leaves a last line without its newline: cut it off (it is mined again)."""
+        out = self.config.out
+        if not out.exists() or out.stat().st_size == 0:
+            return
+        data = out.read_bytes()
+        if data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        with out.open("r+b") as handle:
+            handle.truncate(keep)
+        self.log(f"resuming: dropped an unfinished last row of {out} ({len(data) - keep} bytes)")
 
     def _baseline(self, work: Path) -> TestRun:
         """Run the suite untraced (to size the limits), then traced; tests that do not pass in both are excluded."""
@@ -194,6 +240,7 @@ class Miner:
             f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
             f"limit per run {self.timeout_s:g}s"
         )
+        self.stats.update(baseline_untraced_s=plain.seconds, baseline_traced_s=run.seconds)
         outcomes = {test: outcome for test, outcome in run.outcomes.items() if test not in self.excluded}
         return TestRun(outcomes, run.exit_code, plain.seconds, run.output, run.calls)
 
@@ -209,16 +256,25 @@ class Miner:
         if tasks:
             self.log(f"resuming: {len(tasks)} task(s) already in {config.out}, {len(skipped)} candidate(s) skipped")
         texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(data)}
+        self.base_name = f"{config.out.name}.{repo_fp}.tar.gz"
+        base_path = config.out.with_name(self.base_name)
+        if not base_path.exists():
+            config.out.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(base_path, pack_tree(files))
         with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
-            space = _Workspace(
-                repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, CopyIndex(texts)
-            )
+            installed = installed_copies(top_packages(texts))
+            if installed:
+                self.log(
+                    f"copies: {len(installed)} installed file(s) named like this repository's packages are checked"
+                )
+            copies = CopyIndex({**texts, **installed})
+            space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passing(baseline.outcomes)), work, copies)
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
-            started, kept_now, reasons = time.monotonic(), 0, Counter()
+            started, kept_now, tried, reasons = time.monotonic(), 0, 0, Counter()
             for index, feature in enumerate(candidates, start=1):
                 if config.max_tasks is not None and len(tasks) >= config.max_tasks:
                     break
@@ -226,23 +282,25 @@ class Miner:
                 if task_id in done or feature.key in skipped:
                     continue
                 prefix = f"[{index}/{len(candidates)}] {feature.key} ({feature.kind})"
+                tried += 1
                 try:
                     task = self._try(feature, task_id, space)
                 except _Skip as skip:
                     skipped[feature.key] = str(skip)
                     reasons[skip.kind] += 1
                     self.log(f"{prefix}: skipped: {skip}")
-                    self._save(tasks, skipped, repo_fp)
+                    self._save(skipped, repo_fp)
                     continue
                 tasks.append(task)
                 kept_now += 1
-                self._save(tasks, skipped, repo_fp)
+                self._append(task)
                 self.log(
                     f"{prefix}: kept (FAIL_TO_PASS {len(task.fail_to_pass)}, PASS_TO_PASS {len(task.pass_to_pass)}); "
                     f"{len(tasks)} task(s) in {config.out}"
                 )
-            self._save(tasks, skipped, repo_fp)
+            self._save(skipped, repo_fp)
         elapsed = time.monotonic() - started
+        self.stats.update(candidates=len(candidates), tried=tried, candidate_seconds=elapsed)
         summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
         self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
         return tasks
@@ -267,6 +325,7 @@ class Miner:
             if self.config.min_tests <= len(covered) < len(passed):
                 kept.append(feature)
                 self.covered[feature.key] = len(covered)
+                self.covering[feature.key] = covered
         return sorted(kept, key=lambda f: (rank(f, self.covered[f.key]), _order(f)))
 
     def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
@@ -277,11 +336,21 @@ class Miner:
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
         overlaps = space.copies.overlaps(deletion.removed, deletion.changed, skip=[feature.path])
-        near = {path: share for path, share in overlaps.items() if share >= NEAR_COPY}
+        near = {path: share for path, share in overlaps.items() if share >= self.config.near_copy}
         if any(not is_protected_file(path) for path in near):
             shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
             raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")
+        affected = self._affected_files(feature, texts)
         try:
+            if affected:
+                first = self._run_deleted(space.work, deletion, texts, targets=affected)
+                broken = [t for t in space.baseline_passed if t in first.outcomes and first.outcomes[t] not in PASSING]
+                collection_errors = [t for t, o in first.outcomes.items() if o == "ERROR" and "::" not in t]
+                if len(broken) < self.config.min_tests and not collection_errors:
+                    raise _Skip(
+                        "too few failing",
+                        f"{len(broken)} test(s) fail without it in the affected files (need {self.config.min_tests})",
+                    )
             run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
             raise _Skip("timed out", str(exc)) from exc
@@ -293,7 +362,7 @@ class Miner:
             )
         if not pass_to_pass:
             raise _Skip("breaks everything", "every test fails without it: no PASS_TO_PASS tests remain")
-        test_files = {path: text for path, text in texts.items() if is_protected_file(path)}
+        test_files = sorted(path for path in texts if is_protected_file(path))
         held_out = sorted({test.split("::", 1)[0] for test in fail_to_pass})
         visible_copies = sorted(path for path in near if path not in held_out)
         if visible_copies:
@@ -301,16 +370,10 @@ class Miner:
         outside = [path for path in held_out if path not in test_files]
         if outside:
             raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
-        visible = {path: data for path, data in files.items() if path not in held_out}
-        for path, text in deletion.changed.items():
-            if text is None:
-                visible.pop(path, None)
-            else:
-                visible[path] = text.encode("utf-8")
-        try:
-            snapshot = build_snapshot(visible, deletion.removed)
-        except SnapshotError as exc:
-            raise _Skip("snapshot", str(exc)) from exc
+        visible = task_tree(files, held_out, deletion.changed)
+        leaked = leaked_files(visible, deletion.removed)
+        if leaked:
+            raise _Skip("snapshot", f"the deleted code is still present in {', '.join(leaked)}")
         visible_texts = {
             path: data.decode("utf-8", "replace") for path, data in visible.items() if path.endswith(".py")
         }
@@ -327,7 +390,8 @@ class Miner:
             repo_fingerprint=space.repo_fp,
             feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
             prompt=prompt,
-            snapshot=snapshot,
+            base=self.base_name,
+            changes=deletion.changed,
             test_files=test_files,
             held_out=held_out,
             fail_to_pass=fail_to_pass,
@@ -338,15 +402,24 @@ class Miner:
             why=why_kept(feature, self.covered.get(feature.key, len(fail_to_pass))),
         )
 
-    def _run_deleted(self, work: Path, deletion: Deletion, texts: dict[str, str]) -> TestRun:
-        """Run the suite with the deletion applied to the work copy, then put the original files back."""
+    def _affected_files(self, feature: Feature, texts: dict[str, str]) -> list[str]:
+        """Test files a deletion of `feature` can break: those with a test that calls it, or naming it."""
+        files = {test.split("::", 1)[0] for test in self.covering.get(feature.key, ())}
+        name = re.compile(rf"\b{re.escape(feature.name)}\b")
+        files |= {path for path, text in texts.items() if is_test_file(path) and name.search(text)}
+        return sorted(path for path in files if path.endswith(".py") and path in texts)
+
+    def _run_deleted(
+        self, work: Path, deletion: Deletion, texts: dict[str, str], targets: list[str] | None = None
+    ) -> TestRun:
+        """Run the suite (or `targets`) with the deletion applied to the work copy, then put the originals back."""
         try:
             for path, text in deletion.changed.items():
                 if text is None:
                     (work / path).unlink()
                 else:
                     (work / path).write_text(text, encoding="utf-8")
-            return run_tests(self.config.test_cmd, work, self.timeout_s)
+            return run_tests(self.config.test_cmd, work, self.timeout_s, targets=targets)
         finally:
             for path in deletion.changed:
                 (work / path).write_text(texts[path], encoding="utf-8")

@@ -1,8 +1,9 @@
 """The mined task row: one JSON object per line of `tasks.jsonl`, written by the miner, read by `feature_deletion`.
 
-Everything a rollout needs travels in the row (verifiers ships task data to env-server workers by value): the
-scrubbed snapshot as a base64 gzip tarball, the test files to restore before grading, the test ids and the gold
-patch. `load_rows` validates each row on its own so that one bad row is reported, naming the row and the field,
+A row names the repository state it was mined from (`base`: a tarball beside the tasks file, written once per
+state and shared by every row of it) and holds what differs for its task: the deletion's changes, the held-out test
+files, the paths of the test files to restore before grading, the test ids and the gold patch. The taskset reads the state when
+it loads the file, so task data still reaches env-server workers by value. `load_rows` validates each row on its own so that one bad row is reported, naming the row and the field,
 and the rest still load.
 """
 
@@ -45,10 +46,13 @@ class MinedTask(BaseModel):
     """What was deleted."""
     prompt: str = Field(min_length=1)
     """The task statement shown to the agent: names, signatures, docstrings and call sites, no implementation."""
-    snapshot: str = Field(min_length=1)
-    """Base64 of a gzip tarball: the scrubbed tree (a fresh single-commit git repository) the agent starts from."""
-    test_files: dict[str, str]
-    """Test files, `conftest.py` files and pytest configuration (path -> text), restored before grading."""
+    base: str = Field(min_length=1, pattern=r"^[^/\\]+\.tar\.gz$")
+    """File name, in the tasks file's folder, of the scrubbed repository state (`snapshot.pack_tree`) the task was
+    mined from; the agent starts from it minus `held_out`, with `changes` applied, as a one-commit git repository."""
+    changes: dict[str, str | None] = Field(min_length=1)
+    """Post-deletion text of every file the deletion changed (None: the file is deleted)."""
+    test_files: list[str]
+    """Test files, `conftest.py` files and pytest configuration, restored from `base` before grading."""
     held_out: list[str]
     """The paths in `test_files` left out of the snapshot; they reach the box only at grading."""
     fail_to_pass: list[str] = Field(min_length=1)
@@ -66,7 +70,7 @@ class MinedTask(BaseModel):
 
     @model_validator(mode="after")
     def _paths_stay_in_the_work_directory(self) -> MinedTask:
-        for path in [self.feature.path, *self.test_files, *self.held_out]:
+        for path in [self.feature.path, *self.test_files, *self.held_out, *self.changes]:
             parts = PurePosixPath(path).parts
             if not parts or path.startswith("/") or ".." in parts or "\\" in path:
                 raise ValueError(

@@ -3,19 +3,20 @@
 What is never copied: version-control history (`.git`), bytecode (`__pycache__`, `*.pyc`), type-checker, linter and
 test caches (`.mypy_cache`, `.pytest_cache`, `.ruff_cache`, ...), virtual environments and build output (`build/`,
 `dist/`, `*.egg-info`). In a git repository the listing is `git ls-files --cached --others --exclude-standard`, so
-ignored files stay out too. The snapshot is a fresh git repository with one commit of the post-deletion tree; before
-it is packed, every file and every git object in it is searched for the deleted code (`leaks`).
+ignored files stay out too. A repository state is packed once (`pack_tree`, stored beside the tasks file and named by the
+state's fingerprint); a task row holds only what differs: the held-out test files and the deletion's changes
+(`task_tree`). The box turns that tree into a fresh git repository with one commit. Before a task is kept, every
+visible file is searched for the deleted code (`leaked_files`).
 """
 
 from __future__ import annotations
 
-import base64
+import gzip
 import hashlib
 import io
 import os
 import subprocess
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
 
@@ -108,30 +109,42 @@ def leaks(root: Path, removed: str) -> list[str]:
     return found
 
 
-def build_snapshot(files: dict[str, bytes], removed: str) -> str:
-    """A fresh single-commit git repository of `files`, checked for `removed`, as base64 of a gzip tarball."""
-    with tempfile.TemporaryDirectory(prefix="composer-prime-snapshot-") as scratch:
-        root = Path(scratch) / "repo"
-        root.mkdir()
-        write_tree(root, files)
-        _git(["init", "-q"], root)
-        _git(["symbolic-ref", "HEAD", "refs/heads/main"], root)
-        _git(["add", "-A"], root)
-        identity = ["-c", "user.name=composer-prime", "-c", "user.email=composer-prime@localhost"]
-        _git([*identity, "commit", "-q", "--no-verify", "-m", "Task snapshot"], root)
-        for hook in (root / ".git" / "hooks").glob("*"):
-            hook.unlink()
-        leaked = leaks(root, removed)
-        if leaked:
-            raise SnapshotError(f"the deleted code is still present in {', '.join(leaked)}")
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for path in sorted(root.rglob("*")):
-                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+def leaked_files(files: dict[str, bytes], removed: str) -> list[str]:
+    """Paths of `files` whose text contains the deleted code (whitespace-insensitive)."""
+    needle = _normalise(removed)
+    if not needle:
+        return []
+    return sorted(p for p, data in files.items() if needle in _normalise(data.decode("utf-8", errors="replace")))
 
 
-def unpack_snapshot(snapshot: str, root: Path) -> None:
-    """Extract a snapshot into `root` (tests and tools; the environment extracts inside the box with `tar`)."""
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(snapshot)), mode="r:gz") as tar:
-        tar.extractall(root, filter="data")
+def pack_tree(files: dict[str, bytes]) -> bytes:
+    """A gzip tarball of `files` (path -> bytes), byte-identical for the same files: sorted, no times or owners."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped, tarfile.open(fileobj=zipped, mode="w") as tar:
+        for path in sorted(files):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(files[path]), 0o644
+            tar.addfile(info, io.BytesIO(files[path]))
+    return buffer.getvalue()
+
+
+def unpack_tree(data: bytes) -> dict[str, bytes]:
+    """The files of a `pack_tree` tarball."""
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() else None
+            if handle is not None:
+                files[member.name] = handle.read()
+    return files
+
+
+def task_tree(base: dict[str, bytes], held_out: list[str], changes: dict[str, str | None]) -> dict[str, bytes]:
+    """The agent's starting files: the repository state without the held-out tests, with the deletion applied."""
+    tree = {path: data for path, data in base.items() if path not in held_out}
+    for path, text in changes.items():
+        if text is None:
+            tree.pop(path, None)
+        else:
+            tree[path] = text.encode("utf-8")
+    return tree

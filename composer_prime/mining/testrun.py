@@ -76,11 +76,18 @@ async def _run(suite: Suite, cwd: Path, env: dict[str, str]):
 
 
 def run_tests(
-    test_cmd: list[str], cwd: Path, timeout_s: float, *, trace: bool = False, isolate_network: bool = True
+    test_cmd: list[str],
+    cwd: Path,
+    timeout_s: float,
+    *,
+    trace: bool = False,
+    isolate_network: bool = True,
+    targets: list[str] | None = None,
 ) -> TestRun:
-    """Run the suite in `cwd`; raise `TestCommandTimeout` after `timeout_s` seconds, `TestCommandFailed` if it won't start."""
+    """Run the suite in `cwd` (or only `targets`, test files relative to it); raise `TestCommandTimeout` after
+    `timeout_s` seconds, `TestCommandFailed` if it won't start."""
     settings = settings_of(cwd)
-    targets = settings.get("testpaths", "").split() or ["."]
+    targets = targets or settings.get("testpaths", "").split() or ["."]
     env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
     plugins = {}
     with tempfile.TemporaryDirectory(prefix="composer-prime-trace-") as scratch:

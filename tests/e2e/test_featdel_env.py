@@ -13,7 +13,8 @@ import pytest
 import verifiers.v1 as vf
 
 from tests.support.featdel_repo import CART, FILES, INIT, PRICING, mined_shop
-from tests.support.scripted_server import ScriptedModelServer, tool
+from tests.support.rollouts import scripted_rollout
+from tests.support.scripted_server import tool
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +86,8 @@ def test_taskset_resolves_with_composer_agent_as_default_harness(tasks_file, tmp
     wrong = json.loads(rows[2])
     wrong["pass_to_pass"] = 7
     bad_file = tmp_path / "tasks.jsonl"
+    base = tasks_file.with_name(json.loads(rows[0])["base"])
+    (tmp_path / base.name).write_bytes(base.read_bytes())  # the repository state travels with the tasks file
     bad_file.write_text("\n".join([rows[0], json.dumps(broken), json.dumps(wrong), *rows[3:]]) + "\n")
     with caplog.at_level(logging.WARNING):
         assert len(load_tasks(bad_file)) == 7
@@ -109,18 +112,7 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
 
 
 def rollout(tasks_file, script) -> tuple[vf.Trace, list[dict]]:
-    task = load_tasks(tasks_file)[APPLY_DISCOUNT]
-    with ScriptedModelServer(script) as server:
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=server.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
-            )
-        )
-        trace = asyncio.run(asyncio.wait_for(agent.run(task), 180))
-        return trace, server.requests
+    return scripted_rollout(load_tasks(tasks_file)[APPLY_DISCOUNT], script, API_KEY_VAR)
 
 
 def tool_output(requests: list[dict], turn: int) -> str:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
 from composer_prime.cli import main
 from composer_prime.mining.miner import MineConfig, Miner, MiningError
 from composer_prime.mining.record import load_rows
-from composer_prime.mining.snapshot import unpack_snapshot
 from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
 
 pytestmark = pytest.mark.slow
@@ -61,6 +63,21 @@ def test_mines_several_tasks_of_every_kind(mined):
     assert lines[-1].startswith("done: 9 new task(s)")
 
 
+async def set_up_in_box(task, keep: Path) -> Path:
+    """Run the taskset's setup in a subprocess box and keep a copy of the box's tree."""
+    import verifiers.v1 as vf
+    from verifiers.v1.runtimes import make_runtime
+
+    runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-setup-{keep.name}"[:60])
+    await runtime.start()
+    try:
+        await task.setup(runtime)
+        shutil.copytree(runtime.workdir, keep)
+    finally:
+        await runtime.stop()
+    return keep
+
+
 def test_snapshots_are_scrubbed(mined, tmp_path):
     _, out, _ = mined
     tasks, _ = load_rows(out)
@@ -69,9 +86,13 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
         "shop/cart.py::Cart.total": "subtotal = sum(price * quantity for _, price, quantity in self.lines)",
         "shop/textutil.py": 'words = "".join(ch if ch.isalnum() else " " for ch in text.lower()).split()',
     }
+    config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(out)}})
+    envs = {task.data.name: task for task in load_taskset(config.taskset)}
+    assert out.with_name(tasks[0].base).is_file() and {task.base for task in tasks} == {tasks[0].base}
     for task in tasks:
-        root = tmp_path / task.task_id.replace("/", "_").replace(":", "_")
-        unpack_snapshot(task.snapshot, root)
+        root = asyncio.run(
+            set_up_in_box(envs[task.task_id], tmp_path / task.task_id.replace("/", "_").replace(":", "_"))
+        )
         assert git(root, "rev-list", "--all", "--count").strip() == "1"
         assert git(root, "status", "--porcelain") == ""
         names = {p.relative_to(root).as_posix() for p in root.rglob("*")}
@@ -98,11 +119,13 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
 def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     repo, out, _ = mined
     copy = tmp_path / "tasks.jsonl"
-    copy.write_bytes(out.read_bytes())
+    # a run killed in the middle of appending a row leaves an unfinished last line
+    copy.write_bytes(out.read_bytes() + b'{"task_id": "shop-repo:shop/unfin')
     copy.with_name("tasks.jsonl.skipped.json").write_bytes(out.with_name("tasks.jsonl.skipped.json").read_bytes())
     lines: list[str] = []
     Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
     assert copy.read_bytes() == out.read_bytes()
+    assert lines.pop(0) == f"resuming: dropped an unfinished last row of {copy} (33 bytes)"
     assert lines[0] == f"resuming: 9 task(s) already in {copy}, 2 candidate(s) skipped"
     assert not any(" kept " in line or "skipped:" in line.split(")")[-1] for line in lines[1:-1])
     assert lines[-1].startswith("done: 0 new task(s), 9 in")
@@ -261,3 +284,18 @@ def test_gold_patch_touches_only_the_deleted_feature(mined):
                 lines.remove(match)
             assert all(re.search(rf"\b{found.name}\b", line) for line in lines), (task.task_id, path, lines)
         assert removed == {}, task.task_id
+
+
+def test_installed_vendored_copy_refuses_the_task(tmp_path, monkeypatch):
+    """setuptools vendors more_itertools: a task whose code an agent could copy from a reachable venv is refused."""
+    repo = build_shop_repo(tmp_path)
+    vendored = tmp_path / "venv" / "site-packages" / "setuptools" / "_vendor" / "shop"
+    vendored.mkdir(parents=True)
+    (vendored / "pricing.py").write_text(FILES["shop/pricing.py"].replace("Money helpers.", "Vendored helpers."))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(vendored.parent.parent.parent)])
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    Miner(MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert f"{vendored / 'pricing.py'} (" in skipped["shop/pricing.py::apply_discount"]
+    assert "copies: 1 installed file(s) named like this repository's packages are checked" in lines

@@ -8,7 +8,6 @@ and the grader's interpreter is a throwaway venv, so no attack reaches another t
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -24,7 +23,8 @@ import verifiers.v1.runtimes.subprocess as subprocess_runtime
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 
 from tests.support.featdel_repo import CART, INIT, PRICING, mined_shop
-from tests.support.scripted_server import Reply, ScriptedModelServer, tool
+from tests.support.rollouts import scripted_rollout
+from tests.support.scripted_server import Reply, tool
 from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -162,17 +162,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> dict[
 
 
 def rollout(env: Env, steps: list[Reply]) -> vf.Trace:
-    script = [*steps, tool("finish", message="done")]
-    with ScriptedModelServer(script) as server:
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=server.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
-            )
-        )
-        trace = asyncio.run(asyncio.wait_for(agent.run(env.task), 240))
+    trace, _ = scripted_rollout(env.task, [*steps, tool("finish", message="done")], API_KEY_VAR, timeout_s=240)
     assert trace.ok, trace.errors
     return trace
 

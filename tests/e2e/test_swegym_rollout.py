@@ -3,15 +3,14 @@ fixes the bug through tool calls; the box is graded with the instance's hidden t
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 import pytest
-import verifiers.v1 as vf
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 
-from tests.support.scripted_server import Reply, ScriptedModelServer, tool
+from tests.support.rollouts import scripted_rollout
+from tests.support.scripted_server import Reply, tool
 from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
 
 API_KEY_VAR = "SWEGYM_TEST_KEY"
@@ -41,17 +40,7 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
         Reply(content="never sent: the rollout ended at finish"),
     ]
     os.environ.setdefault(API_KEY_VAR, "scripted")
-    with ScriptedModelServer(script) as server:
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=server.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
-            )
-        )
-        trace = asyncio.run(asyncio.wait_for(agent.run(task), 180))
-        requests = server.requests
+    trace, requests = scripted_rollout(task, script, API_KEY_VAR)
 
     assert trace.ok, trace.errors
     assert trace.reward == 1.0

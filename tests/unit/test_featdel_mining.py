@@ -173,15 +173,15 @@ def test_scrub_rules_and_leak_search(tmp_path: Path):
 
 def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     good = {
-        "task_id": "r:m.py::f", "repo": "r", "repo_fingerprint": "ab", "prompt": "Rebuild f.", "snapshot": "eA==",
+        "task_id": "r:m.py::f", "repo": "r", "repo_fingerprint": "ab", "prompt": "Rebuild f.", "base": "t.jsonl.ab.tar.gz",
         "feature": {"kind": "function", "path": "m.py", "qualname": "f"},
-        "test_files": {"tests/test_m.py": "def test_f(): pass\n"}, "held_out": ["tests/test_m.py"],
+        "test_files": ["tests/test_m.py"], "held_out": ["tests/test_m.py"],
         "fail_to_pass": ["tests/test_m.py::test_f"], "pass_to_pass": ["tests/test_n.py::test_g"],
-        "gold_patch": "diff --git a/m.py b/m.py\n", "test_cmd": ["python", "-m", "pytest"], "test_timeout_s": 60.0,
+        "gold_patch": "diff --git a/m.py b/m.py\n", "changes": {"m.py": "x = 1\n"}, "test_cmd": ["python", "-m", "pytest"], "test_timeout_s": 60.0,
     }  # fmt: skip
     missing = {k: v for k, v in good.items() if k != "gold_patch"}
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}
-    escaping = {**good, "test_files": {"../outside.py": "x = 1\n"}, "held_out": []}
+    escaping = {**good, "test_files": ["../outside.py"], "held_out": []}
     path = tmp_path / "tasks.jsonl"
     path.write_text(
         "\n".join([json.dumps(good), json.dumps(missing), "{not json", json.dumps(wrong), "[1]", json.dumps(escaping)])

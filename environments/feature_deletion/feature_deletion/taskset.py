@@ -1,8 +1,9 @@
 """feature-deletion: a tested feature was deleted from a real repository; the agent rebuilds it.
 
-Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`). `setup` unpacks
-the scrubbed snapshot (a fresh single-commit git repository, no bytecode or caches, the feature's test files held
-out) into the rollout's work directory. At scoring every process the rollout started is killed, then
+Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`, each naming the
+scrubbed repository state it was mined from, a tarball beside the tasks file read once at load). `setup` unpacks
+that state into the rollout's work directory, removes the held-out test files, applies the deletion's changes and
+commits the result as a fresh one-commit git repository (no history, no bytecode or caches). At scoring every process the rollout started is killed, then
 `composer_prime.grading` grades the box: files the agent added outside the task's source folders are removed, the
 task's test files (held-out ones included) are written over the agent's, changed Python files are scanned for test
 machinery, canary tests are planted, and the suite runs once through the trusted launcher (`python -I -S`, pinned
@@ -20,10 +21,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import logging
-import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import verifiers.v1 as vf
 from pydantic import Field
@@ -31,8 +30,9 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import reap, tag_box, warn_on_subprocess
+from composer_prime.grading.runtime import reap, run_checked, tag_box, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
+from composer_prime.mining.snapshot import task_tree, unpack_tree
 from composer_prime.teachers.judge import TeacherTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ SYSTEM = (
     "sites first, run the visible tests, and finish once the feature works. Test files are restored before grading."
 )
 SNAPSHOT_FILE = ".feature-deletion-snapshot.tar.gz"
+COMMIT_SNAPSHOT = (
+    "git init -q && git symbolic-ref HEAD refs/heads/main && git add -A && git -c user.name=composer-prime "
+    "-c user.email=composer-prime@localhost commit -q --no-verify -m 'Task snapshot' && rm -f .git/hooks/*"
+)
 GOLD_FILE = ".feature-deletion-gold.patch"
 PATCH_CAP_BYTES = 200_000
 SUBPROCESS_WARNING = (
@@ -54,7 +58,9 @@ SUBPROCESS_WARNING = (
 
 class FeatureDeletionData(vf.TaskData):
     mined: MinedTask
-    """The mined row: snapshot, test files, FAIL_TO_PASS / PASS_TO_PASS ids, gold patch, test command."""
+    """The mined row: changes, test files, FAIL_TO_PASS / PASS_TO_PASS ids, gold patch, test command."""
+    base: str
+    """Base64 of the repository-state tarball the row names (shared by the tasks of one state)."""
 
     @property
     def patch(self) -> str:
@@ -79,24 +85,21 @@ class FeatureDeletionConfig(vf.TasksetConfig):
     task: FeatureDeletionTaskConfig = FeatureDeletionTaskConfig()
 
 
-@functools.lru_cache(maxsize=32)
-def snapshot_files(snapshot: str) -> dict[str, bytes]:
-    """The work-tree files of a task snapshot (its `.git` left out), read on the host."""
-    files = {}
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(snapshot)), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            if member.isfile() and PurePosixPath(member.name).parts[0] != ".git":
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    files[member.name] = handle.read()
-    return files
+@functools.lru_cache(maxsize=8)
+def base_files(base: str) -> dict[str, bytes]:
+    """The files of a repository-state tarball (base64), read on the host."""
+    return unpack_tree(base64.b64decode(base))
 
 
-async def _run(runtime: vf.Runtime, argv: list[str], what: str) -> vf.ProgramResult:
-    result = await runtime.run(argv, {})
-    if result.exit_code != 0:
-        raise RuntimeError(f"feature-deletion: {what} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}")
-    return result
+@functools.lru_cache(maxsize=64)
+def read_base(path: Path) -> str:
+    """A repository-state tarball as base64, read once per file."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"feature-deletion: {path} is missing; it is written by mine-features next to the tasks file and must "
+            "stay beside it"
+        )
+    return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletionTaskConfig]):
@@ -112,9 +115,19 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def setup(self, runtime: vf.Runtime) -> None:
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
         tag_box(runtime)
-        await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.mined.snapshot))
-        await _run(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "unpacking the snapshot")
-        await _run(runtime, ["rm", "-f", SNAPSHOT_FILE], "removing the snapshot archive")
+        mined = self.data.mined
+        await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
+        await run_checked(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
+        gone = [path for path, text in mined.changes.items() if text is None]
+        await run_checked(
+            runtime,
+            ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone],
+            "feature-deletion: removing held-out files",
+        )
+        for path, text in mined.changes.items():
+            if text is not None:
+                await runtime.write(path, text.encode("utf-8"))
+        await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Keep the agent's diff against the snapshot in `trace.info["patch"]` (capped), for inspection."""
@@ -124,6 +137,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
     def suite(self) -> grading.Suite:
         mined = self.data.mined
+        base = base_files(self.data.base)
         tests = [*mined.fail_to_pass, *mined.pass_to_pass]
         return grading.Suite(
             fail_to_pass=mined.fail_to_pass,
@@ -132,11 +146,15 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             timeout_s=self.test_timeout_s,
             isolate_network=self.config.isolate_network,
             python=self.python,
-            settings=repo_settings({n: t for n, t in mined.test_files.items() if n in CONFIG_NAMES}),
+            settings=repo_settings(
+                {name: base[name].decode("utf-8", "replace") for name in CONFIG_NAMES if name in mined.test_files}
+            ),
         )
 
     def baseline(self) -> grading.Baseline:
-        files = snapshot_files(self.data.mined.snapshot)
+        mined = self.data.mined
+        base = base_files(self.data.base)
+        files = task_tree(base, mined.held_out, mined.changes)
 
         async def original(path: str) -> str | None:
             data = files.get(path)
@@ -145,7 +163,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         return grading.Baseline(
             files={path: tree.sha256(data) for path, data in files.items()},
             original=original,
-            owned={path: text.encode("utf-8") for path, text in self.data.mined.test_files.items()},
+            owned={path: base[path] for path in mined.test_files if path in base},
         )
 
     async def grade(self, runtime: vf.Runtime) -> grading.Grade:
@@ -166,8 +184,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def validate(self, runtime: vf.Runtime) -> bool:
         """The gold patch must solve the task (0.4.0's validate also checks that the untouched repo does not)."""
         await runtime.write(GOLD_FILE, self.data.mined.gold_patch.encode("utf-8"))
-        await _run(runtime, ["git", "apply", GOLD_FILE], "applying the gold patch")
-        await _run(runtime, ["rm", "-f", GOLD_FILE], "removing the gold patch")
+        await run_checked(runtime, ["git", "apply", GOLD_FILE], "feature-deletion: applying the gold patch")
+        await run_checked(runtime, ["rm", "-f", GOLD_FILE], "feature-deletion: removing the gold patch")
         grade = await self.grade(runtime)
         if not grade.solved:
             logger.warning(
@@ -204,6 +222,7 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
         for idx, row in enumerate(rows):
             limit = self.config.task.test_timeout_s or row.test_timeout_s
             data = FeatureDeletionData(
+                base=read_base(path.parent / row.base),
                 idx=idx,
                 name=row.task_id,
                 prompt=row.prompt,

@@ -27,6 +27,8 @@ import verifiers.v1 as vf
 from composer_prime.grading import tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES
 
+# Both box builders keep bytecode out of git's view: the agent's tools and tests write __pycache__, which must not
+# reach the captured patch.
 SQUASH_SCRIPT = """
 set -eu
 base="$1"; message="$2"
@@ -38,6 +40,7 @@ old=$(mktemp -d /tmp/swe-gym-old-git.XXXXXX)
 mv .git "$old/"
 git init -q --initial-branch=main .
 cp "$old/.git/info/exclude" .git/info/exclude 2>/dev/null || true
+printf '__pycache__/\n*.py[cod]\n' >> .git/info/exclude
 git add -A
 GIT_AUTHOR_NAME=swe-gym GIT_AUTHOR_EMAIL=swe-gym@localhost GIT_COMMITTER_NAME=swe-gym \
 GIT_COMMITTER_EMAIL=swe-gym@localhost GIT_AUTHOR_DATE="$date" GIT_COMMITTER_DATE="$date" \
@@ -49,6 +52,7 @@ git rev-parse HEAD
 CLONE_SCRIPT = """
 set -eu
 git clone -q --no-hardlinks "$1" .
+printf '__pycache__/\n*.py[cod]\n' >> .git/info/exclude
 git remote remove origin
 git reflog expire --expire=now --all
 git rev-parse HEAD

@@ -65,7 +65,7 @@ HOST_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAG
 """Host variables a command on the subprocess runtime keeps (plus `LC_*`); everything else of the worker's
 environment (credentials under any name) stays out of the agent's shell."""
 
-REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "seq", "env")
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "env")
 
 _PRELUDE = r"""
 cap() {  # print file $1, keeping its head and tail within $2 bytes
@@ -120,10 +120,10 @@ capture=$!
 timeout -k "$2" "$1" env -i "${envs[@]}" bash -c "$3" </dev/null >&6 2>&6
 rc=$?
 exec 6>&-
-for _ in $(seq 20); do kill -0 "$capture" 2>/dev/null || break; sleep 0.05; done
+for ((i = 0; i < 100; i++)); do kill -0 "$capture" 2>/dev/null || break; sleep 0.01; done
 size=
 if ! kill -0 "$capture" 2>/dev/null; then
-  for _ in $(seq 40); do size=$(cat /dev/fd/5); [ -n "$size" ] && break; sleep 0.05; done
+  for ((i = 0; i < 100; i++)); do read -r size < /dev/fd/5; [ -n "$size" ] && break; sleep 0.01; done
 fi
 if [ -z "$size" ]; then
   cat /dev/fd/3

@@ -61,9 +61,13 @@ BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
 
-HOST_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM")
-"""Host variables a command on the subprocess runtime keeps (plus `LC_*`); everything else of the worker's
-environment (credentials under any name) stays out of the agent's shell."""
+HOST_ENV_ALLOWED = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"),
+    *("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "SSL_CERT_FILE", "SSL_CERT_DIR"),
+)
+"""Host variables a command on the subprocess runtime keeps (plus `LC_*`): locations, locale and settings that hold
+no secret. Everything else of the worker's environment (credentials under any name, proxies with passwords) stays
+out of the agent's shell; `forward_env` passes more by name."""
 
 REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "env")
 

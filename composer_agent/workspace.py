@@ -293,7 +293,9 @@ class Workspace:
             logger.warning("composer-agent: no work directory known for the box; its processes are not reaped")
             return 0
         try:
-            return await reap_box(self.runtime, workdir, self.token)
+            # Only what this workspace started: a task's service or verifiers' tool server in the same directory
+            # (started without the tag) must outlive the agent, e.g. for scoring.
+            return await reap_box(self.runtime, workdir, self.token, by_workdir=False)
         except Exception as e:  # noqa: BLE001 - the runtime may already be gone; the rollout still ends
             logger.warning("composer-agent: reaping the box's processes failed: %s", e)
             return 0

@@ -161,6 +161,7 @@ class AgentLoop:
         """Summarise `messages` and return the fresh context, or None when every summary attempt was empty."""
         start = time.monotonic()
         first_node = len(self._trace.nodes) if self._trace is not None else 0
+        summary = None
         try:
             summary = await summarize(
                 self.model,
@@ -173,8 +174,9 @@ class AgentLoop:
             )
         finally:
             self.stats.model_seconds += time.monotonic() - start
-        if self._trace is not None:
-            exclude_rejected(self._trace, first_node, accepted=summary.text is not None)
+            # Also when the rollout stopped mid-compaction: the attempts made so far were not accepted.
+            if self._trace is not None:
+                exclude_rejected(self._trace, first_node, accepted=summary is not None and summary.text is not None)
         self.stats.failed_summaries += summary.empty
         if summary.text is None:
             return None

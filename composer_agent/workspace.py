@@ -61,11 +61,15 @@ BACKSTOP_S = 30.0
 """Extra seconds the host waits for a runtime call past its own timeout before abandoning it."""
 
 
-HOST_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM")
-"""Host variables a command on the subprocess runtime keeps (plus `LC_*`); everything else of the worker's
-environment (credentials under any name) stays out of the agent's shell."""
+HOST_ENV_ALLOWED = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"),
+    *("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "SSL_CERT_FILE", "SSL_CERT_DIR"),
+)
+"""Host variables a command on the subprocess runtime keeps (plus `LC_*`): locations, locale and settings that hold
+no secret. Everything else of the worker's environment (credentials under any name, proxies with passwords) stays
+out of the agent's shell; `forward_env` passes more by name."""
 
-REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "seq", "env")
+REQUIRED_PROGRAMS = ("timeout", "realpath", "head", "tail", "tee", "dd", "base64", "find", "awk", "grep", "sort", "wc", "env")
 
 _PRELUDE = r"""
 cap() {  # print file $1, keeping its head and tail within $2 bytes
@@ -120,10 +124,10 @@ capture=$!
 timeout -k "$2" "$1" env -i "${envs[@]}" bash -c "$3" </dev/null >&6 2>&6
 rc=$?
 exec 6>&-
-for _ in $(seq 20); do kill -0 "$capture" 2>/dev/null || break; sleep 0.05; done
+for ((i = 0; i < 100; i++)); do kill -0 "$capture" 2>/dev/null || break; sleep 0.01; done
 size=
 if ! kill -0 "$capture" 2>/dev/null; then
-  for _ in $(seq 40); do size=$(cat /dev/fd/5); [ -n "$size" ] && break; sleep 0.05; done
+  for ((i = 0; i < 100; i++)); do read -r size < /dev/fd/5; [ -n "$size" ] && break; sleep 0.01; done
 fi
 if [ -z "$size" ]; then
   cat /dev/fd/3
@@ -289,7 +293,9 @@ class Workspace:
             logger.warning("composer-agent: no work directory known for the box; its processes are not reaped")
             return 0
         try:
-            return await reap_box(self.runtime, workdir, self.token)
+            # Only what this workspace started: a task's service or verifiers' tool server in the same directory
+            # (started without the tag) must outlive the agent, e.g. for scoring.
+            return await reap_box(self.runtime, workdir, self.token, by_workdir=False)
         except Exception as e:  # noqa: BLE001 - the runtime may already be gone; the rollout still ends
             logger.warning("composer-agent: reaping the box's processes failed: %s", e)
             return 0

@@ -26,7 +26,7 @@ for docker/prime), so it sees the box's own `/proc`. A process is the box's when
 
 - its environment (`/proc/P/environ`, the one it was exec'd with) holds `COMPOSER_BOX=<token>`;
 - its `RLIMIT_RTTIME` hard limit (`/proc/P/limits`) equals the token;
-- its working directory (`/proc/P/cwd`) is `workdir` or under it;
+- its working directory (`/proc/P/cwd`) is `workdir` or under it (unless `by_workdir=False`);
 - its parent is the box's.
 
 Never touched: PID 1, the reaper script itself, its children and its ancestors (the worker and test runner that
@@ -83,7 +83,7 @@ exec "$@"
 """
 
 _REAP = r"""
-tok=$1 rounds=$2 root=${3%/}
+tok=$1 rounds=$2 root=${3%/} bydir=$4
 [ -d "$3" ] && root=$(cd -P -- "$3" && pwd -P)
 cd / || exit 1
 me=$$
@@ -113,9 +113,11 @@ scan() {  # sets `found`: the box's live processes, minus `keep` and this script
       f=($l); [[ ${f[4]} == "$tok" ]] && box[$p]=1; break
     done 2>/dev/null < "$d/limits"
   done
-  while IFS= read -r -d '' d && IFS= read -r -d '' c; do
-    case $c in "$root" | "$root"/* | "$root (deleted)") box[${d#/proc/}]=1 ;; esac
-  done < <(find /proc/[0-9]*/cwd -maxdepth 0 -printf '%h\0%l\0' 2>/dev/null)
+  if ((bydir)); then
+    while IFS= read -r -d '' d && IFS= read -r -d '' c; do
+      case $c in "$root" | "$root"/* | "$root (deleted)") box[${d#/proc/}]=1 ;; esac
+    done < <(find /proc/[0-9]*/cwd -maxdepth 0 -printf '%h\0%l\0' 2>/dev/null)
+  fi
   local changed=1
   while ((changed)); do
     changed=0
@@ -166,18 +168,22 @@ def box_argv(argv: list[str], token: str) -> list[str]:
     return ["bash", "-c", _TAG, "composer-box", _check(token), *argv]
 
 
-async def reap_box(runtime: Runtime, workdir: str, token: str, *, timeout_s: float = REAP_TIMEOUT_S) -> int:
+async def reap_box(
+    runtime: Runtime, workdir: str, token: str, *, by_workdir: bool = True, timeout_s: float = REAP_TIMEOUT_S
+) -> int:
     """Kill every process of the box tagged `token` or working under `workdir`; returns how many were killed.
 
     `workdir` is the box's work directory as the box sees it (the subprocess runtime's `runtime.workdir`, the
-    container's working directory). Raises ReapError when the script cannot run or processes survive all rounds
+    container's working directory). `by_workdir=False` drops the working-directory test: for a caller whose every
+    process is started with `box_argv` and that must spare processes others started in the same directory (a task's
+    service, verifiers' tool servers). Raises ReapError when the script cannot run or processes survive all rounds
     (e.g. stuck in uninterruptible sleep); TimeoutError past `timeout_s`. Call it shielded from cancellation."""
     if not workdir.startswith("/") or workdir.rstrip("/") == "":
         raise ValueError(
             f"workdir {workdir!r} is not an absolute directory below '/'; pass the box's own work directory "
             "(every process's working directory lies under '/')"
         )
-    argv = ["bash", "-c", _REAP, "composer-reaper", _check(token), str(MAX_ROUNDS), workdir]
+    argv = ["bash", "-c", _REAP, "composer-reaper", _check(token), str(MAX_ROUNDS), workdir, str(int(by_workdir))]
     result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s)
     words = result.stdout.split()
     if result.exit_code != 0 or len(words) != 4 or words[0] != "killed":

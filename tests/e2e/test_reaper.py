@@ -151,6 +151,26 @@ def test_reaper_kills_processes_tagged_only_by_the_variable_or_the_directory(pid
     assert wait_dead(pids) == [] and killed == 2
 
 
+def test_reaper_without_the_directory_test_spares_untagged_processes_in_the_box(pidfile: Path) -> None:
+    """`by_workdir=False`: a service started in the box without box_argv (a task's, verifiers' tool server) lives;
+    the box's tagged daemon dies."""
+    service = "setsid sh -c 'echo $$ >> $PIDS; exec sleep 316' >/dev/null 2>&1 < /dev/null &"
+
+    async def go() -> tuple[int, list[int]]:
+        runtime = await started()
+        token = new_token()
+        try:
+            await runtime.run(["bash", "-c", service], {"PIDS": str(pidfile)})
+            await runtime.run(box_argv(["bash", "-c", service.replace("316", "317")], token), {"PIDS": str(pidfile)})
+            pids = wait_pids(pidfile, 2)
+            return await reap_box(runtime, str(runtime.workdir), token, by_workdir=False), pids
+        finally:
+            await runtime.stop()
+
+    killed, (service_pid, daemon_pid) = asyncio.run(go())
+    assert killed == 1 and wait_dead([daemon_pid]) == [] and alive(service_pid)
+
+
 def test_reaper_outlasts_a_process_that_keeps_forking(pidfile: Path) -> None:
     """A loop that detaches a new sleeper every 10 ms: round after round, the reaper ends the loop and every
     sleeper."""

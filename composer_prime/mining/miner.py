@@ -198,7 +198,7 @@ class Miner:
         try:
             plain = run_tests(config.test_cmd, work, config.baseline_timeout_s)
             self.timeout_s = config.test_timeout_s or float(max(60, round(4 * plain.seconds)))
-            traced_limit = max(self.timeout_s, 10 * plain.seconds + 60)
+            traced_limit = max(self.timeout_s, 30 * plain.seconds + 60)  # profiling slows call-heavy suites
             run = run_tests(config.test_cmd, work, traced_limit, trace=True)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise MiningError(f"baseline: {exc}") from exc

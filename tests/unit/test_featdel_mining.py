@@ -218,7 +218,7 @@ def test_copy_index_measures_near_copies_and_call_sites_resolve_by_reference():
 
 
 def test_ranking_puts_documented_public_api_with_several_tests_first():
-    from composer_prime.mining.miner import is_public, rank, why_kept
+    from composer_prime.mining.ranking import is_public, rank, why_kept
 
     files = {
         "pkg/_impl.py": 'def helper(x):\n    """Help."""\n    y = x + 1\n    return y\n',

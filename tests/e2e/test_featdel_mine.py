@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
 from composer_prime.cli import main

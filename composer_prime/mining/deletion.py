@@ -197,10 +197,10 @@ def delete_feature(files: dict[str, str], feature: Feature) -> Deletion:
 
     edits: dict[str, list[Edit]] = {path: [] for path in files}
     trees = {}
-    for path in files:
+    for path, source in files.items():
         if is_source_file(path):
             try:
-                trees[path] = ast.parse(files[path])
+                trees[path] = ast.parse(source)
             except SyntaxError:
                 continue
     if feature.path not in trees:

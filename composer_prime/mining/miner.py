@@ -32,6 +32,7 @@ from composer_prime.mining.deletion import CannotDelete, Deletion, delete_featur
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file, is_test_file
 from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
+from composer_prime.mining.ranking import covering_tests, rank, top_packages, why_kept
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
 from composer_prime.mining.snapshot import fingerprint, leaked_files, list_files, pack_tree, task_tree, write_tree
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
@@ -79,48 +80,6 @@ class MineConfig(BaseModel):
             except ValueError as err:
                 raise ValueError(f"{value!r} is not a valid shell command ({err}); balance its quotes") from None
         return value
-
-
-def _covers(feature: Feature, path: str, qualname: str) -> bool:
-    if path != feature.path:
-        return False
-    return not feature.qualname or qualname == feature.qualname or qualname.startswith(feature.qualname + ".")
-
-
-def top_packages(texts: dict[str, str]) -> set[str]:
-    """Import names of the repository's top-level packages (`src/` layout aware)."""
-    names = set()
-    for path in texts:
-        parts = path.split("/")
-        if parts[0] == "src":
-            parts = parts[1:]
-        if len(parts) >= 2 and parts[-1] == "__init__.py" and len(parts) == 2 and is_source_file(path):
-            names.add(parts[0])
-    return names
-
-
-def is_public(feature: Feature) -> bool:
-    """Neither the feature nor any folder or module on its path is `_private` (`__init__.py` aside)."""
-    parts = [p.removesuffix(".py") for p in feature.path.split("/")]
-    names = [*parts, *feature.qualname.split(".")] if feature.qualname else parts
-    return not any(name.startswith("_") and not name.startswith("__") for name in names if name)
-
-
-def rank(feature: Feature, covered: int) -> tuple[bool, bool, bool]:
-    """Sort key, best first: public API, with a docstring, covered by at least three tests."""
-    return (not is_public(feature), feature.docstring is None, covered < 3)
-
-
-def why_kept(feature: Feature, covered: int) -> str:
-    """The reasons a task is worth training on, recorded on the row."""
-    api = "public API" if is_public(feature) else "private"
-    doc = "documented" if feature.docstring else "no docstring"
-    return f"{api}, {doc}, {covered} covering test(s), {feature.body_lines}-line body"
-
-
-def covering_tests(feature: Feature, calls: dict[str, list[tuple[str, str]]]) -> set[str]:
-    """The tests whose traced calls enter the feature (a class: any of its methods; a module: any function)."""
-    return {test for test, called in calls.items() if any(_covers(feature, p, q) for p, q in called)}
 
 
 @dataclass(frozen=True)
@@ -212,7 +171,7 @@ class Miner:
         try:
             plain = run_tests(config.test_cmd, work, config.baseline_timeout_s)
             self.timeout_s = config.test_timeout_s or float(max(60, round(4 * plain.seconds)))
-            traced_limit = max(self.timeout_s, 10 * plain.seconds + 60)
+            traced_limit = max(self.timeout_s, 30 * plain.seconds + 60)  # profiling slows call-heavy suites
             run = run_tests(config.test_cmd, work, traced_limit, trace=True)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise MiningError(f"baseline: {exc}") from exc

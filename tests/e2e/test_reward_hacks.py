@@ -30,7 +30,7 @@ from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task
 pytestmark = pytest.mark.slow
 
 API_KEY_VAR = "REDTEAM_TEST_KEY"
-TIMEOUT_S = 15.0
+TIMEOUT_S = 10.0
 """The grading run's limit in these tasks: the honest suites take about a second."""
 DAEMON_MARK = "composer-prime-redteam-daemon"
 

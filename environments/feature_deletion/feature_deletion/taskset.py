@@ -199,7 +199,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
 
 class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConfig]):
-    load_errors: list[str] = []
+    load_errors: tuple[str, ...] = ()
     """Set by `load`: one message per bad row of the tasks file (row number, field, value); those rows are skipped."""
 
     def load(self) -> list[FeatureDeletionTask]:
@@ -213,7 +213,8 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
             raise FileNotFoundError(
                 f"feature-deletion: tasks = {str(path)!r}: no such file; mine one with mine-features"
             )
-        rows, self.load_errors = load_rows(path)
+        rows, errors = load_rows(path)
+        self.load_errors = tuple(errors)
         for error in self.load_errors:
             logger.warning("feature-deletion: %s: %s; the row is skipped", path, error)
         if not rows:

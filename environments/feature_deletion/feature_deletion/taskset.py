@@ -25,6 +25,7 @@ from pydantic import Field
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.testrun import PYTEST_ARGS
 from composer_prime.pytest_outcomes import parse_outcomes, pass_fraction, passing
+from composer_prime.teachers.judge import TeacherTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class FeatureDeletionData(vf.TaskData):
         return self.mined.gold_patch
 
 
-class FeatureDeletionTaskConfig(vf.TaskConfig):
+class FeatureDeletionTaskConfig(TeacherTaskConfig):
     test_cmd: list[str] | None = None
     """Pytest launcher in the box, replacing the task's own (e.g. `["python3", "-m", "pytest"]` in an image)."""
     test_timeout_s: float | None = Field(None, gt=0)

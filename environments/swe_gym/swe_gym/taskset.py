@@ -21,6 +21,7 @@ from typing import Literal
 import verifiers.v1 as vf
 from pydantic import Field
 
+from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
@@ -69,7 +70,7 @@ class SWEGymData(vf.TaskData):
     """How the box is made (the taskset's `mode`)."""
 
 
-class SWEGymTaskConfig(vf.TaskConfig):
+class SWEGymTaskConfig(TeacherTaskConfig):
     local: LocalConfig = LocalConfig()
     """Local mode: repository sources, environment recipes and the host cache."""
     test_cmd: list[str] = Field(default_factory=lambda: list(DEFAULT_TEST_CMD))

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "composer_prime.broadcast.command",
         "weight relay: delta-compressed SHARDCAST origin and inference-side proxy",
     ),
+    "smoke": ("composer_prime.smoke.command", "the whole Composer recipe end to end at toy scale on this CPU machine"),
 }
 
 

@@ -92,6 +92,8 @@ def execute(config, live: bool = True) -> int:
     import asyncio
     import logging
 
+    from rich.console import Console
+
     from composer_prime.smoke import report as reporting
     from composer_prime.smoke.orchestrator import run as run_smoke
 
@@ -100,7 +102,9 @@ def execute(config, live: bool = True) -> int:
         result = asyncio.run(run_smoke(config, reporter))
     reporting.write_json(result, config.out / "report.json")
     reporting.plot(result, config.out / "report.png")
-    console = reporter.console
+    console = Console()
+    if not console.is_terminal:
+        console.width = 132  # a log file or pipe: wide enough for every column
     for grid in reporting.tables(result):
         console.print(grid)
     console.print(f"total {result['seconds']:.0f}s; report: {config.out / 'report.json'}, plot: {config.out / 'report.png'}")

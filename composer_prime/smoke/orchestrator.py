@@ -242,7 +242,7 @@ def step_figures(groups: list[list[Any]]) -> dict[str, float]:
         "teacher_steps": float(sum(len(block.get("steps") or []) for block in teacher)),
         "teacher_verdicts": float(verdicts),
         "teacher_cost_usd": float(sum(block.get("cost_usd") or 0.0 for block in teacher)),
-        "tool_calls": float(sum(t.metrics.get("composer_agent/tool_calls", 0.0) or 0.0 for t in traces)),
+        "tool_calls": float(sum(t.metrics.get("composer/agent/tool_calls", 0.0) or 0.0 for t in traces)),
     }
 
 

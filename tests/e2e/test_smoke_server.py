@@ -44,9 +44,10 @@ def test_generate_and_prefill_agree_and_a_reload_changes_them(served):
     server, model, tokenizer, root = served
     renderer = create_renderer(tokenizer, Qwen3RendererConfig(enable_thinking=False))
 
+    listing = httpx.get(f"{server.url}/v1/models").json()
+    assert listing["data"][0]["max_model_len"] == 512
+
     async def scenario():
-        listing = httpx.get(f"{server.url}/v1/models").json()
-        assert listing["data"][0]["max_model_len"] == 512
         client = AsyncOpenAI(base_url=f"{server.url}/v1", api_key="x")
         result = await generate(client=client, renderer=renderer, messages=MESSAGES, model="smoke-policy",
                                 tools=TOOLS, sampling_params={"max_tokens": 12, "temperature": 1.0})  # fmt: skip

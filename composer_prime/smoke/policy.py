@@ -161,7 +161,9 @@ def build_model(tokenizer: Any, shape: PolicyShape) -> Any:
 def save_policy(model: Any, tokenizer: Any, directory: Path) -> None:
     """An ordinary HF model dir (config, bf16 safetensors, tokenizer with its chat template)."""
     import torch
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     directory.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(directory, safe_serialization=True)
     model.float()

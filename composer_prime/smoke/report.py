@@ -12,39 +12,45 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from composer_prime.atomic import write_atomic
 
-ROLLOUT_COLUMNS: list[tuple[str, str, str]] = [
-    ("step", "step", "{:.0f}"),
-    ("reward", "reward_mean", "{:.2f}"),
-    ("pass/fail", "", ""),
-    ("compacted", "compacted", "{:.0f}"),
-    ("hint targets", "hint_targets", "{:.0f}"),
-    ("hint tokens", "hint_tokens", "{:.0f}"),
-    ("verdicts", "teacher_verdicts", "{:.0f}"),
-    ("teacher $", "teacher_cost_usd", "{:.4f}"),
-    ("replay steps", "replay_steps", "{:.0f}"),
-]
-"""Rollouts, teachers and the algorithm."""
-
-TRAINER_COLUMNS: list[tuple[str, str, str]] = [
-    ("step", "step", "{:.0f}"),
-    ("loss", "loss", "{:+.4f}"),
-    ("pg", "composer/rl/pg_loss", "{:+.4f}"),
-    ("hint", "composer/hint/loss", "{:+.1e}"),
-    ("drift", "composer/drift/log_ratio_sq", "{:.1e}"),
-    ("changed", "changed_fraction", "{:.1%}"),
-    ("delta x", "delta_ratio", "{:.1f}"),
-    ("relay s", "relay_s", "{:.2f}"),
-    ("reload ms", "reload_ms", "{:.1f}"),
-    ("|dlogp|", "logprob_change", "{:.1e}"),
-    ("step s", "seconds", "{:.0f}"),
-]
-"""The trainer step and the weight update (changed: share of bf16 values the step changed; delta x: checkpoint
-size over delta size; |dlogp|: mean change of the server's logprobs on a probe sequence across the reload)."""
+TABLES: list[tuple[str, list[tuple[str, str, str]]]] = [
+    ("rollouts and teachers", [
+        ("step", "step", "{:.0f}"),
+        ("reward", "reward_mean", "{:.2f}"),
+        ("pass/fail", "", ""),
+        ("compacted", "compacted", "{:.0f}"),
+        ("verdicts", "teacher_verdicts", "{:.0f}"),
+        ("teacher $", "teacher_cost_usd", "{:.4f}"),
+        ("step s", "seconds", "{:.0f}"),
+    ]),
+    ("algorithm and loss", [
+        ("step", "step", "{:.0f}"),
+        ("targets", "hint_targets", "{:.0f}"),
+        ("hint tok", "hint_tokens", "{:.0f}"),
+        ("replayed", "replay_steps", "{:.0f}"),
+        ("loss", "loss", "{:+.3f}"),
+        ("pg", "composer/rl/pg_loss", "{:+.3f}"),
+        ("hint", "composer/hint/loss", "{:+.1e}"),
+        ("drift", "composer/drift/log_ratio_sq", "{:.1e}"),
+    ]),
+    ("weights", [
+        ("step", "step", "{:.0f}"),
+        ("changed", "changed_fraction", "{:.1%}"),
+        ("delta KiB", "delta_bytes", "{:.0f}"),
+        ("delta x", "delta_ratio", "{:.1f}"),
+        ("relay s", "relay_s", "{:.2f}"),
+        ("reload ms", "reload_ms", "{:.1f}"),
+        ("|dlogp|", "logprob_change", "{:.1e}"),
+    ]),
+]  # fmt: skip
+"""The tables printed after the run: (title, [(header, report key, format)]). `pass/fail` is two keys; changed is
+the share of bf16 values the step changed, delta x the checkpoint size over the delta size, |dlogp| the mean change
+of the server's logprobs on a probe sequence across the reload."""
 
 
 class Reporter:
@@ -86,15 +92,20 @@ class Reporter:
 
 def tables(report: dict[str, Any]) -> list[Table]:
     out = []
-    for title, columns in (("rollouts, teachers, algorithm", ROLLOUT_COLUMNS), ("trainer and weights", TRAINER_COLUMNS)):
-        grid = Table(title=f"composer-prime smoke: {title}")
+    for title, columns in TABLES:
+        grid = Table(title=f"composer-prime smoke: {title}", box=box.SIMPLE_HEAD)
         for header, _, _ in columns:
             grid.add_column(header, justify="right")
         for row in report["steps"]:
-            grid.add_row(
-                *(fmt.format(row.get(key, 0.0)) if key else f"{row['passed']:.0f}/{row['failed']:.0f}"
-                  for _, key, fmt in columns)
-            )  # fmt: skip
+            cells = []
+            for _, key, fmt in columns:
+                if not key:
+                    cells.append(f"{row['passed']:.0f}/{row['failed']:.0f}")
+                elif key == "delta_bytes":
+                    cells.append(fmt.format(row[key] / 1024))
+                else:
+                    cells.append(fmt.format(row.get(key, 0.0)))
+            grid.add_row(*cells)
         out.append(grid)
     return out
 

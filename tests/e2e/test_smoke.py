@@ -56,7 +56,7 @@ def test_one_step_shows_every_stage(tmp_path):
     assert step["logprob_change"] > 0
     assert step["reload_ms"] > 0
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "trainer and weights" in result.stdout and "rollouts, teachers, algorithm" in result.stdout
+    assert "rollouts and teachers" in result.stdout and "algorithm and loss" in result.stdout
     assert (out / "work" / "trainer" / "broadcasts" / "step_1" / "STABLE").exists()
     assert (out / "work" / "relay-client" / "steps" / "step_1" / "model.safetensors").exists()
 

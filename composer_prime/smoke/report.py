@@ -119,6 +119,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     steps = [r["step"] for r in report["steps"]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -133,6 +134,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     right.set_xlabel("step")
     right.legend()
     right.set_title("loss")
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import logging
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -252,14 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     server = PolicyServer(Policy(args.model_dir, args.name, args.seed))
-    stop = threading.Event()
     try:
         web.run_app(server.app, host=args.host, port=args.port, print=None, access_log=None)
     except OSError as err:
         print(f"policy server: cannot listen on {args.host}:{args.port}: {err}")
         return 1
-    finally:
-        stop.set()
     return 0
 
 

@@ -64,6 +64,12 @@ class Orchestrator:
         self.reporter = reporter
         self.out = config.out
         self.work = config.out / "work"
+        self.model_dir = self.work / "policy"
+        self.model: Any = None
+        """The fp32 master model the trainer steps (built by `build_policy`)."""
+        self.renderer: Any = None
+        self.probe: list[int] = []
+        """Token ids prefill-scored before and after each reload (the first demonstration's branch)."""
 
     # ---------------------------------------------------------------- setup
     def mine(self) -> Path:
@@ -98,9 +104,8 @@ class Orchestrator:
         model = policy.build_model(tokenizer, self.config.policy)
         stats = warmstart.warm_start(model, renderer, branches, self.config.warm_start,
                                      progress=lambda s, loss: self.reporter.status(f"warm start: step {s}, loss {loss:.3f}"))  # fmt: skip
-        self.model_dir = self.work / "policy"
         policy.save_policy(model, tokenizer, self.model_dir)
-        self.model, self.tokenizer, self.renderer = model, tokenizer, renderer
+        self.model, self.renderer = model, renderer
         first = branches[0][0]
         self.probe = renderer.render_ids(first, tools=branches[0][1])
         return stats
@@ -309,6 +314,8 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
                 before = await prefill(http, server.url, config.model_name, orch.probe)
                 figures |= await orch.update_weights(step_dir, http, client)
                 after = await prefill(http, server.url, config.model_name, orch.probe)
+                served = (await http.get(f"{server.url}/health")).json()
+                report.setdefault("served_weights", []).append(served["weights"])
                 figures["logprob_change"] = sum(abs(a - b) for a, b in zip(after, before)) / max(len(before), 1)
                 figures |= relay_figures(orch.work / "relay-origin", step)
                 figures["seconds"] = time.monotonic() - t0

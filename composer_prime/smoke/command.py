@@ -18,6 +18,7 @@ REQUIRED = {
     "renderers": "renderers",
     "aiohttp": "aiohttp",
     "matplotlib": "matplotlib",
+    "pytest": "pytest",
     "feature_deletion": "the feature-deletion environment (environments/feature_deletion)",
     "composer_agent": "composer-agent (composer_agent)",
 }
@@ -97,9 +98,15 @@ def execute(config, live: bool = True) -> int:
     from composer_prime.smoke import report as reporting
     from composer_prime.smoke.orchestrator import run as run_smoke
 
+    from composer_prime.smoke.services import ServiceError
+
     logging.basicConfig(level=logging.ERROR, filename=str(config.out / "smoke.log"))
-    with reporting.Reporter(live=live) as reporter:
-        result = asyncio.run(run_smoke(config, reporter))
+    try:
+        with reporting.Reporter(live=live) as reporter:
+            result = asyncio.run(run_smoke(config, reporter))
+    except (ServiceError, RuntimeError, OSError) as err:
+        print(f"smoke: the run stopped: {err}\nLogs and traces so far are in {config.out / 'work'}.", file=sys.stderr)
+        return 1
     reporting.write_json(result, config.out / "report.json")
     reporting.plot(result, config.out / "report.png")
     console = Console()

@@ -97,7 +97,6 @@ def execute(config, live: bool = True) -> int:
 
     from composer_prime.smoke import report as reporting
     from composer_prime.smoke.orchestrator import run as run_smoke
-
     from composer_prime.smoke.services import ServiceError
 
     logging.basicConfig(level=logging.ERROR, filename=str(config.out / "smoke.log"))

@@ -302,9 +302,9 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
                 reporter.stage(f"step {step}: rollouts", step=step)
                 groups = await orch.rollouts(tasks, server)
                 figures = step_figures(groups)
-                save_traces(groups, orch.work / f"traces-step{step}.jsonl")
                 reporter.stage(f"step {step}: algorithm (hint prefill, advantages)", step=step)
                 figures |= await orch.algorithm(groups, http, server)
+                save_traces(groups, orch.work / f"traces-step{step}.jsonl")
                 reporter.stage(f"step {step}: trainer", step=step)
                 samples = [s for g in groups for t in g if t.ok for s in trace_samples(t)]
                 losses = await asyncio.to_thread(train_step, orch.model, optimizer, samples, config.loss, config.trainer)

@@ -29,18 +29,21 @@ FLAGS = {"group_size": "group-size", "teacher_url": "teacher-url", "teacher_mode
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=3, help="RL steps (default 3)")
-    parser.add_argument("--out", type=Path, default=Path("smoke-out"), help="report and work dir (default smoke-out)")
-    parser.add_argument("--tasks", type=int, default=2, help="Feature Deletion tasks per step, 1-4 (default 2)")
-    parser.add_argument("--group-size", type=int, default=4, help="rollouts per task, G (default 4)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
-    parser.add_argument("--port", type=int, default=0, help="policy server port on 127.0.0.1 (default 0: a free one)")
-    parser.add_argument("--teacher-url", default=None, help="a real OpenAI-compatible teacher API root instead of "
-                        "the local rule-based stand-ins (with --teacher-model)")  # fmt: skip
-    parser.add_argument("--teacher-model", default=None, help="model name at --teacher-url")
-    parser.add_argument("--teacher-api-key-var", default=None, help="env var holding the --teacher-url API key")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the model, warm start and sampling (default 0)")
-    parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live display")
+    # Defaults live in SmokeConfig only: a flag not given is not passed on.
+    parser.set_defaults(no_live=False)
+    flag = parser.add_argument
+    flag("--steps", type=int, default=argparse.SUPPRESS, help="RL steps (default 3)")
+    flag("--out", type=Path, default=argparse.SUPPRESS, help="report and work dir (default smoke-out)")
+    flag("--tasks", type=int, default=argparse.SUPPRESS, help="Feature Deletion tasks per step, 1-4 (default 2)")
+    flag("--group-size", type=int, default=argparse.SUPPRESS, help="rollouts per task, G (default 4)")
+    flag("--temperature", type=float, default=argparse.SUPPRESS, help="sampling temperature (default 1.0)")
+    flag("--port", type=int, default=argparse.SUPPRESS, help="policy server port on 127.0.0.1 (default 0: a free one)")
+    flag("--teacher-url", default=argparse.SUPPRESS, help="a real OpenAI-compatible teacher API root instead of the "
+         "local rule-based stand-ins (with --teacher-model)")  # fmt: skip
+    flag("--teacher-model", default=argparse.SUPPRESS, help="model name at --teacher-url")
+    flag("--teacher-api-key-var", default=argparse.SUPPRESS, help="env var holding the --teacher-url API key")
+    flag("--seed", type=int, default=argparse.SUPPRESS, help="seed of the model, warm start and sampling (default 0)")
+    flag("--no-live", action="store_true", help="plain progress lines instead of the live display")
 
 
 def missing_modules() -> list[str]:
@@ -54,11 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from composer_prime.smoke.services import port_free
 
     try:
-        config = SmokeConfig(
-            steps=args.steps, out=args.out, tasks=args.tasks, group_size=args.group_size, temperature=args.temperature,
-            port=args.port, teacher_url=args.teacher_url, teacher_model=args.teacher_model,
-            teacher_api_key_var=args.teacher_api_key_var, seed=args.seed,
-        )  # fmt: skip
+        config = SmokeConfig(**{k: v for k, v in vars(args).items() if k in SmokeConfig.model_fields})
     except ValidationError as err:
         for error in err.errors():
             field = str(error["loc"][0]) if error["loc"] else ""

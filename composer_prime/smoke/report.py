@@ -22,6 +22,7 @@ TABLES: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("rollouts and teachers", [
         ("step", "step", "{:.0f}"),
         ("reward", "reward_mean", "{:.2f}"),
+        ("pass rate", "pass_rate", "{:.0%}"),
         ("pass/fail", "", ""),
         ("compacted", "compacted", "{:.0f}"),
         ("verdicts", "teacher_verdicts", "{:.0f}"),

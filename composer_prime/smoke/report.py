@@ -23,11 +23,10 @@ TABLES: list[tuple[str, list[tuple[str, str, str]]]] = [
         ("step", "step", "{:.0f}"),
         ("reward", "reward_mean", "{:.2f}"),
         ("pass rate", "pass_rate", "{:.0%}"),
-        ("pass/fail", "", ""),
+        ("passed", "", ""),
         ("compacted", "compacted", "{:.0f}"),
         ("verdicts", "teacher_verdicts", "{:.0f}"),
         ("teacher $", "teacher_cost_usd", "{:.4f}"),
-        ("step s", "seconds", "{:.0f}"),
     ]),
     ("algorithm and loss", [
         ("step", "step", "{:.0f}"),
@@ -47,11 +46,12 @@ TABLES: list[tuple[str, list[tuple[str, str, str]]]] = [
         ("relay s", "relay_s", "{:.2f}"),
         ("reload ms", "reload_ms", "{:.1f}"),
         ("|dlogp|", "logprob_change", "{:.1e}"),
+        ("step s", "seconds", "{:.0f}"),
     ]),
 ]  # fmt: skip
-"""The tables printed after the run: (title, [(header, report key, format)]). `pass/fail` is two keys; changed is
-the share of bf16 values the step changed, delta x the checkpoint size over the delta size, |dlogp| the mean change
-of the server's logprobs on a probe sequence across the reload."""
+"""The tables printed after the run: (title, [(header, report key, format)]). `passed` is passing rollouts over
+graded ones; changed is the share of bf16 values the step changed, delta x the checkpoint size over the delta size,
+|dlogp| the mean change of the server's logprobs on a probe sequence across the reload."""
 
 
 class Reporter:
@@ -101,7 +101,7 @@ def tables(report: dict[str, Any]) -> list[Table]:
             cells = []
             for _, key, fmt in columns:
                 if not key:
-                    cells.append(f"{row['passed']:.0f}/{row['failed']:.0f}")
+                    cells.append(f"{row['passed']:.0f}/{row['passed'] + row['failed']:.0f}")
                 elif key == "delta_bytes":
                     cells.append(fmt.format(row[key] / 1024))
                 else:

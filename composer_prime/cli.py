@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "composer_prime.relay.command",
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",
     ),
+    "smoke": ("composer_prime.smoke.command", "the whole Composer recipe end to end at toy scale on this CPU machine"),
 }
 
 T = TypeVar("T")

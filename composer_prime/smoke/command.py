@@ -1,0 +1,86 @@
+"""`composer-prime smoke`: flags, checks of what the run needs, then the run and its report (docs/smoke.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+INSTALL = "pip install torch==2.13.0 -e '.[smoke]' -e environments/feature_deletion"
+"""What installs every module the run needs (from a composer-prime checkout)."""
+
+REQUIRED = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "tokenizers": "tokenizers",
+    "verifiers": "verifiers",
+    "renderers": "renderers",
+    "aiohttp": "aiohttp",
+    "matplotlib": "matplotlib",
+    "pytest": "pytest",
+    "feature_deletion": "the feature-deletion environment (environments/feature_deletion)",
+    "composer_agent": "composer-agent (composer_agent)",
+}
+
+
+def missing_modules() -> list[str]:
+    return [what for module, what in REQUIRED.items() if importlib.util.find_spec(module) is None]
+
+
+def main(argv: list[str], prog: str) -> int:
+    from composer_prime.cli import parse_config
+    from composer_prime.smoke.config import SmokeConfig
+    from composer_prime.smoke.services import port_free
+
+    config = parse_config(SmokeConfig, argv, prog, description=__doc__.splitlines()[0])
+    missing = missing_modules()
+    if missing:
+        print(f"smoke: missing {', '.join(missing)}. Install them from the composer-prime checkout with: {INSTALL}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if config.port and not port_free(config.port):
+        print(f"smoke: --port = {config.port}: the port is in use on 127.0.0.1; pick another port or leave --port at 0 "
+              "(a free port)", file=sys.stderr)  # fmt: skip
+        return 2
+    from composer_prime.smoke.orchestrator import fresh_work_dir
+
+    try:
+        config.out.mkdir(parents=True, exist_ok=True)
+        fresh_work_dir(config.out / "work")
+    except FileExistsError as err:
+        print(f"smoke: --out = {str(config.out)!r}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"smoke: --out = {str(config.out)!r}: cannot create it ({err.strerror}); name a writable directory",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    return execute(config, live=config.live)
+
+
+def execute(config, live: bool = True) -> int:
+    import asyncio
+    import logging
+
+    from rich.console import Console
+
+    from composer_prime.smoke import report as reporting
+    from composer_prime.smoke.orchestrator import run as run_smoke
+    from composer_prime.smoke.services import ServiceError
+
+    logging.basicConfig(level=logging.ERROR, filename=str(config.out / "smoke.log"))
+    try:
+        with reporting.Reporter(live=live) as reporter:
+            result = asyncio.run(run_smoke(config, reporter))
+    except (ServiceError, RuntimeError, OSError) as err:
+        print(f"smoke: the run stopped: {err}\nLogs and traces so far are in {config.out / 'work'}.", file=sys.stderr)
+        return 1
+    reporting.write_json(result, config.out / "report.json")
+    reporting.plot(result, config.out / "report.png")
+    console = Console()
+    if not console.is_terminal:
+        console.width = 132  # a log file or pipe: wide enough for every column
+    for grid in reporting.tables(result):
+        console.print(grid)
+    console.print(
+        f"total {result['seconds']:.0f}s; report: {config.out / 'report.json'}, plot: {config.out / 'report.png'}"
+    )
+    return 0

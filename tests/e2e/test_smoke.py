@@ -1,0 +1,101 @@
+"""`composer-prime smoke --steps 1` as a user runs it: a real subprocess, real servers on 127.0.0.1, real rollouts,
+a real optimizer step and a real relay. The report must show every stage at work, and bad input must get a clear
+error, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def smoke(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "composer_prime", "smoke", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_one_step_shows_every_stage(tmp_path):
+    out = tmp_path / "smoke"
+    result = smoke("--steps", "1", "--group-size", "6", "--out", str(out), "--no-live")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["setup"]["tasks"] == ["toyrepo:minicalc/numbers.py::clamp", "toyrepo:minicalc/numbers.py::double"]
+    assert report["setup"]["warm_start"]["loss"] < 0.05
+    [step] = report["steps"]
+    # rollouts: G=6 per task, through verifiers, graded by the hidden tests: some pass, some fail, some compact
+    assert step["rollouts"] == 12 and step["failed_rollouts"] == 0
+    assert step["passed"] >= 1 and step["failed"] >= 1
+    assert 0 < step["reward_mean"] < 1
+    assert step["compacted"] >= 1
+    assert step["tool_calls"] > 0
+    # teachers: verdicts through the teacher hook, priced
+    assert step["teacher_verdicts"] > 0 and step["teacher_cost_usd"] > 0
+    # algorithm: hint targets prefill-scored on the policy server, replay credit from the verdicts
+    assert step["hint_targets"] >= 1 and step["hint_tokens"] >= 1
+    assert step["replay_steps"] >= 1
+    # trainer: composer_loss with all three channels active
+    assert step["rl_tokens"] > 0 and step["samples"] >= 12
+    assert step["composer/rl/pg_loss"] != 0
+    assert step["composer/hint/loss"] != 0 and step["composer/hint/token_frac"] > 0
+    assert step["composer/drift/log_ratio_sq"] > 0
+    assert step["grad_norm"] > 0
+    # weights: a delta through the relay, a reload that changed the server's logprobs
+    assert 0 < step["delta_bytes"] < step["checkpoint_bytes"]
+    assert 0 < step["changed_fraction"] < 1
+    assert step["logprob_change"] > 0
+    assert step["reload_ms"] > 0
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rollouts and teachers" in result.stdout and "algorithm and loss" in result.stdout
+    assert (out / "work" / "trainer" / "broadcasts" / "step_1" / "STABLE").exists()
+    # the server now runs the step the relay client rebuilt, not the trainer's copy
+    assert report["served_weights"] == [str(out / "work" / "relay-client" / "steps" / "step_1")]
+    assert (out / "work" / "relay-client" / "steps" / "step_1" / "model.safetensors").exists()
+
+
+def test_bad_flag_values_name_the_flag(tmp_path):
+    result = smoke("--tasks", "9", "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert "--tasks\n  Input should be less than or equal to 4 (got '9')" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = smoke("--teacher-url", "api.example.com", "--teacher-model", "m", "--out", str(tmp_path))
+    assert result.returncode == 2 and "is not an http(s) URL" in result.stderr
+    result = smoke("--teacher-url", "https://api.example.com/v1", "--out", str(tmp_path))
+    assert result.returncode == 2 and "give both (--teacher-url URL --teacher-model NAME)" in result.stderr
+
+
+def test_port_in_use_and_foreign_out_dir_are_refused(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = smoke("--port", str(port), "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert f"--port = {port}: the port is in use on 127.0.0.1" in result.stderr
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "mine.txt").write_text("keep me")
+    result = smoke("--out", str(tmp_path))
+    assert result.returncode == 2 and "is not a smoke work dir" in result.stderr
+    assert (tmp_path / "work" / "mine.txt").read_text() == "keep me"
+
+
+def test_missing_dependency_names_the_install_command(tmp_path):
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from composer_prime.cli import main; "
+        f"sys.exit(main(['smoke', '--out', {str(tmp_path)!r}]))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+    assert result.returncode == 2
+    assert "smoke: missing matplotlib. Install them from the composer-prime checkout with: pip install" in result.stderr
+    assert "'.[smoke]' -e environments/feature_deletion" in result.stderr

@@ -11,6 +11,16 @@ import pytest
 E2E = Path(__file__).parent / "e2e"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def scripted_model_key():
+    """The key agents send to the scripted model server, set for the session and restored after it."""
+    from tests.support.scripted_server import API_KEY_VAR
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(API_KEY_VAR, "scripted")
+        yield
+
+
 def _cuda_available() -> bool:
     if importlib.util.find_spec("torch") is None:
         return False

@@ -121,7 +121,7 @@ def test_shell_output_is_capped_while_the_command_runs(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_shell_sees_only_allowed_host_variables() -> None:
+def test_shell_sees_only_allowed_host_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     """A credential in the worker's environment under any name stays out of the agent's shell; the allow-list, the
     harness's `env` and the task's runtime variables get through."""
 
@@ -131,11 +131,8 @@ def test_shell_sees_only_allowed_host_variables() -> None:
         assert "COMPOSER_TEST_SECRET" not in names and "s3cr3t" not in r.content
         assert {"PATH", "HOME", "FROM_HARNESS"} <= names
 
-    os.environ["COMPOSER_TEST_SECRET"] = "s3cr3t"
-    try:
-        with_toolbox(test, env={"FROM_HARNESS": "1"})
-    finally:
-        del os.environ["COMPOSER_TEST_SECRET"]
+    monkeypatch.setenv("COMPOSER_TEST_SECRET", "s3cr3t")
+    with_toolbox(test, env={"FROM_HARNESS": "1"})
 
 
 def test_killed_command_shows_no_harness_internals() -> None:

@@ -6,32 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import sys
 
 import pytest
 import verifiers.v1 as vf
 
-from tests.support.featdel_repo import CART, FILES, INIT, PRICING, mined_shop
+from tests.support.featdel_repo import APPLY_DISCOUNT, CART, FILES, INIT, PRICING
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import tool
 
-pytestmark = pytest.mark.slow
-
-API_KEY_VAR = "FEATDEL_TEST_KEY"
-APPLY_DISCOUNT = "shop-repo:shop/pricing.py::apply_discount"
+pytestmark = pytest.mark.usefixtures("python_on_path")
 
 
-@pytest.fixture(scope="module")
-def tasks_file(tmp_path_factory):
-    return mined_shop(tmp_path_factory)[1]
 
-
-@pytest.fixture(autouse=True)
-def python_on_path(monkeypatch):
-    # The tasks' test command is `python -m pytest`: in the box, `python` must be this interpreter (it has pytest).
-    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
-    monkeypatch.setenv(API_KEY_VAR, "scripted")
 
 
 def load_tasks(tasks_file) -> dict[str, vf.Task]:
@@ -112,7 +98,7 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
 
 
 def rollout(tasks_file, script) -> tuple[vf.Trace, list[dict]]:
-    return scripted_rollout(load_tasks(tasks_file)[APPLY_DISCOUNT], script, API_KEY_VAR)
+    return scripted_rollout(load_tasks(tasks_file)[APPLY_DISCOUNT], script)
 
 
 def tool_output(requests: list[dict], turn: int) -> str:

@@ -29,7 +29,6 @@ from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task
 
 pytestmark = pytest.mark.slow
 
-API_KEY_VAR = "REDTEAM_TEST_KEY"
 TIMEOUT_S = 10.0
 """The grading run's limit in these tasks: the honest suites take about a second."""
 DAEMON_MARK = "composer-prime-redteam-daemon"
@@ -112,7 +111,6 @@ PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 @pytest.fixture(autouse=True)
 def box_environment(monkeypatch: pytest.MonkeyPatch, grader_venv: Path, private_boxes: Path) -> None:
     monkeypatch.setenv("PATH", os.pathsep.join([str(grader_venv / "bin"), os.environ["PATH"]]))
-    monkeypatch.setenv(API_KEY_VAR, "scripted")
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +160,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> dict[
 
 
 def rollout(env: Env, steps: list[Reply]) -> vf.Trace:
-    trace, _ = scripted_rollout(env.task, [*steps, tool("finish", message="done")], API_KEY_VAR, timeout_s=240)
+    trace, _ = scripted_rollout(env.task, [*steps, tool("finish", message="done")], timeout_s=240)
     assert trace.ok, trace.errors
     return trace
 

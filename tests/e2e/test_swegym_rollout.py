@@ -3,7 +3,6 @@ fixes the bug through tool calls; the box is graded with the instance's hidden t
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,6 @@ from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import Reply, tool
 from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
-
-API_KEY_VAR = "SWEGYM_TEST_KEY"
 
 
 @pytest.mark.slow
@@ -39,8 +36,7 @@ def test_composer_agent_fixes_the_issue_and_scores_one(tmp_path: Path) -> None:
         tool("finish", message="clamp now returns hi above the range"),
         Reply(content="never sent: the rollout ended at finish"),
     ]
-    os.environ.setdefault(API_KEY_VAR, "scripted")
-    trace, requests = scripted_rollout(task, script, API_KEY_VAR)
+    trace, requests = scripted_rollout(task, script)
 
     assert trace.ok, trace.errors
     assert trace.reward == 1.0

@@ -5,32 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import sys
 
 import pytest
-import verifiers.v1 as vf
 
 from composer_prime.teachers import TeacherInfo
-from tests.support.featdel_repo import CART, INIT, PRICING, mined_shop
-from tests.support.scripted_server import Reply, ScriptedModelServer, tool
+from tests.support.agent_tasks import scripted_agent
+from tests.support.featdel_repo import APPLY_DISCOUNT, CART, INIT, PRICING
+from tests.support.scripted_server import API_KEY_VAR, Reply, ScriptedModelServer, tool
 
-pytestmark = pytest.mark.slow
-
-API_KEY_VAR = "TEACHERS_TEST_KEY"
-APPLY_DISCOUNT = "shop-repo:shop/pricing.py::apply_discount"
+pytestmark = pytest.mark.usefixtures("python_on_path")
 
 
-@pytest.fixture(scope="module")
-def tasks_file(tmp_path_factory):
-    return mined_shop(tmp_path_factory)[1]
 
-
-@pytest.fixture(autouse=True)
-def python_on_path(monkeypatch):
-    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
-    monkeypatch.setenv(API_KEY_VAR, "scripted")
 
 
 def teacher_reply(score: float):
@@ -82,15 +69,7 @@ def test_rollout_scored_by_teachers_from_config(tasks_file, tmp_path, plug):
             {"taskset": {"id": "feature-deletion", "tasks": str(tasks_file), "task": task_config}}
         )
         task = {t.data.name: t for t in load_taskset(config.taskset)}[APPLY_DISCOUNT]
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=model.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=model.base_url, api_key_var=API_KEY_VAR),
-            )
-        )
-        trace = asyncio.run(asyncio.wait_for(agent.run(task), 180))
+        trace = asyncio.run(asyncio.wait_for(scripted_agent(model.base_url, model.model).run(task), 180))
         teacher_requests = a.requests + b.requests
     assert trace.ok, trace.errors
     assert trace.reward == 1.0  # the teacher reward has weight 0: the outcome stays test-based

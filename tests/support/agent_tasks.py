@@ -3,9 +3,9 @@ reward checks what the agent left on disk."""
 
 from __future__ import annotations
 
-import os
-
 import verifiers.v1 as vf
+
+from tests.support.scripted_server import API_KEY_VAR
 
 
 class FilesTaskData(vf.TaskData):
@@ -35,12 +35,10 @@ def files_task(prompt: str, files: dict[str, str], expected: dict[str, str], **d
     return FilesTask(FilesTaskData(idx=0, name="files", prompt=prompt, files=files, expected=expected, **data))
 
 
-API_KEY_VAR = "COMPOSER_AGENT_TEST_KEY"
 
 
 def scripted_agent(base_url: str, model: str, harness: dict | None = None, **agent_config: object) -> vf.Agent:
     """A composer-agent on the subprocess runtime whose model is the scripted server at `base_url`."""
-    os.environ.setdefault(API_KEY_VAR, "scripted")
     return vf.make_agent(
         vf.AgentConfig(
             model=model,

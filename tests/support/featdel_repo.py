@@ -190,6 +190,10 @@ def build_shop_repo(root: Path) -> Path:
 _MINED: dict[str, tuple[Path, Path, list[str]]] = {}
 
 
+APPLY_DISCOUNT = "shop-repo:shop/pricing.py::apply_discount"
+"""The task id of the shop repository's `apply_discount` function."""
+
+
 def mined_shop(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     """Build and mine the shop repository once per test session: (repo, tasks file, progress lines).
 

@@ -6,19 +6,13 @@ import asyncio
 
 import verifiers.v1 as vf
 
+from tests.support.agent_tasks import scripted_agent
 from tests.support.scripted_server import Reply, ScriptedModelServer
 
 
-def scripted_rollout(task: vf.Task, script: list[Reply], api_key_var: str, timeout_s: float = 180) -> tuple:
+def scripted_rollout(task: vf.Task, script: list[Reply], timeout_s: float = 180) -> tuple:
     """Run `task` with the scripted model; returns the trace and the requests the model server received."""
     with ScriptedModelServer(script) as server:
-        agent = vf.make_agent(
-            vf.AgentConfig(
-                model=server.model,
-                harness={"id": "composer-agent"},
-                runtime=vf.SubprocessConfig(),
-                client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=api_key_var),
-            )
-        )
+        agent = scripted_agent(server.base_url, server.model)
         trace = asyncio.run(asyncio.wait_for(agent.run(task), timeout_s))
         return trace, server.requests

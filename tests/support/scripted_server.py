@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+API_KEY_VAR = "SCRIPTED_MODEL_API_KEY"
+"""The environment variable agents read the scripted server's key from; tests/conftest.py sets it for the session."""
+
 
 @dataclass
 class ToolCall:

@@ -299,17 +299,17 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=120.0) as http:
             for step in range(1, config.steps + 1):
                 t0 = time.monotonic()
-                reporter.stage(f"step {step}: rollouts", step=step)
+                reporter.stage(f"step {step}: rollouts")
                 groups = await orch.rollouts(tasks, server)
                 figures = step_figures(groups)
-                reporter.stage(f"step {step}: algorithm (hint prefill, advantages)", step=step)
+                reporter.stage(f"step {step}: algorithm (hint prefill, advantages)")
                 figures |= await orch.algorithm(groups, http, server)
                 save_traces(groups, orch.work / f"traces-step{step}.jsonl")
-                reporter.stage(f"step {step}: trainer", step=step)
+                reporter.stage(f"step {step}: trainer")
                 samples = [s for g in groups for t in g if t.ok for s in trace_samples(t)]
                 losses = await asyncio.to_thread(train_step, orch.model, optimizer, samples, config.loss, config.trainer)
                 figures |= losses
-                reporter.stage(f"step {step}: broadcast and reload", step=step)
+                reporter.stage(f"step {step}: broadcast and reload")
                 step_dir = broadcast(orch.model, output_dir, step)
                 before = await prefill(http, server.url, config.model_name, orch.probe)
                 figures |= await orch.update_weights(step_dir, http, client)

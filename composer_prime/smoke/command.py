@@ -100,7 +100,7 @@ def execute(config, live: bool = True) -> int:
 
     logging.basicConfig(level=logging.ERROR, filename=str(config.out / "smoke.log"))
     try:
-        with reporting.Reporter(config.steps, live=live) as reporter:
+        with reporting.Reporter(live=live) as reporter:
             result = asyncio.run(run_smoke(config, reporter))
     except (ServiceError, RuntimeError, OSError) as err:
         print(f"smoke: the run stopped: {err}\nLogs and traces so far are in {config.out / 'work'}.", file=sys.stderr)

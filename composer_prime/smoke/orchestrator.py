@@ -263,6 +263,7 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
     orch = Orchestrator(config, reporter)
     fresh_work_dir(orch.work)
     report: dict[str, Any] = {"config": config.model_dump(mode="json"), "setup": {}, "steps": []}
+    reporter.set_steps(config.steps)
     started = time.monotonic()
 
     reporter.stage("mine tasks")
@@ -299,17 +300,17 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=120.0) as http:
             for step in range(1, config.steps + 1):
                 t0 = time.monotonic()
-                reporter.stage(f"step {step}: rollouts")
+                reporter.stage(f"step {step}: rollouts", step=step)
                 groups = await orch.rollouts(tasks, server)
                 figures = step_figures(groups)
-                reporter.stage(f"step {step}: algorithm (hint prefill, advantages)")
+                reporter.stage(f"step {step}: algorithm (hint prefill, advantages)", step=step)
                 figures |= await orch.algorithm(groups, http, server)
                 save_traces(groups, orch.work / f"traces-step{step}.jsonl")
-                reporter.stage(f"step {step}: trainer")
+                reporter.stage(f"step {step}: trainer", step=step)
                 samples = [s for g in groups for t in g if t.ok for s in trace_samples(t)]
                 losses = await asyncio.to_thread(train_step, orch.model, optimizer, samples, config.loss, config.trainer)
                 figures |= losses
-                reporter.stage(f"step {step}: broadcast and reload")
+                reporter.stage(f"step {step}: broadcast and reload", step=step)
                 step_dir = broadcast(orch.model, output_dir, step)
                 before = await prefill(http, server.url, config.model_name, orch.probe)
                 figures |= await orch.update_weights(step_dir, http, client)

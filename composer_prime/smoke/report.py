@@ -59,7 +59,7 @@ class Reporter:
     """The live display: a rich progress bar over the RL steps with the current stage and the elapsed time, and a
     line per finished step. Without a terminal (or with `live=False`) each stage is a plain timestamped line."""
 
-    def __init__(self, steps: int, console: Console | None = None, live: bool = True):
+    def __init__(self, console: Console | None = None, live: bool = True):
         self.console = console or Console(stderr=True)
         self._start = time.monotonic()
         self._progress: Progress | None = None
@@ -68,7 +68,7 @@ class Reporter:
                 SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TimeElapsedColumn(), console=self.console,
             )  # fmt: skip
-            self._task = self._progress.add_task("starting", total=steps)
+            self._task = self._progress.add_task("starting", total=None)
 
     def __enter__(self) -> Self:
         if self._progress is not None:
@@ -79,8 +79,13 @@ class Reporter:
         if self._progress is not None:
             self._progress.stop()
 
-    def stage(self, text: str) -> None:
-        """A new stage begins."""
+    def set_steps(self, steps: int) -> None:
+        """The number of RL steps the bar counts to."""
+        if self._progress is not None:
+            self._progress.update(self._task, total=steps)
+
+    def stage(self, text: str, step: int | None = None) -> None:
+        """A new stage begins (`step`: the RL step it belongs to, None during setup)."""
         if self._progress is None:
             self.console.print(f"[{time.monotonic() - self._start:6.1f}s] {text}")
         self.status(text)

@@ -79,7 +79,7 @@ class Orchestrator:
 
         tasks_file = self.work / "tasks.jsonl"
         argv = [sys.executable, "-m", "composer_prime", "mine-features", "--repo", str(TOYREPO),
-                "--out", str(tasks_file), "--test-timeout", "120"]  # fmt: skip
+                "--out", str(tasks_file)]  # fmt: skip
         result = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise RuntimeError(f"mine-features failed ({result.returncode}):\n{result.stderr[-2000:]}")

@@ -2,8 +2,10 @@
 
 
 def clamp(value, low, high):
+    """Limit `value` to the range [low, high]."""
     return max(low, min(value, high))
 
 
 def double(value):
+    """Twice `value`."""
     return value * 2

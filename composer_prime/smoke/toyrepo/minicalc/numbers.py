@@ -3,9 +3,13 @@
 
 def clamp(value, low, high):
     """Limit `value` to the range [low, high]."""
-    return max(low, min(value, high))
+    if value < low:
+        return low
+    return min(value, high)
 
 
 def double(value):
-    """Twice `value`."""
+    """Twice `value`; numbers only."""
+    if isinstance(value, str):
+        raise TypeError("double needs a number")
     return value * 2

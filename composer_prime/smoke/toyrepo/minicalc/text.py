@@ -3,9 +3,14 @@
 
 def shout(text):
     """`text` in capitals, with an exclamation mark."""
-    return text.upper() + "!"
+    loud = text.upper()
+    if not loud.endswith("!"):
+        loud += "!"
+    return loud
 
 
 def initials(name):
     """The first letter of each word of `name`."""
-    return "".join(word[0] for word in name.split())
+    words = name.split()
+    letters = [word[0] for word in words]
+    return "".join(letters)

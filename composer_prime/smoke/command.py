@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     flag("--out", type=Path, default=argparse.SUPPRESS, help="report and work dir (default smoke-out)")
     flag("--tasks", type=int, default=argparse.SUPPRESS, help="Feature Deletion tasks per step, 1-4 (default 2)")
     flag("--group-size", type=int, default=argparse.SUPPRESS, help="rollouts per task, G (default 4)")
-    flag("--temperature", type=float, default=argparse.SUPPRESS, help="sampling temperature (default 0.85)")
+    flag("--temperature", type=float, default=argparse.SUPPRESS, help="sampling temperature (default 1.0)")
     flag("--port", type=int, default=argparse.SUPPRESS, help="policy server port on 127.0.0.1 (default 0: a free one)")
     flag("--teacher-url", default=argparse.SUPPRESS, help="a real OpenAI-compatible teacher API root instead of the "
          "local rule-based stand-ins (with --teacher-model)")  # fmt: skip

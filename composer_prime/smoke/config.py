@@ -26,8 +26,9 @@ class SmokeConfig(BaseModel):
     """Feature Deletion tasks per step (function-level tasks mined from the bundled repository; it has 4)."""
     group_size: int = Field(4, ge=2, le=16)
     """Rollouts per task (G): the group whose mean reward is the outcome baseline."""
-    temperature: float = Field(1.0, gt=0, le=2)
-    """Sampling temperature of the policy."""
+    temperature: float = Field(0.85, gt=0, le=2)
+    """Sampling temperature of the policy. At 0.85 the warm-started policy writes the gold file about half the time;
+    logprobs (server, trainer, hint references) are all of the untempered distribution."""
     max_tokens: int = Field(200, ge=16)
     """Most tokens one model call may sample."""
     max_turns: int = Field(4, ge=1)

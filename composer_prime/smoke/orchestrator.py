@@ -81,7 +81,7 @@ class Orchestrator:
 
         tasks_file = self.work / "tasks.jsonl"
         argv = [sys.executable, "-m", "composer_prime", "mine-features", "--repo", str(TOYREPO),
-                "--out", str(tasks_file), "--test-timeout-s", "120"]  # fmt: skip
+                "--out", str(tasks_file)]  # fmt: skip
         result = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise RuntimeError(f"mine-features failed ({result.returncode}):\n{result.stderr[-2000:]}")
@@ -267,6 +267,7 @@ async def run(config: SmokeConfig, reporter: Reporter) -> dict[str, Any]:
     orch = Orchestrator(config, reporter)
     fresh_work_dir(orch.work)
     report: dict[str, Any] = {"config": config.model_dump(mode="json"), "setup": {}, "steps": []}
+    reporter.set_steps(config.steps)
     started = time.monotonic()
 
     reporter.stage("mine tasks")

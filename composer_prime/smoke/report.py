@@ -1,7 +1,7 @@
 """What the smoke run shows: a live status line while it runs, then a table per step, `report.json` and a plot.
 
-The live display is a rich status spinner with the current stage and the elapsed time, plus one line per finished
-step. The final table has one row per step with each stage's figures; the JSON holds the same numbers and the
+The live display is a rich progress bar over the RL steps with the current stage and the elapsed time, plus one line
+per finished step. The final table has one row per step with each stage's figures; the JSON holds the same numbers and the
 setup; the PNG (matplotlib, Agg backend) plots reward mean and pass rate, and the loss, by step.
 """
 
@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from composer_prime.atomic import write_atomic
@@ -55,33 +56,48 @@ graded ones; changed is the share of bf16 values the step changed, delta x the c
 
 
 class Reporter:
+    """The live display: a rich progress bar over the RL steps with the current stage and the elapsed time, and a
+    line per finished step. Without a terminal (or with `live=False`) each stage is a plain timestamped line."""
+
     def __init__(self, console: Console | None = None, live: bool = True):
         self.console = console or Console(stderr=True)
-        self.live = live and self.console.is_terminal
-        self._status = self.console.status("starting") if self.live else None
         self._start = time.monotonic()
-        self._stage = ""
+        self._progress: Progress | None = None
+        if live and self.console.is_terminal:
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), console=self.console,
+            )  # fmt: skip
+            self._task = self._progress.add_task("starting", total=None)
 
     def __enter__(self) -> Self:
-        if self._status is not None:
-            self._status.start()
+        if self._progress is not None:
+            self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.stop()
+        if self._progress is not None:
+            self._progress.stop()
+
+    def set_steps(self, steps: int) -> None:
+        """The number of RL steps the bar counts to."""
+        if self._progress is not None:
+            self._progress.update(self._task, total=steps)
 
     def stage(self, text: str, step: int | None = None) -> None:
-        self._stage = text
-        self.status(text)
-        if self._status is None:
+        """A new stage begins (`step`: the RL step it belongs to, None during setup)."""
+        if self._progress is None:
             self.console.print(f"[{time.monotonic() - self._start:6.1f}s] {text}")
+        self.status(text)
 
     def status(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(f"[{time.monotonic() - self._start:6.1f}s] {text}")
+        """Progress within a stage (shown live only)."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
 
     def step_done(self, figures: dict[str, float]) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
         self.console.print(
             f"step {figures['step']:.0f}: reward {figures['reward_mean']:.2f} ({figures['passed']:.0f} pass / "
             f"{figures['failed']:.0f} fail), {figures['compacted']:.0f} compacted, {figures['hint_targets']:.0f} hint "

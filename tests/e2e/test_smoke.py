@@ -30,7 +30,8 @@ def test_one_step_shows_every_stage(tmp_path):
     result = smoke("--steps", "1", "--group-size", "6", "--out", str(out), "--no-live")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
-    assert report["setup"]["tasks"] == ["toyrepo:minicalc/numbers.py::clamp", "toyrepo:minicalc/numbers.py::double"]
+    tasks = report["setup"]["tasks"]
+    assert len(tasks) == 2 and all(t.startswith("toyrepo:minicalc/") and "::" in t for t in tasks)  # two functions
     assert report["setup"]["warm_start"]["loss"] < 0.05
     [step] = report["steps"]
     # rollouts: G=6 per task, through verifiers, graded by the hidden tests: some pass, some fail, some compact

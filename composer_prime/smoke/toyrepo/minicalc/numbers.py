@@ -2,8 +2,14 @@
 
 
 def clamp(value, low, high):
-    return max(low, min(value, high))
+    """Limit `value` to the range [low, high]."""
+    if value < low:
+        return low
+    return min(value, high)
 
 
 def double(value):
+    """Twice `value`; numbers only."""
+    if isinstance(value, str):
+        raise TypeError("double needs a number")
     return value * 2

@@ -2,8 +2,15 @@
 
 
 def shout(text):
-    return text.upper() + "!"
+    """`text` in capitals, with an exclamation mark."""
+    loud = text.upper()
+    if not loud.endswith("!"):
+        loud += "!"
+    return loud
 
 
 def initials(name):
-    return "".join(word[0] for word in name.split())
+    """The first letter of each word of `name`."""
+    words = name.split()
+    letters = [word[0] for word in words]
+    return "".join(letters)

@@ -214,6 +214,9 @@ class Miner:
         done = {task.task_id for task in tasks}
         if tasks:
             self.log(f"resuming: {len(tasks)} task(s) already in {config.out}, {len(skipped)} candidate(s) skipped")
+        if config.max_tasks is not None and len(tasks) >= config.max_tasks:
+            self.log(f"done: {config.out} already holds {len(tasks)} task(s), --max-tasks {config.max_tasks}")
+            return tasks
         texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(data)}
         self.base_name = f"{config.out.name}.{repo_fp}.tar.gz"
         base_path = config.out.with_name(self.base_name)

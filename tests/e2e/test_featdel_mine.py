@@ -116,6 +116,17 @@ def test_snapshots_are_scrubbed(mined, tmp_path):
             assert line not in task.prompt
 
 
+def test_rerun_with_max_tasks_met_skips_the_baseline(mined, tmp_path):
+    repo, out, _ = mined
+    copy = tmp_path / "tasks.jsonl"
+    copy.write_bytes(out.read_bytes())
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=copy, max_tasks=3, min_body_lines=0), log=lines.append).run()
+    assert len(tasks) == 9 and copy.read_bytes() == out.read_bytes()
+    assert lines[-1] == f"done: {copy} already holds 9 task(s), --max-tasks 3"
+    assert not any(line.startswith("baseline:") for line in lines)
+
+
 def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     repo, out, _ = mined
     copy = tmp_path / "tasks.jsonl"

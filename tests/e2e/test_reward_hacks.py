@@ -281,11 +281,13 @@ def test_honest_fix_scores_one(envs: dict[str, Env], env_name: str) -> None:
     assert trace.metrics["network_isolated"] == 1.0 and trace.metrics["void"] == 0.0
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
-@pytest.mark.parametrize("env_name", ["feature-deletion", "swe-gym"])
+SWE_GYM_ONLY = {"git-object-rewrite"}
+"""Attacks on what only swe-gym trusts (feature-deletion grades without the box's git objects)."""
+CASES = [(env, attack) for env in ("feature-deletion", "swe-gym") for attack in sorted(ATTACKS)]
+
+
+@pytest.mark.parametrize(("env_name", "attack"), [c for c in CASES if c[0] == "swe-gym" or c[1] not in SWE_GYM_ONLY])
 def test_attack_scores_zero(envs: dict[str, Env], env_name: str, attack: str, cleanup: None) -> None:
-    if attack == "git-object-rewrite" and env_name != "swe-gym":
-        pytest.skip("feature-deletion grades without the box's git objects")
     env = envs[env_name]
     started = time.monotonic()
     trace = rollout(env, ATTACKS[attack](env))

@@ -20,18 +20,21 @@ class CannotDelete(Exception):
     """The feature cannot be removed cleanly; the miner skips it with this reason."""
 
 
+Edit = tuple[int, int, list[str]]  # first line, last line (1-based, inclusive), replacement lines
+
+
 @dataclass(frozen=True)
 class Deletion:
     changed: dict[str, str | None]
     """Path -> new text for every edited file; None for a deleted file."""
     removed: str
     """The deleted definition, dedented (what must appear nowhere in the task snapshot)."""
+    edits: dict[str, list[Edit] | None]
+    """Path -> the line edits that turn the original text into `changed`'s (`apply_edits`); None for a deleted file."""
 
 
-Edit = tuple[int, int, list[str]]  # first line, last line (1-based, inclusive), replacement lines
-
-
-def _apply(text: str, edits: list[Edit]) -> str:
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Apply line edits (first line, last line, replacement lines; 1-based, inclusive, not overlapping) to `text`."""
     lines = text.splitlines(keepends=True)
     for start, end, replacement in sorted(edits, key=lambda edit: edit[0], reverse=True):
         lines[start - 1 : end] = replacement
@@ -193,7 +196,7 @@ def delete_feature(files: dict[str, str], feature: Feature) -> Deletion:
         importers = _module_importers(files, module_name(feature.path))
         if importers:
             raise CannotDelete(f"module is imported by other source files: {', '.join(sorted(importers))}")
-        return Deletion(changed={feature.path: None}, removed=removed)
+        return Deletion(changed={feature.path: None}, removed=removed, edits={feature.path: None})
 
     edits: dict[str, list[Edit]] = {path: [] for path in files}
     trees = {}
@@ -231,10 +234,10 @@ def delete_feature(files: dict[str, str], feature: Feature) -> Deletion:
     for path, file_edits in edits.items():
         if not file_edits:
             continue
-        new_text = _apply(files[path], file_edits)
+        new_text = apply_edits(files[path], file_edits)
         try:
             ast.parse(new_text)
         except SyntaxError as exc:
             raise CannotDelete(f"deleting leaves {path} unparsable (line {exc.lineno}: {exc.msg})") from exc
         changed[path] = new_text
-    return Deletion(changed=changed, removed=removed)
+    return Deletion(changed=changed, removed=removed, edits={path: sorted(edits[path]) for path in changed})

@@ -332,7 +332,7 @@ class Miner:
         outside = [path for path in held_out if path not in test_files]
         if outside:
             raise _Skip("tests outside test files", f"FAIL_TO_PASS tests live in {outside} (doctests?)")
-        visible = task_tree(files, held_out, deletion.changed)
+        visible = task_tree(files, held_out, deletion.edits)
         leaked = leaked_files(visible, deletion.removed)
         if leaked:
             raise _Skip("snapshot", f"the deleted code is still present in {', '.join(leaked)}")
@@ -353,7 +353,7 @@ class Miner:
             feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
             prompt=prompt,
             base=self.base_name,
-            changes=deletion.changed,
+            changes=deletion.edits,
             test_files=test_files,
             held_out=held_out,
             fail_to_pass=fail_to_pass,

@@ -1,7 +1,7 @@
 """The mined task row: one JSON object per line of `tasks.jsonl`, written by the miner, read by `feature_deletion`.
 
 A row names the repository state it was mined from (`base`: a tarball beside the tasks file, written once per
-state and shared by every row of it) and holds what differs for its task: the deletion's changes, the held-out test
+state and shared by every row of it) and holds what differs for its task: the deletion's line edits, the held-out test
 files, the paths of the test files to restore before grading, the test ids and the gold patch. The taskset reads the state when
 it loads the file, so task data still reaches env-server workers by value. `load_rows` validates each row on its own so that one bad row is reported, naming the row and the field,
 and the rest still load.
@@ -49,8 +49,9 @@ class MinedTask(BaseModel):
     base: str = Field(min_length=1, pattern=r"^[^/\\]+\.tar\.gz$")
     """File name, in the tasks file's folder, of the scrubbed repository state (`snapshot.pack_tree`) the task was
     mined from; the agent starts from it minus `held_out`, with `changes` applied, as a one-commit git repository."""
-    changes: dict[str, str | None] = Field(min_length=1)
-    """Post-deletion text of every file the deletion changed (None: the file is deleted)."""
+    changes: dict[str, list[tuple[int, int, list[str]]] | None] = Field(min_length=1)
+    """Per file the deletion changed, the line edits (first line, last line, replacement lines; 1-based, inclusive)
+    that turn the base text into the task's; None for a deleted file."""
     test_files: list[str]
     """Test files, `conftest.py` files and pytest configuration, restored from `base` before grading."""
     held_out: list[str]

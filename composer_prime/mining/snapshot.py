@@ -20,6 +20,8 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from composer_prime.mining.deletion import apply_edits
+
 SCRUBBED_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
@@ -139,12 +141,15 @@ def unpack_tree(data: bytes) -> dict[str, bytes]:
     return files
 
 
-def task_tree(base: dict[str, bytes], held_out: list[str], changes: dict[str, str | None]) -> dict[str, bytes]:
-    """The agent's starting files: the repository state without the held-out tests, with the deletion applied."""
+def task_tree(base: dict[str, bytes], held_out: list[str], changes: dict[str, list | None]) -> dict[str, bytes]:
+    """The agent's starting files: the repository state without the held-out tests, with the deletion's line edits
+    applied (`changes`, as `record.MinedTask` stores them)."""
     tree = {path: data for path, data in base.items() if path not in held_out}
-    for path, text in changes.items():
-        if text is None:
+    for path, edits in changes.items():
+        if edits is None:
             tree.pop(path, None)
         else:
-            tree[path] = text.encode("utf-8")
+            tree[path] = apply_edits(
+                base[path].decode("utf-8"), [(a, b, list(lines)) for a, b, lines in edits]
+            ).encode()
     return tree

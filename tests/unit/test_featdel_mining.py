@@ -175,7 +175,7 @@ def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
         "feature": {"kind": "function", "path": "m.py", "qualname": "f"},
         "test_files": ["tests/test_m.py"], "held_out": ["tests/test_m.py"],
         "fail_to_pass": ["tests/test_m.py::test_f"], "pass_to_pass": ["tests/test_n.py::test_g"],
-        "gold_patch": "diff --git a/m.py b/m.py\n", "changes": {"m.py": "x = 1\n"}, "test_cmd": ["python", "-m", "pytest"], "test_timeout_s": 60.0,
+        "gold_patch": "diff --git a/m.py b/m.py\n", "changes": {"m.py": [[1, 1, ["x = 1\n"]]]}, "test_cmd": ["python", "-m", "pytest"], "test_timeout_s": 60.0,
     }  # fmt: skip
     missing = {k: v for k, v in good.items() if k != "gold_patch"}
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}

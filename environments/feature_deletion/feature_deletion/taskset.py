@@ -118,15 +118,16 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         mined = self.data.mined
         await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
         await run_checked(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
-        gone = [path for path, text in mined.changes.items() if text is None]
+        gone = [path for path, edits in mined.changes.items() if edits is None]
         await run_checked(
             runtime,
             ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone],
             "feature-deletion: removing held-out files",
         )
-        for path, text in mined.changes.items():
-            if text is not None:
-                await runtime.write(path, text.encode("utf-8"))
+        tree = task_tree(base_files(self.data.base), mined.held_out, mined.changes)
+        for path, edits in mined.changes.items():
+            if edits is not None:
+                await runtime.write(path, tree[path])
         await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:

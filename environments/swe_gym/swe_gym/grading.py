@@ -75,7 +75,9 @@ def directives_for(
     return files
 
 
-# Arguments: base, patch file, then the test-patch paths. Prints a marker line and exits 0 when it could not.
+# Arguments: base, patch file, then the test-patch paths. Prints the sha256 of every reset file (checked against the
+# baseline taken before the agent ran: the box's git objects are the agent's to tamper with), then a marker line;
+# exits 0 with a failure marker when it could not.
 RESET_AND_APPLY = f"""
 set -u
 base="$1"; patch_file="$2"; shift 2
@@ -86,6 +88,7 @@ for path in "$@"; do
     rm -rf -- "$path"
   fi
 done
+for path in "$@"; do [ -f "$path" ] && sha256sum -- "$path"; done
 git apply --whitespace=nowarn "$patch_file" 2>&1 || {{ echo "{APPLY_FAILED}"; exit 0; }}
 echo "{APPLIED}"
 """
@@ -94,3 +97,12 @@ echo "{APPLIED}"
 def reset_and_apply_argv(base: str, patch_file: str, test_patch: str) -> list[str]:
     """The argv that resets the test patch's files to `base` and applies the test patch in the work dir."""
     return ["bash", "-c", RESET_AND_APPLY, "swe-gym-test-patch", base, patch_file, *diff_paths(test_patch)]
+
+
+def tampered(output: str, files: dict[str, str]) -> str | None:
+    """A message when a file reset from the box's git objects differs from the baseline (path -> sha256 prefix)."""
+    for line in output.splitlines():
+        digest, _, path = line.partition("  ")
+        if len(digest) == 64 and path in files and not digest.startswith(files[path]):
+            return f"{path} at the base commit differs from the box's starting tree: its git objects were rewritten"
+    return None

@@ -161,7 +161,9 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             settings=settings,
         )
 
-    def _apply_test_patch(self, runtime: vf.Runtime, box_commit: str) -> Callable[[], Awaitable[str | None]]:
+    def _apply_test_patch(
+        self, runtime: vf.Runtime, box_commit: str, files: dict[str, str]
+    ) -> Callable[[], Awaitable[str | None]]:
         async def apply() -> str | None:
             patch_file = f"/tmp/swe_gym_test_patch_{uuid.uuid4().hex}.diff"
             await runtime.write(patch_file, self.data.test_patch.encode())
@@ -172,7 +174,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
                 await box.remove(runtime, patch_file)
             output = (result.stdout or "") + (result.stderr or "")
             if result.exit_code == 0 and grading.APPLIED in output:
-                return None
+                return grading.tampered(output, files)
             if not await box.alive(runtime):
                 raise vf.SandboxError(f"grading {self.data.instance_id}: the box stopped answering: {output[-300:]}")
             marker = next((line for line in output.splitlines() if line.startswith(">>>>> swe-gym:")), None)
@@ -186,7 +188,8 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         files = baseline["files"]
         trusted = grader.Baseline(files=files, original=box.original_reader(runtime, box_commit, files))
         suite = self.suite(repo_settings(baseline["configs"]))
-        return await grader.grade(runtime, suite, trusted, before_run=self._apply_test_patch(runtime, box_commit))
+        apply = self._apply_test_patch(runtime, box_commit, files)
+        return await grader.grade(runtime, suite, trusted, before_run=apply)
 
     async def _grade(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
         info = trace.info.setdefault("swe_gym", {})

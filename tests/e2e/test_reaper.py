@@ -141,14 +141,21 @@ def test_reaper_kills_processes_tagged_only_by_the_variable_or_the_directory(pid
         try:
             await runtime.run(["bash", "-c", by_var], {"PIDS": str(pidfile), **box_env(token)})
             await runtime.run(["bash", "-c", by_dir], {"PIDS": str(pidfile)})
-            pids = wait_pids(pidfile, 2)
-            assert Path(f"/proc/{pids[0]}/cwd").readlink() == Path("/")
+            pids = wait_pids(pidfile, 2)  # in either order: both children write in the background
+            assert Path("/") in {Path(f"/proc/{pid}/cwd").readlink() for pid in pids}
             return await reap_box(runtime, str(runtime.workdir), token), pids
         finally:
             await runtime.stop()
 
     killed, pids = asyncio.run(go())
     assert wait_dead(pids) == [] and killed == 2
+
+
+def _sleeping(pid: int, seconds: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", seconds.encode()]
+    except OSError:
+        return False
 
 
 def test_reaper_without_the_directory_test_spares_untagged_processes_in_the_box(pidfile: Path) -> None:
@@ -167,7 +174,10 @@ def test_reaper_without_the_directory_test_spares_untagged_processes_in_the_box(
         finally:
             await runtime.stop()
 
-    killed, (service_pid, daemon_pid) = asyncio.run(go())
+    killed, pids = asyncio.run(go())
+    # the two children write their pids in the background, in either order: tell them apart by what they run
+    service_pid = next(pid for pid in pids if _sleeping(pid, "316"))
+    daemon_pid = next(pid for pid in pids if pid != service_pid)
     assert killed == 1 and wait_dead([daemon_pid]) == [] and alive(service_pid)
 
 

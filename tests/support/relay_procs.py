@@ -7,10 +7,7 @@ responses (flip a byte, cut one short), hide versions, or slow shards down like 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -21,13 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
+from composer_prime.smoke.services import Service, free_port
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(method: str, url: str, body: bytes | dict | None = None, timeout: float = 60.0) -> tuple[int, bytes]:
@@ -52,18 +45,11 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
-class RelayProcess:
-    """One relay subprocess; stopped (by its own PID) on exit."""
+class RelayProcess(Service):
+    """One `composer-prime relay` subprocess (the smoke run's service wrapper); stopped by its own PID on exit."""
 
-    def __init__(self, args: list[str], log: Path, ready_url: str):
-        self.log_path = log
-        self._log = log.open("ab")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "composer_prime", "relay", *args],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO, env=env,
-        )  # fmt: skip
-        wait_until(lambda: self.alive() and http("GET", ready_url, timeout=2)[0] < 500, 30, f"relay at {ready_url}")
+    def __init__(self, args: list[str], log: Path, url: str, ready_path: str):
+        super().__init__("relay", [sys.executable, "-m", "composer_prime", "relay", *args], log, url, ready_path, 30.0)
 
     def alive(self) -> bool:
         if self.proc.poll() is not None:
@@ -77,15 +63,6 @@ class RelayProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
 
     def __enter__(self) -> Self:
         return self
@@ -101,7 +78,7 @@ def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tupl
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
-    return RelayProcess(args, log, f"{url}/data1.bin"), url
+    return RelayProcess(args, log, url, "/data1.bin"), url
 
 
 def start_client(
@@ -113,7 +90,7 @@ def start_client(
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
-    return RelayProcess(args, log, f"{url}/health"), url
+    return RelayProcess(args, log, url, "/health"), url
 
 
 class Tap:

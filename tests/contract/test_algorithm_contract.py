@@ -244,3 +244,39 @@ def test_a_loss_kwargs_typo_fails_when_prime_rl_parses_the_toml(tmp_path, verifi
     )
     assert result.returncode != 0
     assert "unknown key 'hint_coeff' = 0.1" in result.stderr and "hint_coef" in result.stderr
+
+
+def test_rejected_summary_attempts_reach_no_training_sample(verifiers_snapshot):
+    # composer-agent resamples an empty summary from the same request: both attempts hang off the summary request,
+    # each ending a branch. `exclude_rejected` runs right after the attempts (before the resumed branch exists);
+    # then PRIME-RL's trace_to_samples trains the turn before the compaction once, the accepted summary once, and the
+    # rejected attempt never.
+    from prime_rl.orchestrator.trajectories import trace_to_samples
+
+    from composer_agent.compaction import exclude_rejected
+
+    request = {"role": "user", "content": "Summarise your progress."}
+    prefix = [SYSTEM, TASK, *exchange("a", "bash", "m.py\n[exit code 0]", command="ls"), request]
+    trace = build_trace(
+        [
+            [*prefix, assistant("", tokens=2)],  # node 5: the rejected (empty) attempt
+            [*prefix, assistant("looked around; m.py holds the code")],  # node 6: the accepted summary
+        ]
+    )
+    assert [trace.nodes[i].message.role for i in (5, 6)] == ["assistant", "assistant"]
+    assert exclude_rejected(trace, first_node=5, accepted=True) == 1
+    samples = trace_to_samples(trace)
+    trained = []
+    for sample in samples:
+        offset = 0
+        for node in sample_nodes(trace, sample):
+            span = sample.mask[offset : offset + len(node.token_ids)]
+            if any(span):
+                trained.append(trace.nodes.index(node))
+            offset += len(node.token_ids)
+    assert sorted(trained) == [2, 6]  # the tool call once and the accepted summary; never node 5
+
+
+def sample_nodes(trace, sample):
+    """The nodes of the branch whose token ids the sample carries."""
+    return next(b.nodes for b in trace.branches if b.token_ids == sample.token_ids)

@@ -147,6 +147,39 @@ def _digest(head: bytes, parts: list[bytes]) -> str:
     return blake3.blake3(head + b"".join(parts)).hexdigest()
 
 
+class _Bases:
+    """Memory-maps of the base checkpoint's files, opened once each; a tensor's elements as a view."""
+
+    def __init__(self) -> None:
+        self.maps: dict[Path, np.ndarray] = {}
+
+    def view(self, loc: TensorLoc, itemsize: int) -> np.ndarray:
+        if loc.path not in self.maps:
+            self.maps[loc.path] = _map(loc.path)
+        return codec.element_view(self.maps[loc.path][loc.start : loc.start + loc.nbytes], itemsize)
+
+
+@dataclass
+class _Coding:
+    """What every file of one encode or decode shares: the thread pool, the job, the base, the progress callback."""
+
+    pool: ThreadPoolExecutor
+    job: Callable[[tuple], tuple]
+    threads: int
+    chunk_elements: int
+    base: dict[str, TensorLoc] | None
+    bases: _Bases
+    progress: Progress | None
+
+    def run(self, jobs: Iterable) -> Iterator:
+        """Job results in order, at most two jobs per thread in flight."""
+        return _ordered(self.pool, self.job, jobs, 2 * self.threads)
+
+    def tick(self, nbytes: int) -> None:
+        if self.progress:
+            self.progress(nbytes)
+
+
 def encode_files(
     new_dir: Path,
     base: dict[str, TensorLoc] | None,
@@ -161,72 +194,70 @@ def encode_files(
 
     Chunks are coded on `threads` threads (numpy, zstd and blake3 release the GIL) and written in order.
     """
-    entries, digests = [], {}
-    maps: dict[Path, np.ndarray] = {}
-
-    def base_view(loc: TensorLoc, itemsize: int) -> np.ndarray:
-        if loc.path not in maps:
-            maps[loc.path] = _map(loc.path)
-        return codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], itemsize)
 
     def encode_job(job: tuple) -> tuple[bytes, int, bytes, int]:
         old, new = job
         blob, changed = codec.encode_chunk(old, new, level, xor)
         return blob, changed, blake3.blake3(new.view(np.uint8)).digest(), new.nbytes
 
+    entries = []
     with ThreadPoolExecutor(threads) as pool:
+        coding = _Coding(pool, encode_job, threads, chunk_elements, base, _Bases(), progress)
         for name in checkpoint_files(new_dir):
             path = new_dir / name
             data = _map(path)
             layout = read_layout(path) if name.endswith(".safetensors") else None
             if layout is None:
-                pieces = [(None, data[lo : lo + RAW_CHUNK_BYTES]) for lo in range(0, data.size, RAW_CHUNK_BYTES)]
-                blobs, parts = [], []
-                for blob, _, part, nbytes in _ordered(pool, encode_job, pieces, 2 * threads):
-                    blobs.append(sink.write(blob))
-                    parts.append(part)
-                    if progress:
-                        progress(nbytes)
-                digests[name] = _digest(b"", parts)
-                entries.append(FileEntry(name=name, size=data.size, digest=digests[name], kind="raw", raw=blobs))
-                continue
-            header = sink.write(zstandard.ZstdCompressor(level=level).compress(layout.header))
-            jobs, plans = [], []
-            for tensor, dtype, shape, start, nbytes in layout.tensors:
-                itemsize = _itemsize(dtype, nbytes)
-                new = codec.element_view(data[start : start + nbytes], itemsize)
-                loc = base.get(tensor) if base is not None else None
-                usable = loc is not None and loc.dtype == dtype and loc.shape == shape and loc.nbytes == nbytes
-                old = base_view(loc, itemsize) if usable else None
-                starts = range(0, max(new.size, 1), chunk_elements)
-                plans.append((tensor, dtype, shape, itemsize, nbytes, len(starts)))
-                jobs += [(None if old is None else old[lo : lo + chunk_elements], new[lo : lo + chunk_elements])
-                         for lo in starts]  # fmt: skip
-            results = _ordered(pool, encode_job, jobs, 2 * threads)
-            tensors, tensor_digests = [], []
-            for tensor, dtype, shape, itemsize, nbytes, n_chunks in plans:
-                blobs, parts, changed = [], [], 0
-                for blob, n_changed, part, chunk_bytes in (next(results) for _ in range(n_chunks)):
-                    blobs.append(sink.write(blob))
-                    parts.append(part)
-                    changed += n_changed
-                    if progress:
-                        progress(chunk_bytes)
-                digest = _digest(b"", parts)
-                tensor_digests.append(bytes.fromhex(digest))
-                tensors.append(
-                    TensorEntry(
-                        name=tensor, dtype=dtype, shape=list(shape), itemsize=itemsize, nbytes=nbytes,
-                        digest=digest, changed=changed, chunks=blobs,
-                    )
-                )  # fmt: skip
-            digests[name] = _digest(layout.header, tensor_digests)
-            entries.append(
-                FileEntry(
-                    name=name, size=data.size, digest=digests[name], kind="safetensors", header=header, tensors=tensors
-                )
+                entries.append(_encode_raw(name, data, sink, coding))
+            else:
+                header = sink.write(zstandard.ZstdCompressor(level=level).compress(layout.header))
+                entries.append(_encode_safetensors(name, data, layout, header, sink, coding))
+    return entries, {entry.name: entry.digest for entry in entries}
+
+
+def _encode_raw(name: str, data: np.ndarray, sink: BlobSink, coding: _Coding) -> FileEntry:
+    pieces = [(None, data[lo : lo + RAW_CHUNK_BYTES]) for lo in range(0, data.size, RAW_CHUNK_BYTES)]
+    blobs, parts = [], []
+    for blob, _, part, nbytes in coding.run(pieces):
+        blobs.append(sink.write(blob))
+        parts.append(part)
+        coding.tick(nbytes)
+    return FileEntry(name=name, size=data.size, digest=_digest(b"", parts), kind="raw", raw=blobs)
+
+
+def _encode_safetensors(
+    name: str, data: np.ndarray, layout: SafetensorsLayout, header: Blob, sink: BlobSink, coding: _Coding
+) -> FileEntry:
+    jobs, plans = [], []
+    size = coding.chunk_elements
+    for tensor, dtype, shape, start, nbytes in layout.tensors:
+        itemsize = _itemsize(dtype, nbytes)
+        new = codec.element_view(data[start : start + nbytes], itemsize)
+        loc = coding.base.get(tensor) if coding.base is not None else None
+        usable = loc is not None and loc.dtype == dtype and loc.shape == shape and loc.nbytes == nbytes
+        old = coding.bases.view(loc, itemsize) if usable else None
+        starts = range(0, max(new.size, 1), size)
+        plans.append((tensor, dtype, shape, itemsize, nbytes, len(starts)))
+        jobs += [(None if old is None else old[lo : lo + size], new[lo : lo + size]) for lo in starts]
+    results = coding.run(jobs)
+    tensors, tensor_digests = [], []
+    for tensor, dtype, shape, itemsize, nbytes, n_chunks in plans:
+        blobs, parts, changed = [], [], 0
+        for blob, n_changed, part, chunk_bytes in (next(results) for _ in range(n_chunks)):
+            blobs.append(sink.write(blob))
+            parts.append(part)
+            changed += n_changed
+            coding.tick(chunk_bytes)
+        digest = _digest(b"", parts)
+        tensor_digests.append(bytes.fromhex(digest))
+        tensors.append(
+            TensorEntry(
+                name=tensor, dtype=dtype, shape=list(shape), itemsize=itemsize, nbytes=nbytes,
+                digest=digest, changed=changed, chunks=blobs,
             )
-    return entries, digests
+        )  # fmt: skip
+    digest = _digest(layout.header, tensor_digests)
+    return FileEntry(name=name, size=data.size, digest=digest, kind="safetensors", header=header, tensors=tensors)
 
 
 def _write(f, data: np.ndarray) -> None:
@@ -244,7 +275,6 @@ def decode_files(
 ) -> dict[str, str]:
     """Write every file of a section into `out_dir`, checking each digest as it completes. Returns the file digests."""
     digests: dict[str, str] = {}
-    maps: dict[Path, np.ndarray] = {}
 
     def decode_job(job: tuple) -> tuple[np.ndarray, bytes]:
         where, old, blob, count, itemsize = job
@@ -256,6 +286,7 @@ def decode_files(
         return raw, blake3.blake3(raw).digest()
 
     with ThreadPoolExecutor(threads) as pool:
+        coding = _Coding(pool, decode_job, threads, chunk_elements, base, _Bases(), progress)
         for entry in files:
             if "/" in entry.name or entry.name in ("", *MARKERS) or entry.name.startswith("."):
                 raise DecodeError(f"manifest names an unsafe file {entry.name!r}")
@@ -264,11 +295,10 @@ def decode_files(
                     jobs = [(entry.name, None, blob, min(RAW_CHUNK_BYTES, entry.size - i * RAW_CHUNK_BYTES), 1)
                             for i, blob in enumerate(entry.raw)]  # fmt: skip
                     head, parts = b"", []
-                    for raw, part in _ordered(pool, decode_job, jobs, 2 * threads):
+                    for raw, part in coding.run(jobs):
                         _write(f, raw)
                         parts.append(part)
-                        if progress:
-                            progress(raw.size)
+                        coding.tick(raw.size)
                 else:
                     if entry.header is None:
                         raise DecodeError(f"{entry.name}: safetensors entry has no header blob")
@@ -277,7 +307,7 @@ def decode_files(
                     except zstandard.ZstdError as err:
                         raise DecodeError(f"{entry.name}: header blob does not decode: {err}") from err
                     f.write(head)
-                    parts = _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, threads, progress)
+                    parts = _decode_tensors(entry, coding, f)
                 f.flush()
                 os.fsync(f.fileno())
                 written = f.tell()
@@ -290,30 +320,25 @@ def decode_files(
     return digests
 
 
-def _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, threads, progress) -> list[bytes]:
-    jobs, plans = [], []
+def _decode_tensors(entry: FileEntry, coding: _Coding, f) -> list[bytes]:
+    """Decode one safetensors file's tensors into `f` in order; returns the tensor digests, each checked."""
+    jobs, size = [], coding.chunk_elements
     for tensor in entry.tensors:
         count = tensor.nbytes // tensor.itemsize
-        old = None
-        loc = base.get(tensor.name) if base is not None else None
-        if loc is not None and loc.nbytes == tensor.nbytes:
-            if loc.path not in maps:
-                maps[loc.path] = _map(loc.path)
-            old = codec.element_view(maps[loc.path][loc.start : loc.start + loc.nbytes], tensor.itemsize)
-        expected = max(1, -(-count // chunk_elements))
+        loc = coding.base.get(tensor.name) if coding.base is not None else None
+        old = coding.bases.view(loc, tensor.itemsize) if loc is not None and loc.nbytes == tensor.nbytes else None
+        expected = max(1, -(-count // size))
         if len(tensor.chunks) != expected:
             raise DecodeError(
                 f"{entry.name}: tensor {tensor.name} has {len(tensor.chunks)} chunks, expected {expected}"
             )
-        plans.append(tensor)
         for i, blob in enumerate(tensor.chunks):
-            lo = i * chunk_elements
-            n = min(chunk_elements, count - lo)
+            lo, n = i * size, min(size, count - i * size)
             where = f"{entry.name}: tensor {tensor.name} chunk {i}"
             jobs.append((where, None if old is None else old[lo : lo + n], blob, n, tensor.itemsize))
-    results = _ordered(pool, decode_job, jobs, 2 * threads)
+    results = coding.run(jobs)
     tensor_digests = []
-    for tensor in plans:
+    for tensor in entry.tensors:
         parts = []
         for raw, part in (next(results) for _ in tensor.chunks):
             _write(f, raw)
@@ -324,6 +349,5 @@ def _decode_tensors(entry, base, maps, chunk_elements, pool, decode_job, f, thre
                 "(wrong base checkpoint or corrupt delta)"
             )
         tensor_digests.append(bytes.fromhex(tensor.digest))
-        if progress:
-            progress(tensor.nbytes)
+        coding.tick(tensor.nbytes)
     return tensor_digests

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -63,14 +64,8 @@ def main(argv: list[str] | None = None, prog: str = "swe-gym-prepare") -> int:
 
 
 def run(args: PrepareConfig) -> int:
-    import asyncio
     import logging
-    import uuid
 
-    import verifiers.v1 as vf
-    from verifiers.v1.runtimes import make_runtime
-
-    from swe_gym.local import PrepError, prepare_env, prepare_snapshot
     from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -88,46 +83,58 @@ def run(args: PrepareConfig) -> int:
     except ValueError as err:  # no rows left after validation and filters; the message names the counts
         print(f"swe-gym-prepare: {err}", file=sys.stderr)
         return 2
-    local = config.task.local
-    print(f"swe-gym: preparing {len(tasks)} instances under {local.root()}", flush=True)
-
-    async def validate(task) -> bool:
-        runtime = make_runtime(vf.SubprocessConfig(), name=f"swe-gym-prepare-{uuid.uuid4().hex[:8]}")
-        runtime.env = dict(task.runtime_env())
-        trace = vf.Trace(
-            task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-            agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="prepare", trainable=False),
-        )
-        await runtime.start()
-        try:
-            await task.setup(trace, runtime)
-            return await task.validate(runtime)
-        finally:
-            await runtime.stop()
-
+    print(f"swe-gym: preparing {len(tasks)} instances under {config.task.local.root()}", flush=True)
     failed = 0
     for i, task in enumerate(tasks, start=1):
-        row = task.row()
         started = time.monotonic()
-        try:
-            snapshot = prepare_snapshot(local, row)
-            venv = prepare_env(local, row, snapshot)
-            status = f"ready ({venv.parent.name}/{venv.name})"
-            if args.validate_gold:
-                valid = asyncio.run(validate(task))
-                status += ", valid" if valid else ", INVALID: resolved untouched or unresolved with the gold patch"
-                failed += not valid
-        except PrepError as exc:
-            failed += 1
-            status = f"FAILED: {exc}"
-        except Exception as exc:  # noqa: BLE001 - one broken instance must not stop the batch
-            failed += 1
-            status = f"FAILED: {type(exc).__name__}: {exc}"
-        print(f"[{i}/{len(tasks)}] {row.instance_id}: {status} in {time.monotonic() - started:.1f}s", flush=True)
-    print(
-        f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{' and valid' if args.validate_gold else ''}"
-    )
+        ok, status = prepare_one(task, config.task.local, args.validate_gold)
+        failed += not ok
+        print(f"[{i}/{len(tasks)}] {task.row().instance_id}: {status} in {time.monotonic() - started:.1f}s", flush=True)
+    checked = " and valid" if args.validate_gold else ""
+    print(f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{checked}")
     return 1 if failed else 0
+
+
+def prepare_one(task: Any, local: Any, validate_gold: bool) -> tuple[bool, str]:
+    """Build one instance's snapshot and environment (and grade it untouched and gold); (ok, status line)."""
+    import asyncio
+
+    from swe_gym.local import PrepError, prepare_env, prepare_snapshot
+
+    row = task.row()
+    try:
+        venv = prepare_env(local, row, prepare_snapshot(local, row))
+        status = f"ready ({venv.parent.name}/{venv.name})"
+        if not validate_gold:
+            return True, status
+        if asyncio.run(validate(task)):
+            return True, status + ", valid"
+        return False, status + ", INVALID: resolved untouched or unresolved with the gold patch"
+    except PrepError as exc:
+        return False, f"FAILED: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one broken instance must not stop the batch
+        return False, f"FAILED: {type(exc).__name__}: {exc}"
+
+
+async def validate(task: Any) -> bool:
+    """The task's own verifiers `validate` hook on a fresh subprocess box: untouched fails, gold passes."""
+    import uuid
+
+    import verifiers.v1 as vf
+    from verifiers.v1.runtimes import make_runtime
+
+    runtime = make_runtime(vf.SubprocessConfig(), name=f"swe-gym-prepare-{uuid.uuid4().hex[:8]}")
+    runtime.env = dict(task.runtime_env())
+    trace = vf.Trace(
+        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+        agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="prepare", trainable=False),
+    )
+    await runtime.start()
+    try:
+        await task.setup(trace, runtime)
+        return await task.validate(runtime)
+    finally:
+        await runtime.stop()
 
 
 if __name__ == "__main__":

@@ -162,47 +162,19 @@ def discover(path: str, source: str) -> list[Feature]:
         return []
     if not _one_line_statements(tree):
         return []
-    total_lines = len(source.splitlines())
     features: list[Feature] = []
     for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not _public(node.name):
+        if not _candidate(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if _trivial(node):
-            continue
-        start, end = _span(node)
         kind: FeatureKind = "class" if isinstance(node, ast.ClassDef) else "function"
-        features.append(
-            Feature(
-                kind=kind,
-                path=path,
-                qualname=node.name,
-                start=start,
-                end=end,
-                signature=signature_of(node),
-                docstring=ast.get_docstring(node),
-                members=_member_docs(node) if kind == "class" else (),
-                body_lines=_lines(node),
-            )
-        )
+        members = _member_docs(node) if kind == "class" else ()
+        features.append(_feature(kind, path, node.name, node, members))
         if isinstance(node, ast.ClassDef):
-            for child in node.body:
-                if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _public(child.name):
-                    continue
-                if _trivial(child):
-                    continue
-                start, end = _span(child)
-                features.append(
-                    Feature(
-                        kind="method",
-                        path=path,
-                        qualname=f"{node.name}.{child.name}",
-                        start=start,
-                        end=end,
-                        signature=signature_of(child),
-                        docstring=ast.get_docstring(child),
-                        body_lines=_lines(child),
-                    )
-                )
+            features += [
+                _feature("method", path, f"{node.name}.{child.name}", child)
+                for child in node.body
+                if _candidate(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            ]
     module_members = _member_docs(tree)
     has_code = any(f.kind in ("function", "class") for f in features)
     if PurePosixPath(path).name != "__init__.py" and module_members and has_code:
@@ -212,7 +184,7 @@ def discover(path: str, source: str) -> list[Feature]:
                 path=path,
                 qualname="",
                 start=1,
-                end=total_lines,
+                end=len(source.splitlines()),
                 signature=f"module {module_name(path)}",
                 docstring=ast.get_docstring(tree),
                 members=module_members,
@@ -220,3 +192,22 @@ def discover(path: str, source: str) -> list[Feature]:
             )
         )
     return features
+
+
+def _candidate(node: ast.AST, kinds: tuple[type, ...]) -> bool:
+    return isinstance(node, kinds) and _public(node.name) and not _trivial(node)  # type: ignore[attr-defined]
+
+
+def _feature(kind: FeatureKind, path: str, qualname: str, node: ast.AST, members: tuple = ()) -> Feature:
+    start, end = _span(node)
+    return Feature(
+        kind=kind,
+        path=path,
+        qualname=qualname,
+        start=start,
+        end=end,
+        signature=signature_of(node),
+        docstring=ast.get_docstring(node),
+        members=members,
+        body_lines=_lines(node),
+    )

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from typing import Any
 import pytest
 import verifiers.v1 as vf
 from swe_gym.local import LocalConfig, PrepError, env_path, prepare_env, prepare_snapshot
+from swe_gym.prepare import fresh_box
 from swe_gym.rows import parse_rows
 from swe_gym.taskset import SWEGymTask, SWEGymTaskset, SWEGymTasksetConfig
-from verifiers.v1.runtimes import make_runtime
 
 from tests.support.swegym_repo import (
     FAIL_TO_PASS,
@@ -61,12 +60,7 @@ async def in_box(
 ) -> tuple[vf.Trace, Any]:
     """[before ->] setup -> action -> finalize -> score in a fresh subprocess box; returns the trace and the
     action's result."""
-    runtime = make_runtime(vf.SubprocessConfig(), name=f"swegym-test-{uuid.uuid4().hex[:8]}")
-    runtime.env = dict(task.runtime_env())
-    trace = vf.Trace(
-        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-        agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="test", trainable=False),
-    )
+    runtime, trace = fresh_box(task, "swegym-test")
     await runtime.start()
     try:
         if before is not None:

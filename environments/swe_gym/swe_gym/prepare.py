@@ -116,19 +116,25 @@ def prepare_one(task: Any, local: Any, validate_gold: bool) -> tuple[bool, str]:
         return False, f"FAILED: {type(exc).__name__}: {exc}"
 
 
-async def validate(task: Any) -> bool:
-    """The task's own verifiers `validate` hook on a fresh subprocess box: untouched fails, gold passes."""
+def fresh_box(task: Any, name: str) -> tuple[Any, Any]:
+    """A new subprocess runtime (not started) with the task's environment, and an untrainable trace for the task."""
     import uuid
 
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
 
-    runtime = make_runtime(vf.SubprocessConfig(), name=f"swe-gym-prepare-{uuid.uuid4().hex[:8]}")
+    runtime = make_runtime(vf.SubprocessConfig(), name=f"{name}-{uuid.uuid4().hex[:8]}")
     runtime.env = dict(task.runtime_env())
     trace = vf.Trace(
         task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-        agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="prepare", trainable=False),
+        agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name=name, trainable=False),
     )
+    return runtime, trace
+
+
+async def validate(task: Any) -> bool:
+    """The task's own verifiers `validate` hook on a fresh subprocess box: untouched fails, gold passes."""
+    runtime, trace = fresh_box(task, "swe-gym-prepare")
     await runtime.start()
     try:
         await task.setup(trace, runtime)

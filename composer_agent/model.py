@@ -18,7 +18,6 @@ so the interception serves a retry the recorded response and a retry never forks
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -28,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import tenacity
 
 logger = logging.getLogger(__name__)
 
@@ -143,23 +143,30 @@ class ModelClient:
             self.client_seconds += time.perf_counter() - start
 
     async def _post(self, payload: bytes) -> httpx.Response:
-        """POST with bounded retries of transport errors and retryable statuses, all under one idempotency key."""
+        """POST with bounded retries of transport errors and retryable statuses, all under one idempotency key.
+
+        Out of attempts, the last answer is returned whatever its status; a last transport error is a ModelError."""
         key = uuid.uuid4().hex
-        for attempt in range(self.max_retries + 1):
-            headers = {"Idempotency-Key": key, "x-stainless-retry-count": str(attempt)}
-            last = attempt == self.max_retries
-            try:
-                response = await self._client.post(self._url, content=payload, headers=headers)
-            except httpx.TransportError as e:
-                if last:
-                    raise ModelError(f"model call to {self._url} failed: {type(e).__name__}: {e}") from e
-                logger.debug("model call attempt %d failed: %s", attempt + 1, e)
-            else:
-                if last or response.status_code not in RETRY_STATUSES:
-                    return response
-                logger.debug("model call attempt %d got HTTP %d", attempt + 1, response.status_code)
-            await asyncio.sleep(min(8.0, RETRY_BACKOFF_S * 2**attempt))
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=tenacity.wait_exponential(multiplier=RETRY_BACKOFF_S, max=8.0),
+            retry=tenacity.retry_if_exception_type(httpx.TransportError)
+            | tenacity.retry_if_result(lambda response: response.status_code in RETRY_STATUSES),
+            before_sleep=lambda state: logger.debug("model call attempt %d failed", state.attempt_number),
+            retry_error_callback=lambda state: state.outcome.result(),  # the last answer, or its error raised
+        )
+
+        async def attempt() -> httpx.Response:
+            headers = {
+                "Idempotency-Key": key,
+                "x-stainless-retry-count": str(retrying.statistics["attempt_number"] - 1),
+            }
+            return await self._client.post(self._url, content=payload, headers=headers)
+
+        try:
+            return await retrying(attempt)
+        except httpx.TransportError as e:
+            raise ModelError(f"model call to {self._url} failed: {type(e).__name__}: {e}") from e
 
 
 class BodyEncoder:

@@ -69,6 +69,8 @@ class ScriptedModelServer:
         self.latency_s = latency_s
         self.lifetime_s = lifetime_s
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        """The headers of each chat-completions request, in the order of `requests`."""
         self._script = script
         self._cursor = 0
         self._lock = threading.Lock()
@@ -80,9 +82,10 @@ class ScriptedModelServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def next_reply(self, request: dict[str, Any]) -> Reply:
+    def next_reply(self, request: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
         with self._lock:
             self.requests.append(request)
+            self.request_headers.append(headers or {})
             if callable(self._script):
                 return self._script(request)
             if self._cursor >= len(self._script):
@@ -128,7 +131,7 @@ class ScriptedModelServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                     return
-                reply = server.next_reply(request)
+                reply = server.next_reply(request, dict(self.headers.items()))
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 if reply.status != 200:

@@ -229,3 +229,41 @@ def test_first_model_call_in_a_process_is_cheap() -> None:
     out = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, timeout=120, check=True)
     first, second = (float(x) for x in out.stdout.split())
     assert first < 0.25, (first, second)
+
+
+def test_model_calls_retry_retryable_statuses_under_one_idempotency_key(monkeypatch) -> None:
+    import asyncio
+
+    import composer_agent.model as model
+    from composer_agent.model import ModelClient, ModelError
+    from tests.support.scripted_server import Reply, ScriptedModelServer
+
+    monkeypatch.setattr(model, "RETRY_BACKOFF_S", 0.01)
+    script = [Reply(status=503, content="busy"), Reply(status=429, content="slow down"), Reply(content="done")]
+
+    async def call(server: ScriptedModelServer, retries: int):
+        client = ModelClient(server.base_url, "secret", server.model, timeout_s=30, max_retries=retries)
+        try:
+            return await client.complete([{"role": "user", "content": "hi"}], [])
+        finally:
+            await client.close()
+
+    with ScriptedModelServer(list(script)) as server:
+        assert asyncio.run(call(server, 2)).content == "done"
+        keys = {h.get("Idempotency-Key") for h in server.request_headers}
+        assert len(server.requests) == 3 and len(keys) == 1 and None not in keys
+        assert [h.get("x-stainless-retry-count") for h in server.request_headers] == ["0", "1", "2"]
+    with ScriptedModelServer(list(script)) as server, pytest.raises(ModelError, match="HTTP 429"):
+        asyncio.run(call(server, 1))  # out of attempts: the last answer's status is the error
+    assert len(server.requests) == 2
+    with ScriptedModelServer([Reply(status=400, content="bad request")]) as server, pytest.raises(ModelError):
+        asyncio.run(call(server, 3))
+    assert len(server.requests) == 1  # a 400 is not retried
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on: every attempt is a transport error
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    client = ModelClient(url, "secret", "m", timeout_s=5, max_retries=1)
+    with pytest.raises(ModelError, match="failed: ConnectError"):
+        asyncio.run(client.complete([{"role": "user", "content": "hi"}], []))

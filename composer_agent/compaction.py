@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer_agent.config import CompactionConfig
 from composer_agent.model import ContextOverflow, ModelClient
-from composer_agent.text import CHARS_PER_TOKEN, estimate_tokens, truncate_middle
+from composer_prime.text import CHARS_PER_TOKEN, estimate_tokens, truncate_middle
 
 if TYPE_CHECKING:
     import verifiers.v1 as vf

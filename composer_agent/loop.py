@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from composer_agent.compaction import exclude_rejected, fresh_context, resolve_threshold, summarize
 from composer_agent.model import Completion, ContextOverflow, ModelClient, RolloutStopped
 from composer_agent.stats import AgentStats, CompactionRecord
-from composer_agent.text import estimate_tokens
 from composer_agent.tools import Toolbox
+from composer_prime.text import estimate_tokens
 
 if TYPE_CHECKING:
     from composer_agent.config import ComposerAgentConfig

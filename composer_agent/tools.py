@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from verifiers.v1.errors import SandboxError
 
-from composer_agent.text import PathEscape, truncate_middle
+from composer_agent.text import PathEscape
 from composer_agent.workspace import EXIT_BAD_REQUEST, EXIT_ESCAPE, ScriptResult
+from composer_prime.text import truncate_middle
 
 if TYPE_CHECKING:
     from composer_agent.config import ComposerAgentConfig

@@ -18,7 +18,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from composer_prime.teachers.cache import Answer
 from composer_prime.teachers.config import TeacherConfig
-from composer_prime.teachers.prompts import estimate_tokens
+from composer_prime.text import estimate_tokens
 
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 BACKOFF_MAX_S = 8.0
@@ -73,7 +73,7 @@ async def _post(client: httpx.AsyncClient, teacher: TeacherConfig, body: dict[st
     return Answer(
         text=str(text),
         input_tokens=int(prompt_tokens) if isinstance(prompt_tokens, int) else estimate_tokens(body["messages"]),
-        output_tokens=int(completion_tokens) if isinstance(completion_tokens, int) else (len(str(text)) + 3) // 4,
+        output_tokens=int(completion_tokens) if isinstance(completion_tokens, int) else estimate_tokens(str(text)),
     )
 
 

@@ -32,12 +32,12 @@ from composer_prime.teachers.gating import select
 from composer_prime.teachers.prompts import (
     Rendered,
     Verdict,
-    estimate_tokens,
     message_text,
     parse_verdict,
     step_messages,
 )
 from composer_prime.teachers.schema import TeacherInfo, TeacherStep
+from composer_prime.text import estimate_tokens
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from composer_prime import evidence
 from composer_prime.teachers.config import ContextConfig
+from composer_prime.text import CHARS_PER_TOKEN, truncate_middle
 
-CHARS_PER_TOKEN = 4
 HINT_CHARS = 400
 
 INSTRUCTION = """You review one step of a coding agent's trajectory. The agent works in a repository through tools \
@@ -63,15 +63,6 @@ def message_text(message: Any) -> Rendered:
     return Rendered(str(role or "?"), text.strip())
 
 
-def clip(text: str, max_chars: int) -> str:
-    """`text` within `max_chars`: head and tail kept, the cut said in the middle."""
-    if len(text) <= max_chars:
-        return text
-    keep = max(0, max_chars - 40)
-    head, tail = text[: keep // 2], text[len(text) - (keep - keep // 2) :]
-    return f"{head}\n[... {len(text) - len(head) - len(tail)} chars cut ...]\n{tail}"
-
-
 def turns(history: list[Rendered]) -> list[list[Rendered]]:
     """Group messages into turns: an assistant message opens one; a user or tool message joins the current one."""
     grouped: list[list[Rendered]] = []
@@ -84,7 +75,7 @@ def turns(history: list[Rendered]) -> list[list[Rendered]]:
 
 
 def _block(turn: list[Rendered], max_chars: int) -> str:
-    return "\n".join(f"<{m.role}>\n{clip(m.text, max_chars)}\n</{m.role}>" for m in turn)
+    return "\n".join(f"<{m.role}>\n{truncate_middle(m.text, max_chars)}\n</{m.role}>" for m in turn)
 
 
 def render_context(task: str, history: list[Rendered], config: ContextConfig) -> str:
@@ -93,7 +84,7 @@ def render_context(task: str, history: list[Rendered], config: ContextConfig) ->
     Keeps the task (cut to a third of the budget), then the most recent turns that fit, at most `recent_turns`;
     everything older is one elision marker."""
     budget = config.context_tokens * CHARS_PER_TOKEN
-    task_text = clip(task, budget // 3)
+    task_text = truncate_middle(task, budget // 3)
     remaining = budget - len(task_text)
     grouped = turns(history)
     kept: list[str] = []
@@ -101,7 +92,7 @@ def render_context(task: str, history: list[Rendered], config: ContextConfig) ->
         block = _block(turn, config.message_chars)
         if len(block) > remaining:
             if not kept:  # the step's own predecessor always shows, cut to what is left
-                kept.append(clip(block, max(200, remaining)))
+                kept.append(truncate_middle(block, max(200, remaining)))
             break
         kept.append(block)
         remaining -= len(block)
@@ -145,5 +136,3 @@ def parse_verdict(text: str) -> Verdict | None:
     return Verdict(score=verdict.score, hint=hint[:HINT_CHARS] or None)
 
 
-def estimate_tokens(messages: list[dict[str, str]]) -> int:
-    return (len(json.dumps(messages, ensure_ascii=False)) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN

@@ -8,7 +8,7 @@ import asyncio
 import verifiers.v1 as vf
 
 from composer_agent.compaction import RESUME_FRAMING, SUMMARY_PROMPT
-from composer_agent.text import estimate_tokens
+from composer_prime.text import estimate_tokens
 from tests.support.agent_tasks import files_task, scripted_agent
 from tests.support.scripted_server import Reply, ScriptedModelServer, ToolCall
 

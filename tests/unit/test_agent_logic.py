@@ -13,8 +13,9 @@ from composer_agent.compaction import RESUME_FRAMING, default_threshold, fresh_c
 from composer_agent.config import CompactionConfig, ComposerAgentConfig
 from composer_agent.model import BodyEncoder, host_endpoint, window_from_listing
 from composer_agent.stats import AgentStats, CompactionRecord, metrics_from_info
-from composer_agent.text import PathEscape, estimate_tokens, normalize_path, truncate_middle
+from composer_agent.text import PathEscape, normalize_path
 from composer_agent.tools import TOOL_NAMES, ParsedCall, ToolResult, parse_call, tool_specs
+from composer_prime.text import estimate_tokens, truncate_middle
 
 
 def test_truncate_middle_keeps_head_and_tail_within_budget() -> None:

@@ -125,7 +125,7 @@ def test_context_fits_the_token_budget_with_huge_messages():
     config = ContextConfig(context_tokens=1000, recent_turns=4, message_chars=1500)
     text = render_context("t" * 10_000, history, config)
     assert len(text) <= 1000 * 4 + 200
-    assert "earlier turn(s) elided" in text and "chars cut" in text
+    assert "earlier turn(s) elided" in text and "characters truncated" in text
     messages = step_messages("task", history, Rendered("assistant", "x" * 9000), [], config, strict=True)
     assert "could not be read" in messages[0]["content"]
     assert "(no tool output: the step ended the episode)" in messages[1]["content"]

@@ -15,11 +15,11 @@ import gzip
 import hashlib
 import io
 import os
-import subprocess
 import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from composer_prime.commands import run_checked_host
 from composer_prime.mining.deletion import apply_edits
 
 SCRUBBED_DIRS = frozenset(
@@ -47,10 +47,7 @@ def is_scrubbed(path: str) -> bool:
 
 
 def _git(args: list[str], cwd: Path) -> str:
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-    if result.returncode != 0:
-        raise SnapshotError(f"git {' '.join(args)} failed in {cwd}: {result.stderr.decode(errors='replace').strip()}")
-    return result.stdout.decode("utf-8", errors="surrogateescape")
+    return run_checked_host(["git", *args], error=SnapshotError, timeout_s=GIT_TIMEOUT_S, cwd=cwd)
 
 
 def list_files(repo: Path) -> dict[str, bytes]:

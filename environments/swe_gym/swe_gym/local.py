@@ -35,6 +35,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
+from composer_prime.commands import run_checked_host
 from swe_gym.rows import SWEGymRow
 
 logger = logging.getLogger(__name__)
@@ -116,26 +117,7 @@ def exclusive(lock_path: Path, timeout_s: float) -> Iterator[None]:
 
 def run(argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout_s: float) -> str:
     """Run a host command; a failure raises PrepError with the command and its output's tail."""
-    full_env = {**os.environ, **(env or {})}
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=full_env,
-            check=False,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise PrepError(f"`{' '.join(argv)}` ran past {timeout_s:.0f}s (in {cwd})") from exc
-    except FileNotFoundError as exc:
-        raise PrepError(f"`{argv[0]}` is not installed or not on PATH (needed for `{' '.join(argv)}`)") from exc
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip()[-2000:]
-        raise PrepError(f"`{' '.join(argv)}` exited {done.returncode} (in {cwd}):\n{tail}")
-    return done.stdout
+    return run_checked_host(argv, error=PrepError, timeout_s=timeout_s, cwd=cwd, env=env)
 
 
 def _is_url(source: str) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from composer_prime.algorithm.config import HintConfig
+from composer_prime.algorithm.credit import step_credit
 from composer_prime.evidence import Step, steps, trim
 
 
@@ -183,3 +184,21 @@ def record_hint_metrics(trace: Any, stats: HintStats) -> None:
     }
     metrics |= {f"composer/algo/hint/skipped/{reason}": float(n) for reason, n in stats.skipped.items()}
     trace.metrics.update(metrics)
+
+
+async def annotate_hints(
+    traces: list[Any],
+    config: Any,
+    render: Callable[[str, str], list[int]],
+    score: Callable[[list[int]], Awaitable[list[float]]],
+) -> list[HintStats]:
+    """`score_hints` for every trace of an episode, concurrently, with each trace's teacher hints as evidence; the
+    hint metrics recorded on each trace. `config` is a `ComposerAlgoConfig`; with hints off nothing is scored."""
+    if not config.hints.enabled:
+        return [HintStats() for _ in traces]
+    results = await asyncio.gather(
+        *(score_hints(t, config.hints, step_credit(t, config.replay).hints, render, score) for t in traces)
+    )
+    for trace, stats in zip(traces, results, strict=True):
+        record_hint_metrics(trace, stats)
+    return list(results)

@@ -8,7 +8,6 @@ to PRIME-RL's hooks: `score_episode` prefill-scores hint targets through the liv
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import operator
 import sys
@@ -19,8 +18,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from composer_prime.algorithm.config import ComposerAlgoConfig
-from composer_prime.algorithm.credit import group_advantages, step_credit
-from composer_prime.algorithm.hints import record_hint_metrics, score_hints
+from composer_prime.algorithm.credit import group_advantages
+from composer_prime.algorithm.hints import annotate_hints
 
 PINNED_COMMIT = "559b447"
 
@@ -150,20 +149,7 @@ def _algorithm_class() -> type:
                 return
             assert self.renderer is not None, "renderer not built: Algorithm.setup() must run first"
             traces = [trace for _, trace in iter_trainable_traces([episode])]
-            results = await asyncio.gather(
-                *(
-                    score_hints(
-                        trace,
-                        self.config.hints,
-                        step_credit(trace, self.config.replay).hints,
-                        self.render,
-                        self.policy_pool.score,
-                    )
-                    for trace in traces
-                )
-            )
-            for trace, stats in zip(traces, results, strict=True):
-                record_hint_metrics(trace, stats)
+            await annotate_hints(traces, self.config, self.render, self.policy_pool.score)
 
         async def score_group(self, episodes: list[Any]) -> None:
             traces = [trace for _, trace in iter_trainable_traces(episodes)]

@@ -139,8 +139,8 @@ class Orchestrator:
 
     async def algorithm(self, groups: list[list[Any]], http: Any, server: Service) -> dict[str, float]:
         from composer_prime.algorithm.config import ComposerAlgoConfig
-        from composer_prime.algorithm.credit import group_advantages, step_credit
-        from composer_prime.algorithm.hints import record_hint_metrics, score_hints
+        from composer_prime.algorithm.credit import group_advantages
+        from composer_prime.algorithm.hints import annotate_hints
         from composer_prime.smoke.trainer import assign_advantages
 
         algo = ComposerAlgoConfig()
@@ -153,11 +153,7 @@ class Orchestrator:
 
         trainable = [[t for t in group if t.ok] for group in groups]
         traces = [t for group in trainable for t in group]
-        results = await asyncio.gather(
-            *(score_hints(t, algo.hints, step_credit(t, algo.replay).hints, render, score) for t in traces)
-        )
-        for trace, stats in zip(traces, results, strict=True):
-            record_hint_metrics(trace, stats)
+        results = await annotate_hints(traces, algo, render, score)
         for group in trainable:
             for trace, values in zip(group, group_advantages(group, algo), strict=True):
                 assign_advantages(trace, values)

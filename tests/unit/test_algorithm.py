@@ -265,3 +265,23 @@ def test_score_hints_writes_only_target_tokens_and_counts_failures():
     slow_stats = asyncio.run(score_hints(slow_trace, HintConfig(score_timeout_s=0.05), {}, render, slow))
     assert slow_stats.targets == 0 and dict(slow_stats.skipped) == {"score_timeout": 2}
     assert all(node.reference_logprobs is None for node in slow_trace.nodes)
+
+
+def test_annotate_hints_uses_teacher_hints_records_metrics_and_respects_off():
+    from composer_prime.algorithm.hints import annotate_hints
+
+    async def score(ids: list[int]) -> list[float]:
+        return [-0.25] * len(ids)
+
+    def render(role: str, text: str) -> list[int]:
+        return [5, 5]
+
+    trace = compacted_trace(teacher_info([{"node": 9, "scores": {"t1": -1.0}, "hint": "shorter"}]))
+    config = ComposerAlgoConfig(hints=HintConfig(kinds=["teacher_hint", "tool_error"]))
+    (stats,) = asyncio.run(annotate_hints([trace], config, render, score))
+    # node 9 is the summary: its teacher hint is not a target; the failed tool call (node 2) is
+    assert stats.targets == 1 and trace.nodes[2].reference_logprobs == [-0.25] * 3
+    assert trace.metrics["composer/algo/hint/targets"] == 1.0
+    off = compacted_trace()
+    (none,) = asyncio.run(annotate_hints([off], ComposerAlgoConfig(hints=HintConfig(enabled=False)), render, score))
+    assert none.targets == 0 and all(n.reference_logprobs is None for n in off.nodes)

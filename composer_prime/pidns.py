@@ -18,7 +18,11 @@ dropped, orphaned) escapes it and can rewrite the tree while grading runs. A PID
    with the namespace's inode is left.
 
 Creating a PID namespace needs CAP_SYS_ADMIN (root on the host, a privileged container). Where `unshare` is refused
-or missing, `open_namespace` returns the reason instead and the caller falls back to the reaper alone, recording it.
+or missing, `open_namespace` returns the reason instead. A container of the docker or podman runtime (which drop
+CAP_SYS_ADMIN) is a PID namespace of its own already, holding nothing but the box: `open_container(runtime)` checks
+that its PID 1 is the runtime's keep-alive (`sleep infinity`) and names the namespace, and `close_container` SIGKILLs
+every other process in it (`kill -KILL -1`, repeated until none is left, so a forking process cannot outrun it) and
+checks that none but PID 1 and the caller remains. Elsewhere the caller falls back to the reaper alone, recording why.
 Not covered: processes started outside the box on the agent's behalf (cron, `systemd-run`, a docker socket), and an
 agent with CAP_SYS_ADMIN (root on the subprocess runtime) acting on the host through other means (`umount /proc`
 reveals the host's, ptrace through it); on the subprocess runtime the agent runs with the worker's rights.
@@ -71,12 +75,47 @@ echo "killed $before left $left"
 """
 
 
+_OPEN_CONTAINER = r"""
+init=$(tr '\0' ' ' < /proc/1/cmdline 2>/dev/null)
+[ "$init" = "sleep infinity " ] || { echo "refused: the container's PID 1 is not the runtime's keep-alive: ${init:0:100}"; exit 0; }
+echo "container $(readlink /proc/1/ns/pid)"
+"""
+
+_CLOSE_CONTAINER = r"""
+ns=$1
+[ "$(readlink /proc/1/ns/pid)" = "$ns" ] || { echo "moved"; exit 0; }
+count() {  # live processes other than PID 1 and this shell (builtins only: no child of ours is counted)
+  n=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    { [ "$p" = 1 ] || [ "$p" = "$$" ]; } && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    st=${st##*) }
+    case ${st%% *} in Z|X) ;; *) n=$((n + 1)) ;; esac
+  done
+}
+count; before=$n
+for ((i = 0; i < 1000; i++)); do
+  kill -KILL -1 2>/dev/null
+  count
+  [ "$n" = 0 ] && break
+  sleep 0.01
+done
+echo "killed $before left $n"
+"""
+
+CONTAINER_RUNTIMES = frozenset({"DockerRuntime", "PodmanRuntime"})
+"""verifiers runtimes whose box is a container of its own, started as `sleep infinity`, commands run by `exec`."""
+
+
 @dataclass(frozen=True)
 class Namespace:
     holder: str
     """PID of the namespace's PID 1 as the box sees it."""
     inode: str
     """`pid:[N]`: the namespace's identity, checked before the holder is killed (a reused PID is never killed)."""
+    container: bool = False
+    """The namespace is the container's own (`open_container`): its PID 1 is the runtime's, closing kills the rest."""
 
 
 class NamespaceError(RuntimeError):
@@ -109,4 +148,29 @@ async def close_namespace(runtime: Runtime, namespace: Namespace, timeout_s: flo
         raise NamespaceError(f"closing the PID namespace failed (exit {result.exit_code}): {result.stderr[-300:]}")
     if words[3] != "0":
         raise NamespaceError(f"{words[3]} process(es) of PID namespace {namespace.inode} survived its end")
+    return int(words[1])
+
+
+async def open_container(runtime: Runtime, timeout_s: float = OPEN_TIMEOUT_S) -> Namespace | str:
+    """The PID namespace of a docker or podman box (`CONTAINER_RUNTIMES`), or why it cannot serve as the rollout's."""
+    if type(runtime).__name__ not in CONTAINER_RUNTIMES:
+        return f"the {type(runtime).__name__} box is not a container of its own"
+    result = await asyncio.wait_for(runtime.run(["bash", "-c", _OPEN_CONTAINER, "composer-pidns"], {}), timeout_s)
+    words = (result.stdout or "").split()
+    if result.exit_code == 0 and len(words) == 2 and words[0] == "container":
+        return Namespace("1", words[1], container=True)
+    text = " ".join(words) or (result.stderr or "").strip()[-300:] or f"exit {result.exit_code}"
+    return text.removeprefix("refused: ")
+
+
+async def close_container(runtime: Runtime, namespace: Namespace, timeout_s: float = OPEN_TIMEOUT_S) -> int:
+    """Kill every process of the container but its PID 1; how many there were. NamespaceError when any survive."""
+    argv = ["bash", "-c", _CLOSE_CONTAINER, "composer-pidns", namespace.inode]
+    result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s)
+    words = (result.stdout or "").split()
+    if result.exit_code != 0 or len(words) != 4 or words[0] != "killed":
+        detail = " ".join(words) or (result.stderr or "")[-300:]
+        raise NamespaceError(f"ending the container's processes failed (exit {result.exit_code}): {detail}")
+    if words[3] != "0":
+        raise NamespaceError(f"{words[3]} process(es) of the container survived SIGKILL")
     return int(words[1])

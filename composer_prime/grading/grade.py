@@ -47,7 +47,8 @@ class Grade(BaseModel):
     network_isolated: bool = False
     """The run had a network namespace of its own (loopback only)."""
     isolation: str = "reaper"
-    """How the rollout's processes were ended: `pid-namespace` (killed whole) or `reaper` (by their tags only)."""
+    """How the rollout's processes were ended: `pid-namespace` (killed whole), `container` (the docker/podman box's
+    own PID namespace: all but its PID 1 killed) or `reaper` (by their tags only)."""
     isolation_note: str | None = None
     """Why no PID namespace was used (unshare refused or missing, turned off), when none was."""
     private_copy: bool = False
@@ -88,7 +89,7 @@ class Grade(BaseModel):
             "pass_to_pass": self.pass_to_pass,
             "replay": self.replay,
             "network_isolated": float(self.network_isolated),
-            "process_isolated": float(self.isolation == "pid-namespace" and self.private_copy),
+            "process_isolated": float(self.isolation in ("pid-namespace", "container") and self.private_copy),
             "timed_out": float(self.timed_out),
             "void": float(bool(self.void)),
         }

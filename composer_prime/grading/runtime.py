@@ -8,7 +8,9 @@ its holder in the runtime's environment (`COMPOSER_PIDNS`) for the agent's works
 shed), then `reap` kills every other process of the box (`composer_prime.reaper`: by that tag, the rlimit tag of
 harnesses that use `box_argv`, a working directory inside the box, or ancestry). A process that outlived the agent
 could otherwise rewrite the tree while the tests run (re-create a `conftest.py` the grader just removed). Where no
-namespace could be opened (no CAP_SYS_ADMIN, no `unshare`) the reaper alone runs and the grade records why.
+namespace could be opened (no CAP_SYS_ADMIN, no `unshare`), a docker or podman box's own PID namespace serves instead
+(`pidns.open_container`: everything in it but its PID 1 is the rollout's, killed before grading); elsewhere the
+reaper alone runs and the grade records why.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from dataclasses import dataclass
 
 import verifiers.v1 as vf
 
-from composer_prime.pidns import NS_VAR, Namespace, NamespaceError, close_namespace, open_namespace
+from composer_prime.pidns import (
+    NS_VAR,
+    Namespace,
+    NamespaceError,
+    close_container,
+    close_namespace,
+    open_container,
+    open_namespace,
+)
 from composer_prime.reaper import BOX_VAR, ReapError, new_token, reap_box
 
 logger = logging.getLogger(__name__)
@@ -33,7 +43,8 @@ class Ended:
     """How the rollout's processes were ended before grading."""
 
     isolation: str
-    """`pid-namespace` (the agent's commands ran in a PID namespace, killed whole) or `reaper` (tags only)."""
+    """`pid-namespace` (the agent's commands ran in a PID namespace, killed whole), `container` (the box's container
+    is that namespace: all but its PID 1 killed) or `reaper` (tags only)."""
     note: str | None
     """Why the namespace was not used, when it was not."""
     killed: int
@@ -62,8 +73,11 @@ async def isolate_box(runtime: vf.Runtime, namespace: bool = True) -> None:
     if runtime in _namespaces:
         return
     opened = await open_namespace(runtime) if namespace else "the taskset's isolate_processes is false"
+    if namespace and not isinstance(opened, Namespace):
+        container = await open_container(runtime)
+        opened = container if isinstance(container, Namespace) else f"{opened}; {container}"
     _namespaces[runtime] = opened
-    if isinstance(opened, Namespace):
+    if isinstance(opened, Namespace) and not opened.container:
         runtime.env = {**runtime.env, NS_VAR: opened.holder}
     elif namespace and opened not in _warned:
         _warned.add(opened)
@@ -76,12 +90,13 @@ async def end_rollout(runtime: vf.Runtime) -> Ended:
     killed = 0
     if isinstance(opened, Namespace):
         try:
-            killed = await close_namespace(runtime, opened)
+            close = close_container if opened.container else close_namespace
+            killed = await close(runtime, opened)
         except NamespaceError as exc:
             raise vf.SandboxError(f"grading: {exc}") from exc
     killed += await reap(runtime)
     if isinstance(opened, Namespace):
-        return Ended("pid-namespace", None, killed)
+        return Ended("container" if opened.container else "pid-namespace", None, killed)
     return Ended("reaper", opened, killed)
 
 

@@ -53,8 +53,8 @@ def featdel_task(tmp_path_factory: pytest.TempPathFactory) -> vf.Task:
 
 
 @pytest.fixture(scope="module")
-def swegym_task(tmp_path_factory: pytest.TempPathFactory) -> vf.Task:
-    """The toy instance in image mode: an image holding the project's full clone at /testbed."""
+def swegym_image(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The toy instance in image mode (an image holding the project's full clone at /testbed), and the toy."""
     root = tmp_path_factory.mktemp("image-swegym")
     toy = build_toy_instance(root / "src")
     subprocess.run(["git", "-C", str(toy.repo), "checkout", "-q", toy.base_commit], check=True, timeout=60)
@@ -68,8 +68,13 @@ def swegym_task(tmp_path_factory: pytest.TempPathFactory) -> vf.Task:
         task={"test_timeout_s": TIMEOUT_S},
     )
     (task,) = SWEGymTaskset(config).load()
-    yield task
+    yield task, toy
     podman("rmi", "-f", tag)
+
+
+@pytest.fixture(scope="module")
+def swegym_task(swegym_image) -> vf.Task:  # type: ignore[no-untyped-def]
+    return swegym_image[0]
 
 
 def trace_for(task: vf.Task, runtime_config: vf.RuntimeConfig) -> vf.Trace:
@@ -164,6 +169,41 @@ def test_reaper_kills_escaped_processes_inside_a_container(name):
     assert before == "1" and killed >= 1 and after == "0"
 
 
+SHED_TAGS = "( ulimit -R 4; cd / && exec setsid env -i sh -c 'echo $$ >> /tmp/pids; exec sleep 306' ) >/dev/null 2>&1 < /dev/null &"
+"""An escape the reaper cannot see: no token, no work directory, no rlimit tag, not a descendant of the command."""
+
+
+@pytest.mark.parametrize("reaper_only", [False, True], ids=["container-namespace", "reaper-only"])
+def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only):
+    """`end_rollout` in a podman box: the container is the rollout's PID namespace (podman refuses `unshare --pid`),
+    so every process but its PID 1 dies, the tag-shedding one included; the reaper alone misses that one."""
+    from composer_prime.grading import runtime as grading_runtime
+
+    config = vf.PodmanConfig(image=IMAGE)
+
+    async def go():  # type: ignore[no-untyped-def]
+        runtime = make_runtime(config, name=f"pidns-{new_token()}")
+        await runtime.start()
+        try:
+            await grading_runtime.isolate_box(runtime, namespace=not reaper_only)
+            for command in (ESCAPES["env_i_cd_root_setsid"], SHED_TAGS):
+                assert (await runtime.run(["bash", "-c", command], {})).exit_code == 0
+            await asyncio.sleep(0.5)
+            before = (await runtime.run(["sh", "-c", ALIVE], {})).stdout.strip()
+            ended = await grading_runtime.end_rollout(runtime)
+            after = (await runtime.run(["sh", "-c", ALIVE], {})).stdout.strip()
+            return before, ended, after
+        finally:
+            await runtime.stop()
+
+    before, ended, after = asyncio.run(asyncio.wait_for(go(), 120))
+    assert before == "2"
+    if reaper_only:
+        assert ended.isolation == "reaper" and after == "2", ended  # untagged: nothing for the reaper to find
+    else:
+        assert ended.isolation == "container" and ended.killed >= 2 and after == "0", ended
+
+
 def red_team_cases() -> list[tuple[str, str]]:
     from tests.e2e.test_reward_hacks import ATTACKS, SWE_GYM_ONLY
 
@@ -187,20 +227,11 @@ def image_rollout(task: vf.Task, steps: list) -> vf.Trace:  # type: ignore[type-
 
 
 @pytest.fixture(scope="module")
-def red_team_envs(featdel_task, swegym_task):  # type: ignore[no-untyped-def]
-    from tests.e2e.test_reward_hacks import Env
+def red_team_envs(featdel_task, swegym_image):  # type: ignore[no-untyped-def]
+    """The red-team suite's two environments (`attack_envs`), on the image-mode tasks."""
+    from tests.e2e.test_reward_hacks import attack_envs
 
-    honest_featdel = [
-        tool("bash", command=f"cat > .gold.patch <<'EOF'\n{featdel_task.data.mined.gold_patch}EOF\ngit apply .gold.patch && rm .gold.patch"),
-    ]  # fmt: skip
-    fix = tool("str_replace", path="calc/ops.py", old_str="        return lo\n    return x\n",
-               new_str=f"        return lo\n    {FIX_SECRET}\n        return hi\n    return x\n")  # fmt: skip
-    return {
-        "feature-deletion": Env("feature-deletion", featdel_task, "shop", honest_featdel,
-                                tool("bash", command="""sed -i 's/return "-".join(words)/return "_".join(words)/' shop/textutil.py""")),  # fmt: skip
-        "swe-gym": Env("swe-gym", swegym_task, "calc", [fix],
-                       tool("bash", command="sed -i 's/return a + b/return a - b/' calc/ops.py")),  # fmt: skip
-    }
+    return attack_envs(featdel_task, *swegym_image)
 
 
 @pytest.mark.parametrize("env_name", ["feature-deletion", "swe-gym"])
@@ -208,6 +239,8 @@ def test_honest_fix_scores_one_in_a_container(red_team_envs, env_name):
     env = red_team_envs[env_name]
     trace = image_rollout(env.task, env.honest)
     assert trace.reward == 1.0, json.dumps(trace.info["grading"])[:3000]
+    # podman drops CAP_SYS_ADMIN (`unshare --pid` is refused): the container's own PID namespace ends the rollout
+    assert trace.info["grading"]["isolation"] == "container" and trace.metrics["process_isolated"] == 1.0
 
 
 @pytest.mark.parametrize(("env_name", "attack"), red_team_cases())
@@ -217,3 +250,4 @@ def test_attack_scores_zero_in_a_container(red_team_envs, env_name, attack):
     env = red_team_envs[env_name]
     trace = image_rollout(env.task, ATTACKS[attack](env))
     assert trace.reward == 0.0, json.dumps(trace.info["grading"])[:3000]
+    assert trace.info["grading"]["isolation"] == "container", trace.info["grading"]["isolation_note"]

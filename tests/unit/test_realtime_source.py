@@ -3,7 +3,6 @@ replays what PRIME-RL's resume discards, and every skip is counted (docs/realtim
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
 
 
@@ -44,12 +44,16 @@ def taskset(tmp_path: Path, **overrides) -> RealtimeSessionsTaskset:
 
 
 def draw(stream, n: int = 1, timeout: float = 30.0) -> list:
-    """The next `n` tasks of the stream, failing (not hanging) when the taskset waits longer than `timeout`."""
+    """The next `n` tasks of the stream, asked for again while it answers "not ready" (as PRIME-RL's dispatcher does on
+    each pass), failing when none comes within `timeout`."""
     out: list = []
-    worker = threading.Thread(target=lambda: out.extend(itertools.islice(stream, n)), daemon=True)
-    worker.start()
-    worker.join(timeout)
-    assert len(out) == n, f"the taskset gave {len(out)} of {n} tasks in {timeout} s"
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        try:
+            out.append(next(stream))
+        except TaskNotReady:
+            assert time.monotonic() < deadline, f"the taskset gave {len(out)} of {n} tasks in {timeout} s"
+            time.sleep(0.01)
     return out
 
 
@@ -57,7 +61,7 @@ def ids(task) -> list[str]:
     return [e.session_id for e in task.data.sessions]
 
 
-def test_bundles_are_baseline_groups_and_the_stream_waits_for_new_sessions(tmp_path):
+def test_bundles_are_baseline_groups_and_the_stream_gives_new_sessions_as_they_arrive(tmp_path):
     source = taskset(tmp_path)
     spool = tmp_path / "spool" / "a.jsonl"
     append(spool, session("g1", "repo-a"), kept("g1"), session("x1"), kept("x1", False), session("g2", "repo-a"),
@@ -81,6 +85,35 @@ def test_bundles_are_baseline_groups_and_the_stream_waits_for_new_sessions(tmp_p
     writer.join()
     assert ids(third) == ["z1", "z2"] and time.monotonic() - started >= 0.5
     stream.close()
+
+
+def test_while_nothing_is_ready_a_draw_answers_at_once_and_the_spool_is_read_every_poll_s(tmp_path):
+    source = taskset(tmp_path, poll_s=0.4)
+    spool = tmp_path / "spool" / "a.jsonl"
+    stream = iter(source)
+    started = time.monotonic()
+    with pytest.raises(TaskNotReady, match="no bundle is ready .* 0 handed out, 0 sessions staged"):
+        next(stream)  # the first draw reads the (empty) spool
+    append(spool, session("a"), kept("a"), session("b"), kept("b"))
+    for _ in range(20):  # within poll_s of that read: answered without reading or sleeping
+        with pytest.raises(TaskNotReady, match="read again in 0\\.[0-4] s"):
+            next(stream)
+    assert time.monotonic() - started < 0.3
+    [bundle] = draw(stream)  # the next read, poll_s after the first, finds the sessions
+    assert ids(bundle) == ["a", "b"] and time.monotonic() - started >= 0.4
+    stream.close()
+    assert not (tmp_path / "journal" / "reads").exists() or len(list((tmp_path / "journal" / "reads").iterdir())) == 1
+
+
+def test_load_is_the_same_stream_for_a_caller_that_can_wait(tmp_path):
+    tasks = taskset(tmp_path).load()
+    spool = tmp_path / "spool" / "a.jsonl"
+    append(spool, session("a"), kept("a"), session("b"), kept("b"))
+    first = next(tasks)
+    threading.Timer(0.3, lambda: append(spool, session("c"), kept("c"), session("d"), kept("d"))).start()
+    second = next(tasks)  # sleeps poll_s between reads until c and d arrive
+    tasks.close()
+    assert [ids(first), ids(second)] == [["a", "b"], ["c", "d"]]
 
 
 def test_a_restart_replays_the_journal_so_prime_rls_resume_skip_lands_on_the_first_untrained_bundle(tmp_path):

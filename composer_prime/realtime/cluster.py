@@ -68,6 +68,9 @@ class PrimeRLConfig(BaseModel):
         if len(ours) != 1:
             raise ValueError(f"prime_rl.rl: {len(ours)} [[orchestrator.train.source]] tables have taskset id "
                              f"{TASKSET_ID!r}; the realtime train phase needs exactly one")  # fmt: skip
+        if ((self.rl.get("orchestrator") or {}).get("ckpt") or {}).get("skip_progress"):
+            raise ValueError("prime_rl.rl: orchestrator.ckpt.skip_progress = true makes a resume draw from the first "
+                             "task again, so the journal would replay bundles already trained; remove it")  # fmt: skip
         if ours[0].get("group_size", 1) != 1:
             raise ValueError(f"prime_rl.rl: the {TASKSET_ID} source has group_size = {ours[0]['group_size']}; set "
                              "group_size = 1 (a bundle of sessions is the group; copies of a replay carry no signal)")  # fmt: skip
@@ -99,12 +102,27 @@ def rl_config(config: Any) -> dict[str, Any]:
             "pii": config.pii.model_dump(mode="json"),
             "journal": str(journal),
             "state_file": str(config.state_dir.resolve() / "state.json"),
+            "checkpoints": str(run_dir / "checkpoints"),  # the journal forgets what every kept checkpoint drew
         }
+        if source.get("name"):
+            taskset["checkpoint_env"] = source["name"]
     if any((run_dir / "checkpoints").glob("step_*")):
         rl["resume"] = {}  # the latest checkpoint
+    elif pruned(journal):
+        raise ValueError(
+            f"PRIME-RL's run dir {str(run_dir)!r} has no checkpoint, but the journal {str(journal)!r} forgot bundles "
+            f"1..{pruned(journal)} below the checkpoints it had: a fresh run would replay placeholders for them. "
+            "Restore the run dir, or move the journal aside to start a new run from the spool's cursor"
+        )
     elif run_dir.exists():
         rl["clean"] = True  # broadcasts of a run that never checkpointed: PRIME-RL starts over, the journal replays
     return rl
+
+
+def pruned(journal: Path) -> int:
+    """How many bundles the journal at `journal` has forgotten (`source.Journal.prune`)."""
+    state = journal / "state.json"
+    return int(json.loads(state.read_text()).get("pruned", 0)) if state.exists() else 0
 
 
 def newest_step(run_dir: Path) -> int | None:

@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from composer_prime.atomic import write_atomic
 from composer_prime.realtime.join import Episode, build_episodes
 from composer_prime.realtime.pii import PIIConfig, load_hooks
+from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
@@ -79,6 +80,14 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     state_file: Path | None = None
     """`composer-prime realtime`'s state.json: when set, the served version is read from it (`version`) each time a
     bundle is cut, so ages follow the versions the runner ships."""
+    checkpoints: Path | None = None
+    """PRIME-RL's checkpoint dir of the run this journal feeds (`<run dir>/checkpoints`; `composer-prime realtime` sets
+    it). Set, the journal forgets the bundles every kept checkpoint has drawn (up to the oldest one's draw count, and
+    only bundles the runner has reported on, per `state_file`), and refuses to start when PRIME-RL has no checkpoint
+    at or past what it forgot. Unset, it keeps every bundle."""
+    checkpoint_env: str | None = None
+    """This source's name in PRIME-RL's checkpoints (its `[[orchestrator.train.source]] name`); None: the only train
+    source there."""
     poll_s: float = Field(5.0, gt=0)
     """Seconds between reads of the spool while no bundle is ready. In between, a draw answers "nothing ready" at once
     (`TaskNotReady`; PRIME-RL's dispatcher tries again on its next pass), so the orchestrator's event loop never
@@ -105,6 +114,8 @@ class BundleData(vf.TaskData):
     """The sessions, as `join.build_episodes` made them (token streams, serving logprobs, reward, age)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """What the reads since the previous bundle counted: sessions, signals and every skip reason."""
+    pruned: bool = False
+    """A placeholder for a bundle pruned from the journal: PRIME-RL's resume discards it; it is never run."""
     replay: int | None = None
     """On an agent run's task: the position in the bundle of the one session it replays (`sessions` then holds only
     that session, and `counts` only on the first, so an episode's wire size grows with the bundle, not its square).
@@ -155,6 +166,8 @@ class JournalState(BaseModel):
     """Sessions read and turned into episodes, waiting for enough company to fill a bundle."""
     handed: int = 0
     """Bundles handed out (the journal's bundles/1..handed)."""
+    pruned: int = 0
+    """Bundles 1..pruned are forgotten (below PRIME-RL's oldest kept checkpoint): replayed as placeholders."""
     reads: int = 0
     """Reads that found something (journal/reads/1..reads)."""
     carry: dict[str, int] = Field(default_factory=dict)
@@ -201,7 +214,10 @@ class Journal:
         return JournalState.model_validate_json(self.state_path.read_text())
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
-        for seq in range(1, state.handed + 1):
+        for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
+            yield BundleData(idx=seq, name=f"realtime-bundle-{seq:08d}", prompt="A bundle pruned from the journal.",
+                             bundle=seq, group="", sessions=[], pruned=True)  # fmt: skip
+        for seq in range(state.pruned + 1, state.handed + 1):
             path = self.bundle_path(seq)
             if not path.exists():
                 raise FileNotFoundError(
@@ -209,6 +225,22 @@ class Journal:
                     f"{path.name} is missing; the journal must stay whole while PRIME-RL checkpoints refer to it"
                 )
             yield BundleData.model_validate_json(path.read_text())
+
+    def prune(self, state: JournalState, floor: int) -> JournalState:
+        """Forget bundles 1..floor: state.json records the new floor first (atomically), then their files go. A crash
+        in between leaves files below the floor, which `sweep` removes at the next open or prune."""
+        floor = min(floor, state.handed)
+        if floor <= state.pruned:
+            return state
+        nxt = state.model_copy(update={"pruned": floor})
+        write_atomic(self.state_path, nxt.model_dump_json())
+        self.sweep(nxt)
+        return nxt
+
+    def sweep(self, state: JournalState) -> None:
+        for path in (self.path / "bundles").glob("*.json"):
+            if path.stem.isdigit() and int(path.stem) <= state.pruned:
+                path.unlink(missing_ok=True)
 
     def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, hooks: list, now: float,
              ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
@@ -267,6 +299,7 @@ class BundleStream:
         self.ready: deque[BundleData] = deque()
         self.hooks: list = []
         self.next_read = 0.0
+        self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
         self.closed = False
 
     def __iter__(self) -> BundleStream:
@@ -289,6 +322,11 @@ class BundleStream:
         self.lock = lock
         try:
             self.state = self.journal.load()
+            if self.state.pruned:
+                check_pruned(
+                    self.config.journal, self.state.pruned, self.config.checkpoints, self.config.checkpoint_env
+                )
+                self.journal.sweep(self.state)
             self.replay = self.journal.handed(self.state)
             self.hooks = load_hooks(config.pii.hooks)
         except BaseException:
@@ -309,6 +347,8 @@ class BundleStream:
             now = time.monotonic()
             if now < self.next_read:
                 raise TaskNotReady(self._waiting(self.next_read - now))
+            if self.floor is not None:
+                self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
             self.state, bundles = self.journal.read(self.state, self.config, self.taskset.served_version(),
                                                     self.hooks, time.time())  # fmt: skip
             self.ready.extend(bundles)

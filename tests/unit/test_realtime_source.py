@@ -4,6 +4,7 @@ replays what PRIME-RL's resume discards, and every skip is counted (docs/realtim
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -212,3 +213,79 @@ def test_the_ids_resolve_to_the_taskset_its_env_and_the_replay_harness():
     assert environment_class("realtime-sessions") is ReplayEnv
     assert harness_class("realtime-replay") is ReplayHarness
     assert default_harness_id("realtime-sessions") == "realtime-sessions"  # the replay harness by default too
+
+
+def prime_rl_checkpoint(checkpoints: Path, step: int, cursor: int, name: str = "realtime") -> None:
+    """A checkpoint as PRIME-RL 559b447's orchestrator writes it: `step_N/orchestrator/progress.pt`, its train source's
+    sampler cursor inside (`orchestrator/ckpt.py`; `progress` is its `Progress` dataclass there)."""
+    import torch
+
+    path = checkpoints / f"step_{step}" / "orchestrator"
+    path.mkdir(parents=True)
+    state = {"rng": None, "envs": {name: {"sampler": {"cursor": cursor}, "gates": {}}}}
+    torch.save({"progress": {"step": step}, "train_source": state}, path / "progress.pt")
+
+
+def bundle_files(tmp_path: Path) -> list[int]:
+    return sorted(int(p.stem) for p in (tmp_path / "journal" / "bundles").glob("*.json"))
+
+
+def test_the_journal_forgets_bundles_below_prime_rls_oldest_kept_checkpoint_and_a_resume_still_lands_right(tmp_path):
+    checkpoints, runner = tmp_path / "rl" / "checkpoints", tmp_path / "state.json"
+    runner.write_text(json.dumps({"version": 0, "handed": 0}))
+    spool = tmp_path / "spool" / "a.jsonl"
+    source = taskset(tmp_path, checkpoints=str(checkpoints), state_file=str(runner))
+    append(spool, *[r for i in range(10) for r in (session(f"s{i}"), kept(f"s{i}"))])
+    stream = iter(source)
+    drawn = [ids(t) for t in draw(stream, 5)]
+    prime_rl_checkpoint(checkpoints, 2, cursor=2)
+    prime_rl_checkpoint(checkpoints, 4, cursor=4)
+    append(spool, session("s10"), kept("s10"), session("s11"), kept("s11"))
+    draw(stream)  # a spool read: the runner has reported on nothing yet, so nothing is forgotten
+    assert bundle_files(tmp_path) == [1, 2, 3, 4, 5, 6]
+    runner.write_text(json.dumps({"version": 0, "handed": 3}))
+    append(spool, session("s12"), kept("s12"), session("s13"), kept("s13"))
+    draw(stream)
+    assert bundle_files(tmp_path) == [3, 4, 5, 6, 7]  # the oldest checkpoint drew 2: every resume discards 1, 2
+    shutil.rmtree(checkpoints / "step_2")  # PRIME-RL's keep_last = 1 deletes the older step dir
+    runner.write_text(json.dumps({"version": 0, "handed": 7}))
+    with pytest.raises(TaskNotReady):
+        next(stream)  # the next read forgets through the new oldest checkpoint's 4 draws
+    assert bundle_files(tmp_path) == [5, 6, 7]
+    stream.close()
+    assert json.loads((tmp_path / "journal" / "state.json").read_text())["pruned"] == 4
+
+    resumed = iter(taskset(tmp_path, checkpoints=str(checkpoints), state_file=str(runner)))
+    discarded = draw(resumed, 4)  # PRIME-RL's resume from step_4: draw and discard 4 tasks
+    assert all(t.data.pruned and not t.data.sessions for t in discarded)
+    after = draw(resumed, 3)
+    assert [ids(t) for t in after[:1]] == drawn[4:5] and after[0].key == "realtime-bundle-00000005"
+    assert [ids(t) for t in after[1:]] == [["s10", "s11"], ["s12", "s13"]]
+    resumed.close()
+
+
+def test_pruning_is_crash_safe_and_a_journal_pruned_past_prime_rls_checkpoints_is_refused(tmp_path):
+    checkpoints = tmp_path / "rl" / "checkpoints"
+    append_to = tmp_path / "spool" / "a.jsonl"
+    stream = iter(taskset(tmp_path, checkpoints=str(checkpoints)))
+    append(append_to, *[r for i in range(6) for r in (session(f"s{i}"), kept(f"s{i}"))])
+    draw(stream, 3)
+    stream.close()
+    # A crash after state.json recorded the floor, before the files went: the next open removes them.
+    state_path = tmp_path / "journal" / "state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({**state, "pruned": 2}))
+    prime_rl_checkpoint(checkpoints, 3, cursor=2)
+    reopened = iter(taskset(tmp_path, checkpoints=str(checkpoints)))
+    assert [t.data.pruned for t in draw(reopened, 3)] == [True, True, False]
+    assert bundle_files(tmp_path) == [3]
+    reopened.close()
+    # PRIME-RL's checkpoints are gone (a fresh run) or older than the floor: placeholders would train, so refuse.
+    shutil.rmtree(checkpoints / "step_3")
+    with pytest.raises(RuntimeError, match=r"forgot bundles 1\.\.2 .* holds no checkpoint"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints))))
+    prime_rl_checkpoint(checkpoints, 1, cursor=1)
+    with pytest.raises(RuntimeError, match="holds step_1, which drew only 1"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints))))
+    with pytest.raises(ValueError, match="checkpoint_env = 'other' is not a train source"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints), checkpoint_env="other")))

@@ -290,3 +290,71 @@ def test_while_the_spool_is_empty_prime_rls_dispatch_loop_keeps_turning_and_draw
     assert sampler.cursor == 1  # "not ready" was never counted as a draw: PRIME-RL's resume skip stays exact
     assert episode.ok and [t.info["realtime"]["session_id"] for t in episode.traces] == ["a", "b"]
     assert [len(t.branches) for t in episode.traces] == [1, 1]
+
+
+def test_the_journal_prunes_below_prime_rls_oldest_kept_checkpoint_and_its_resume_lands_on_the_next_bundle(
+    tmp_path, verifiers_snapshot
+):
+    """PRIME-RL's `TrainSource` draws bundles, its orchestrator `CheckpointManager` writes `progress.pt` at steps 2 and
+    4, the trainer's keep_last removes step 2 (it deletes the whole step dir); the journal forgets what step 4 drew,
+    and PRIME-RL's resume from step 4 (`CheckpointManager.load`) discards the placeholders and draws bundle 5."""
+    import shutil
+
+    import verifiers.v1 as vf
+    from prime_rl.configs.orchestrator import CheckpointConfig, OrchestratorConfig
+    from prime_rl.orchestrator.ckpt import CheckpointManager
+    from prime_rl.orchestrator.envs import TrainEnvs
+    from prime_rl.orchestrator.train_source import TrainSource
+    from prime_rl.orchestrator.types import Progress
+
+    spool, run_dir = tmp_path / "spool", tmp_path / "rl" / "realtime"
+    spool.mkdir()
+    records = [r for i in range(12) for r in (spool_session(f"s{i}", [4], [-0.5]), spool_signal(f"s{i}", i % 2 == 0))]
+    (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:16]))
+    source = {"name": "realtime", "group_size": 1,
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+                                  "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
+                                  "checkpoints": str(run_dir / "checkpoints"), "checkpoint_env": "realtime"},
+                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
+    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
+                                                "algo": {"type": "composer", "hints": {"enabled": False},
+                                                         "replay": {"enabled": False}}})  # fmt: skip
+    ckpt = CheckpointManager(run_dir, CheckpointConfig())
+
+    def train_source() -> TrainSource:
+        envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
+        for env in envs:  # what Env.start does once the env server answers, for an INFINITE taskset
+            env.tasks, env.num_tasks = iter(vf.load_taskset(env.config.env.taskset)), None
+        return TrainSource(envs)
+
+    def bundles(source: TrainSource, n: int) -> list:
+        out = []
+        deadline = time.monotonic() + 30
+        while len(out) < n and time.monotonic() < deadline:
+            request = source.next_task(step=1)  # None: "not ready", the dispatcher's next pass asks again
+            if request is None:
+                time.sleep(0.02)
+            else:
+                out.append(request.task)
+        assert len(out) == n
+        return out
+
+    first = train_source()
+    drawn = bundles(first, 3)
+    ckpt.save(Progress(step=2), first, step=2)
+    drawn += bundles(first, 1)
+    ckpt.save(Progress(step=4), first, step=4)
+    shutil.rmtree(run_dir / "checkpoints" / "step_2")  # trainer/ckpt.py maybe_clean with keep_last = 1
+    (spool / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[16:]))
+    drawn += bundles(first, 1)  # the spool read that finds s8..s11 first prunes through step_4's draw count
+    first.curricula["realtime"].sampler.task_iterator.close()  # the orchestrator dies
+    assert sorted(int(p.stem) for p in (tmp_path / "journal" / "bundles").iterdir()) == [5, 6]
+    assert json.loads((tmp_path / "journal" / "state.json").read_text())["pruned"] == 4
+
+    resumed = train_source()
+    ckpt.load(Progress(), resumed, step=4)  # StandardSampler.load_state_dict draws and discards 4 placeholders
+    after = bundles(resumed, 2)
+    resumed.curricula["realtime"].sampler.task_iterator.close()
+    assert [t.data.bundle for t in after] == [5, 6] and not any(t.data.pruned for t in after)
+    assert [e.session_id for t in after for e in t.data.sessions] == ["s8", "s9", "s10", "s11"]
+    assert [e.session_id for t in drawn for e in t.data.sessions] == [f"s{i}" for i in range(10)]

@@ -74,3 +74,27 @@ def test_a_bad_value_in_a_file_names_the_field(tmp_path):
     bad.write_text(TOML.read_text().replace('mode = "drop"', 'mode = "reweight"'))
     with pytest.raises(UsageError, match="mode"):
         parse_config(RealtimeConfig, ["@", str(bad)], "composer-prime realtime")
+
+
+def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before_it_starts(tmp_path):
+    """PRIME-RL rewrites a rolled-back step's broadcast dir in place, its old STABLE still there: the runner removes
+    those steps first, so it never copies a half-rewritten one, and judges the retrained steps again."""
+    import sys
+
+    from composer_prime.realtime.cluster import PrimeRL
+
+    config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
+    config.prime_rl.output_dir = tmp_path / "rl"
+    config.prime_rl.command, config.prime_rl.cwd = [sys.executable, "-c", "pass"], tmp_path
+    run = tmp_path / "rl" / "realtime"
+    (run / "checkpoints" / "step_16").mkdir(parents=True)
+    for step in (15, 16, 17, 18):
+        (run / "broadcasts" / f"step_{step}").mkdir(parents=True)
+        (run / "broadcasts" / f"step_{step}" / "STABLE").touch()
+    logs: list[str] = []
+    prime = PrimeRL(config, logs.append)
+    prime.start()
+    prime.process.wait(60)
+    assert prime.resumes_from == 16
+    assert sorted(p.name for p in (run / "broadcasts").iterdir()) == ["step_15", "step_16"]
+    assert "removed rolled-back broadcasts [17, 18]" in logs[0]

@@ -57,18 +57,22 @@ def realtime(toml: Path, cycles: int) -> subprocess.CompletedProcess:
 
 
 def drain(rl_toml: Path, run_dir: Path, sessions: set[str], timeout: float = 120.0) -> str:
-    """Run the stand-in on the rl.toml the runner wrote (it resumes from the last checkpoint) until `sessions` are all
-    in trained.jsonl, then stop it as the runner does; its output."""
-    process = subprocess.Popen([sys.executable, str(STANDIN), str(rl_toml), "0.2"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    """Run the stand-in on the rl.toml the runner wrote until it has resumed (from the last checkpoint) and `sessions`
+    are all in trained.jsonl, then stop it as the runner does; its output."""
+    log = run_dir.parent / "drain.log"
+    with log.open("w") as out:
+        process = subprocess.Popen([sys.executable, str(STANDIN), str(rl_toml), "0.2"], stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline and process.poll() is None and not sessions <= set(trained(run_dir)):
+        while time.monotonic() < deadline and process.poll() is None:
+            if "resumed at step" in log.read_text() and sessions <= set(trained(run_dir)):
+                break
             time.sleep(0.2)
     finally:
         process.send_signal(signal.SIGTERM)
-        out, _ = process.communicate(timeout=60)
-    return out
+        process.wait(60)
+    return log.read_text()
 
 
 def trained(run_dir: Path) -> list[str]:

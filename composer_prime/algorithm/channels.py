@@ -19,6 +19,7 @@ from composer_prime.algorithm.config import ComposerAlgoConfig
 from composer_prime.algorithm.credit import HINT_MARK
 
 TEACHERS_JUDGE = "composer-teachers"
+REALTIME_TASKSET = "realtime-sessions"
 LOSS_PATH = "composer_prime.loss.composer_loss"
 
 
@@ -97,6 +98,16 @@ def refusals(orchestrator: dict) -> list[str]:
         algo = _algo(source, top)
         key = f"orchestrator.train.source[{i}] ({channels.source!r})"
         replay_on = (algo.get("replay") or {}).get("enabled", True)
+        if ((source.get("env") or {}).get("taskset") or {}).get("id") == REALTIME_TASKSET and (
+            replay_on or channels.hints
+        ):
+            problems.append(
+                f"{key}: the {REALTIME_TASKSET} source replays logged sessions as token streams whose nodes carry "
+                "placeholder messages (session-log version 1 does not align messages with tokens), so no hint target "
+                "or teacher step can be read from them. Set [orchestrator.algo.hints] enabled = false and "
+                "[orchestrator.algo.replay] enabled = false on this source (docs/realtime.md, What remains)."
+            )
+            continue
         if replay_on and channels.teachers == 0:
             problems.append(
                 f"{key}: [orchestrator.algo.replay] enabled = true, but no teacher scores this source's traces "

@@ -14,7 +14,10 @@ module reads the name; when `prime_rl.configs.trainer` has executed, `plugin.che
 `prime_rl.configs.orchestrator` and `prime_rl.configs.rl` have executed, `plugin.check_orchestrator_channels` and
 `plugin.check_loss_channel` make `OrchestratorConfig` and `RLConfig` refuse a composer config in which a channel the
 algorithm turns on could not train (`channels.py`); when `prime_rl.orchestrator.algo` has executed,
-`plugin.register_algorithm` adds `ComposerAlgorithm` to `ALGORITHM_CLASSES`. A seam that moved raises an error naming the pinned commit.
+`plugin.register_algorithm` adds `ComposerAlgorithm` to `ALGORITHM_CLASSES`; when
+`prime_rl.orchestrator.train_source` has executed, `plugin.let_train_sources_wait` lets `TrainSource.next_task` answer
+"nothing ready yet" for a taskset fed by live data instead of blocking the orchestrator's event loop
+(`composer_prime/realtime/readiness.py`). A seam that moved raises an error naming the pinned commit.
 
 On a PRIME-RL with the `prime_rl.algorithms` entry-point seam (docs/upstream.md) the algorithm arrives through
 composer-prime's entry point (`entry_point.py`) and the hook only adds the loss-kwargs check: this module is the
@@ -34,6 +37,7 @@ TARGETS = {
     "prime_rl.configs.orchestrator": "check_orchestrator_channels",
     "prime_rl.configs.rl": "check_loss_channel",
     "prime_rl.orchestrator.algo": "register_algorithm",
+    "prime_rl.orchestrator.train_source": "let_train_sources_wait",
 }
 """Module -> function of `composer_prime.algorithm.plugin` run right after that module executes."""
 

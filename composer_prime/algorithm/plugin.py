@@ -125,6 +125,14 @@ def check_loss_kwargs(module: ModuleType) -> None:
     module._composer_checked = True
 
 
+def let_train_sources_wait(module: ModuleType) -> None:
+    """`prime_rl.orchestrator.train_source`: `TrainSource.next_task` returns None (the dispatcher's "source is empty",
+    tried again on its next pass) while the tasksets it may draw from raise `TaskNotReady` (`realtime/readiness.py`)."""
+    from composer_prime.realtime.readiness import patch_train_source
+
+    patch_train_source(module)
+
+
 class ChannelsRefused(ValueError):
     """A launch config in which a channel the composer algorithm turns on could not train (`channels.refusals`)."""
 

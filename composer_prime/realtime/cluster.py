@@ -68,6 +68,9 @@ class PrimeRLConfig(BaseModel):
         if len(ours) != 1:
             raise ValueError(f"prime_rl.rl: {len(ours)} [[orchestrator.train.source]] tables have taskset id "
                              f"{TASKSET_ID!r}; the realtime train phase needs exactly one")  # fmt: skip
+        if ((self.rl.get("orchestrator") or {}).get("ckpt") or {}).get("skip_progress"):
+            raise ValueError("prime_rl.rl: orchestrator.ckpt.skip_progress = true makes a resume draw from the first "
+                             "task again, so the journal would replay bundles already trained; remove it")  # fmt: skip
         if ours[0].get("group_size", 1) != 1:
             raise ValueError(f"prime_rl.rl: the {TASKSET_ID} source has group_size = {ours[0]['group_size']}; set "
                              "group_size = 1 (a bundle of sessions is the group; copies of a replay carry no signal)")  # fmt: skip
@@ -99,12 +102,49 @@ def rl_config(config: Any) -> dict[str, Any]:
             "pii": config.pii.model_dump(mode="json"),
             "journal": str(journal),
             "state_file": str(config.state_dir.resolve() / "state.json"),
+            "checkpoints": str(run_dir / "checkpoints"),  # the journal forgets what every kept checkpoint drew
         }
+        if source.get("name"):
+            taskset["checkpoint_env"] = source["name"]
     if any((run_dir / "checkpoints").glob("step_*")):
         rl["resume"] = {}  # the latest checkpoint
+    elif pruned(journal):
+        raise ValueError(
+            f"PRIME-RL's run dir {str(run_dir)!r} has no checkpoint, but the journal {str(journal)!r} forgot bundles "
+            f"1..{pruned(journal)} below the checkpoints it had: a fresh run would replay placeholders for them. "
+            "Restore the run dir, or move the journal aside to start a new run from the spool's cursor"
+        )
     elif run_dir.exists():
         rl["clean"] = True  # broadcasts of a run that never checkpointed: PRIME-RL starts over, the journal replays
     return rl
+
+
+def pruned(journal: Path) -> int:
+    """How many bundles the journal at `journal` has forgotten (`source.Journal.prune`)."""
+    state = journal / "state.json"
+    return int(json.loads(state.read_text()).get("pruned", 0)) if state.exists() else 0
+
+
+def latest_checkpoint(run_dir: Path) -> int | None:
+    """The step PRIME-RL resumes from (its latest checkpoint dir), None when it has none."""
+    steps = [int(p.name.removeprefix("step_")) for p in (run_dir / "checkpoints").glob("step_*")
+             if p.name.removeprefix("step_").isdigit()]  # fmt: skip
+    return max(steps, default=None)
+
+
+def drop_rolled_back(run_dir: Path, checkpoint: int) -> list[int]:
+    """Remove the broadcast steps past `checkpoint`, the step PRIME-RL is about to resume from; their training is
+    rolled back. PRIME-RL 559b447 rewrites those step dirs in place as it trains them again (its filesystem broadcast
+    makes the dir with `exist_ok` and touches `STABLE` last), so the old `STABLE` would mark a half-rewritten step
+    complete. `STABLE` goes first, then the dir. Returns the steps removed."""
+    removed = []
+    for path in (run_dir / "broadcasts").glob("step_*"):
+        step = path.name.removeprefix("step_")
+        if step.isdigit() and int(step) > checkpoint:
+            (path / "STABLE").unlink(missing_ok=True)
+            shutil.rmtree(path)
+            removed.append(int(step))
+    return sorted(removed)
 
 
 def newest_step(run_dir: Path) -> int | None:
@@ -143,12 +183,20 @@ class PrimeRL:
         self.rl_toml = state_dir / "rl.toml"
         self.log_path = state_dir / "rl.log"
         self.process: subprocess.Popen | None = None
+        self.resumes_from: int | None = None
+        """The checkpoint step the launched PRIME-RL resumes from (None: it starts over)."""
 
     def start(self) -> None:
         import tomli_w
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.rl_toml, tomli_w.dumps(rl_config(self.config)))
+        rl = rl_config(self.config)
+        write_atomic(self.rl_toml, tomli_w.dumps(rl))
+        self.resumes_from = latest_checkpoint(self.run_dir) if "resume" in rl else None
+        if self.resumes_from is not None:
+            dropped = drop_rolled_back(self.run_dir, self.resumes_from)
+            if dropped:
+                self.log(f"prime-rl: resumes from step {self.resumes_from}; removed rolled-back broadcasts {dropped}")
         fill = {"{rl_toml}": str(self.rl_toml), "{output_dir}": str(self.output_dir)}
         argv = [fill.get(arg, arg) for arg in self.prime.command]
         self.log(f"prime-rl: {' '.join(argv)} (log: {self.log_path})")

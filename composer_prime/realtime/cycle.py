@@ -202,6 +202,8 @@ class Runner:
             self._save(state)  # the taskset reads the served version from it
         prime = PrimeRL(self.config, self.log)
         prime.start()
+        if prime.resumes_from is not None and (state.rl_step or 0) > prime.resumes_from:
+            state = state.model_copy(update={"rl_step": prime.resumes_from})  # its steps past there are trained again
         try:
             return self._cadence(state, lambda s: self.cluster_cycle(s, prime))
         finally:

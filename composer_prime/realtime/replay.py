@@ -46,5 +46,10 @@ class ReplayEnv(vf.Env[ReplayEnvConfig]):
     """One episode per bundle, one trace per session: the bundle is the group PRIME-RL credits."""
 
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        if task.data.pruned:
+            raise RuntimeError(
+                f"bundle {task.data.bundle} was pruned from the realtime-sessions journal (below PRIME-RL's oldest "
+                "kept checkpoint) and cannot be replayed: PRIME-RL resumed from before that checkpoint"
+            )
         for i in range(len(task.data.sessions)):
             await agents.agent.run(BundleTask(task.data.for_replay(i), task.config))

@@ -2,14 +2,17 @@
 trains from (docs/realtime.md, "The PRIME-RL source").
 
 PRIME-RL trains only the episodes its orchestrator dispatches: a train source's taskset gives a task, an env server
-runs it, the train sink turns the episode's traces into samples. This taskset is `INFINITE`: its generator reads the
-spool through the durable cursor (`spool.advance`), turns ready sessions into episodes (`join.build_episodes`: PII
-hooks, the reward model, staleness judged against the served version before anything is yielded) and yields them in
-bundles, one task per bundle of `bundle_size` sessions of one baseline group (a `group` the product sets, or the
-sessions read together when no group has enough). The replay env and harness (`replay.py`) answer a bundle without
-calling a model: one trace per session, its logged token stream with the serving logprobs, its reward on
-`trace.rewards`. With `group_size = 1` the bundle is the group, so the composer algorithm's baseline is the bundle's
-mean reward, as `join.assign_advantages` computes it for the single-process trainer.
+runs it, the train sink turns the episode's traces into samples. This taskset is `INFINITE`: its stream
+(`BundleStream`) reads the spool through the durable cursor (`spool.advance`), turns ready sessions into episodes
+(`join.build_episodes`: PII hooks, the reward model, staleness judged against the served version before anything is
+yielded) and yields them in bundles, one task per bundle of `bundle_size` sessions of one baseline group (a `group`
+the product sets, or the sessions read together when no group has enough). While no bundle is ready the stream
+raises `TaskNotReady` instead of waiting, which composer-prime's hook lets PRIME-RL's `TrainSource` answer as "source
+empty for now" (`readiness.py`), so the orchestrator's event loop never waits for live data. The replay env and
+harness (`replay.py`) answer a bundle without calling a model: one trace per session, its logged token stream with
+the serving logprobs, its reward on `trace.rewards`. With `group_size = 1` the bundle is the group, so the composer
+algorithm's baseline is the bundle's mean reward, as `join.assign_advantages` computes it for the single-process
+trainer.
 
 The hand-out journal (`journal`) makes the source exactly-once against PRIME-RL's own checkpoints:
 
@@ -21,7 +24,7 @@ The hand-out journal (`journal`) makes the source exactly-once against PRIME-RL'
 
 A read's bundles are written, then `state.json` (atomically, with the cursor that covers them), then yielded. PRIME-RL
 checkpoints how many tasks its sampler drew and, on resume, draws and discards that many from a fresh iterator. So
-the generator first replays the journal's bundles in order, then reads on from the cursor: PRIME-RL discards the
+the stream first replays the journal's bundles in order, then reads on from the cursor: PRIME-RL discards the
 bundles drawn before its checkpoint and trains the rest again, unchanged, before new sessions. No spool line is read
 twice and no bundle is trained twice in the lineage of a checkpoint; the bundles in flight when the resumed
 checkpoint was written are discarded with it (at-most-once for those, as for PRIME-RL's own tasks).
@@ -32,9 +35,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,6 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from composer_prime.atomic import write_atomic
 from composer_prime.realtime.join import Episode, build_episodes
 from composer_prime.realtime.pii import PIIConfig, load_hooks
+from composer_prime.realtime.pruning import Floor, check_pruned
+from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
 from composer_prime.realtime.staleness import StalenessConfig, classify
@@ -74,9 +80,18 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     state_file: Path | None = None
     """`composer-prime realtime`'s state.json: when set, the served version is read from it (`version`) each time a
     bundle is cut, so ages follow the versions the runner ships."""
+    checkpoints: Path | None = None
+    """PRIME-RL's checkpoint dir of the run this journal feeds (`<run dir>/checkpoints`; `composer-prime realtime` sets
+    it). Set, the journal forgets the bundles every kept checkpoint has drawn (up to the oldest one's draw count, and
+    only bundles the runner has reported on, per `state_file`), and refuses to start when PRIME-RL has no checkpoint
+    at or past what it forgot. Unset, it keeps every bundle."""
+    checkpoint_env: str | None = None
+    """This source's name in PRIME-RL's checkpoints (its `[[orchestrator.train.source]] name`); None: the only train
+    source there."""
     poll_s: float = Field(5.0, gt=0)
-    """Seconds between reads of the spool while no bundle is ready. PRIME-RL draws tasks synchronously on its event
-    loop, so the orchestrator waits here for live data."""
+    """Seconds between reads of the spool while no bundle is ready. In between, a draw answers "nothing ready" at once
+    (`TaskNotReady`; PRIME-RL's dispatcher tries again on its next pass), so the orchestrator's event loop never
+    waits for live data."""
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSessionsConfig:
@@ -99,6 +114,8 @@ class BundleData(vf.TaskData):
     """The sessions, as `join.build_episodes` made them (token streams, serving logprobs, reward, age)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """What the reads since the previous bundle counted: sessions, signals and every skip reason."""
+    pruned: bool = False
+    """A placeholder for a bundle pruned from the journal: PRIME-RL's resume discards it; it is never run."""
     replay: int | None = None
     """On an agent run's task: the position in the bundle of the one session it replays (`sessions` then holds only
     that session, and `counts` only on the first, so an episode's wire size grows with the bundle, not its square).
@@ -149,6 +166,8 @@ class JournalState(BaseModel):
     """Sessions read and turned into episodes, waiting for enough company to fill a bundle."""
     handed: int = 0
     """Bundles handed out (the journal's bundles/1..handed)."""
+    pruned: int = 0
+    """Bundles 1..pruned are forgotten (below PRIME-RL's oldest kept checkpoint): replayed as placeholders."""
     reads: int = 0
     """Reads that found something (journal/reads/1..reads)."""
     carry: dict[str, int] = Field(default_factory=dict)
@@ -195,7 +214,10 @@ class Journal:
         return JournalState.model_validate_json(self.state_path.read_text())
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
-        for seq in range(1, state.handed + 1):
+        for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
+            yield BundleData(idx=seq, name=f"realtime-bundle-{seq:08d}", prompt="A bundle pruned from the journal.",
+                             bundle=seq, group="", sessions=[], pruned=True)  # fmt: skip
+        for seq in range(state.pruned + 1, state.handed + 1):
             path = self.bundle_path(seq)
             if not path.exists():
                 raise FileNotFoundError(
@@ -203,6 +225,22 @@ class Journal:
                     f"{path.name} is missing; the journal must stay whole while PRIME-RL checkpoints refer to it"
                 )
             yield BundleData.model_validate_json(path.read_text())
+
+    def prune(self, state: JournalState, floor: int) -> JournalState:
+        """Forget bundles 1..floor: state.json records the new floor first (atomically), then their files go. A crash
+        in between leaves files below the floor, which `sweep` removes at the next open or prune."""
+        floor = min(floor, state.handed)
+        if floor <= state.pruned:
+            return state
+        nxt = state.model_copy(update={"pruned": floor})
+        write_atomic(self.state_path, nxt.model_dump_json())
+        self.sweep(nxt)
+        return nxt
+
+    def sweep(self, state: JournalState) -> None:
+        for path in (self.path / "bundles").glob("*.json"):
+            if path.stem.isdigit() and int(path.stem) <= state.pruned:
+                path.unlink(missing_ok=True)
 
     def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, hooks: list, now: float,
              ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
@@ -244,6 +282,100 @@ class Journal:
         return nxt, bundles
 
 
+class BundleStream:
+    """The taskset's tasks as PRIME-RL draws them: the journal's bundles first, then new ones as the spool gives them.
+
+    `__next__` never waits: while no bundle is ready it raises `TaskNotReady` (the stream stays usable), and it reads
+    the spool at most every `poll_s` seconds, or again at once when the previous read's bundles are used up. The
+    first `__next__` takes the journal's lock; `close()` releases it."""
+
+    def __init__(self, taskset: RealtimeSessionsTaskset):
+        self.taskset = taskset
+        self.config = taskset.config
+        self.journal = Journal(self.config.journal)
+        self.lock: Any = None
+        self.state = JournalState()
+        self.replay: Iterator[BundleData] | None = None
+        self.ready: deque[BundleData] = deque()
+        self.hooks: list = []
+        self.next_read = 0.0
+        self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
+        self.closed = False
+
+    def __iter__(self) -> BundleStream:
+        return self
+
+    def _open(self) -> None:
+        from filelock import FileLock, Timeout
+
+        config = self.config
+        config.journal.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(config.journal / "lock"), thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            self.closed = True
+            raise RuntimeError(
+                f"realtime-sessions: journal {str(config.journal)!r} is in use by another reader; one orchestrator "
+                "reads a journal (give each PRIME-RL run its own `journal`)"
+            ) from None
+        self.lock = lock
+        try:
+            self.state = self.journal.load()
+            if self.state.pruned:
+                check_pruned(
+                    self.config.journal, self.state.pruned, self.config.checkpoints, self.config.checkpoint_env
+                )
+                self.journal.sweep(self.state)
+            self.replay = self.journal.handed(self.state)
+            self.hooks = load_hooks(config.pii.hooks)
+        except BaseException:
+            self.close()
+            raise
+
+    def __next__(self) -> BundleTask:
+        if self.closed:
+            raise StopIteration
+        if self.lock is None:
+            self._open()
+        if self.replay is not None:
+            data = next(self.replay, None)
+            if data is not None:
+                return self._task(data)
+            self.replay = None
+        if not self.ready:
+            now = time.monotonic()
+            if now < self.next_read:
+                raise TaskNotReady(self._waiting(self.next_read - now))
+            if self.floor is not None:
+                self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
+            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.served_version(),
+                                                    self.hooks, time.time())  # fmt: skip
+            self.ready.extend(bundles)
+            self.next_read = now if bundles else now + self.config.poll_s
+            if not self.ready:
+                raise TaskNotReady(self._waiting(self.config.poll_s))
+        return self._task(self.ready.popleft())
+
+    def _task(self, data: BundleData) -> BundleTask:
+        task = BundleTask(data, self.config.task)
+        prompt = self.taskset.system_prompt
+        return task.with_system_prompt(prompt) if prompt is not None else task
+
+    def _waiting(self, seconds: float) -> str:
+        return (f"realtime-sessions: no bundle is ready (journal {str(self.config.journal)!r}: {self.state.handed} "
+                f"handed out, {len(self.state.staged)} sessions staged); the spool is read again in {seconds:.1f} s")  # fmt: skip
+
+    def close(self) -> None:
+        self.closed = True
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
     INFINITE = True
 
@@ -253,30 +385,21 @@ class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
             return self.config.served_version
         return int(json.loads(path.read_text())["version"])
 
-    def load(self) -> Iterator[BundleTask]:
-        from filelock import FileLock, Timeout
+    def __iter__(self) -> Iterator[BundleTask]:
+        """What PRIME-RL's orchestrator iterates (`orchestrator/envs.py`): a stream that raises `TaskNotReady` instead
+        of waiting (`readiness.py`). A `head(n)` view iterates `load()`, which waits."""
+        if self.transform is not None:
+            return super().__iter__()
+        return BundleStream(self)
 
-        config = self.config
-        journal = Journal(config.journal)
-        config.journal.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(config.journal / "lock"), thread_local=False)  # released where the stream is closed
+    def load(self) -> Iterator[BundleTask]:
+        """The same tasks for a caller that can wait (verifiers' own views): sleeps `poll_s` while none is ready."""
+        stream = BundleStream(self)
         try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise RuntimeError(
-                f"realtime-sessions: journal {str(config.journal)!r} is in use by another reader; one orchestrator "
-                "reads a journal (give each PRIME-RL run its own `journal`)"
-            ) from None
-        try:
-            state = journal.load()
-            for data in journal.handed(state):
-                yield BundleTask(data, config.task)
-            hooks = load_hooks(config.pii.hooks)
             while True:
-                state, bundles = journal.read(state, config, self.served_version(), hooks, time.time())
-                for data in bundles:
-                    yield BundleTask(data, config.task)
-                if not bundles:
-                    time.sleep(config.poll_s)
+                try:
+                    yield next(stream)
+                except TaskNotReady:
+                    time.sleep(self.config.poll_s)
         finally:
-            lock.release()
+            stream.close()

@@ -7,6 +7,7 @@ train phase through PRIME-RL's launcher (`rl --dry-run`)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 import uuid
@@ -183,3 +184,177 @@ def test_prime_rl_launches_the_realtime_tomls_train_phase_dry_run(tmp_path, veri
     assert out["env"]["env"]["agent"]["harness"]["id"] == "realtime-replay"
     # The orchestrator (which reads the spool and the runner's state.json) runs on the first trainer node.
     assert out["orch"] == ["ORCH_PROCID=$NUM_INFER_NODES"]
+
+
+@pytest.mark.timeout(120)
+def test_while_the_spool_is_empty_prime_rls_dispatch_loop_keeps_turning_and_draws_the_bundle_when_it_lands(
+    tmp_path, verifiers_snapshot
+):
+    """PRIME-RL's orchestrator pieces as `orchestrator.py` wires them (its `Env.start` against an env server, its
+    `TrainSource`, its `Dispatcher.start` loop) over an empty spool: another coroutine on the loop keeps ticking while
+    nothing is ready, the sampler counts no draw for "not ready", and the bundle is dispatched, replayed by the env
+    server and emitted once the product writes sessions. A taskset that waits inside `next()` stalls the loop for the
+    whole empty stretch and then for good: `fill_inflight` draws again right after the first bundle (it fills every
+    permit), so not even that bundle's episode is emitted (this test then ends at its timeout)."""
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    import verifiers.v1 as vf
+    from prime_rl.configs.orchestrator import OrchestratorConfig
+    from prime_rl.orchestrator.dispatcher import Dispatcher
+    from prime_rl.orchestrator.envs import TrainEnvs
+    from prime_rl.orchestrator.train_source import TrainSource
+    from prime_rl.orchestrator.types import Policy, Progress
+    from verifiers.v1.serve.server import EnvServer
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    source = {"name": "realtime", "group_size": 1,
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+                                  "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.2},
+                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
+    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
+                                                "algo": {"type": "composer", "hints": {"enabled": False},
+                                                         "replay": {"enabled": False}}})  # fmt: skip
+    [source_config] = config.train.source
+
+    # The env server, in its own thread and event loop as in its own process under PRIME-RL's launcher.
+    addresses: queue.Queue = queue.Queue()
+    server_loop = asyncio.new_event_loop()
+    served: list[asyncio.Task] = []
+
+    def serve() -> None:
+        asyncio.set_event_loop(server_loop)
+        server = EnvServer(source_config.env, address="tcp://127.0.0.1:0")
+        addresses.put(server.address)
+        served.append(server_loop.create_task(server.run()))
+        server_loop.run_until_complete(served[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = addresses.get(timeout=60)
+
+    # The policy pool: the replay harness never calls a model, so only the client config it hands out is read.
+    client = vf.EvalClientConfig(base_url="http://127.0.0.1:9/v1")
+    pool = SimpleNamespace(train_client=client, eval_client=client, model_name="never-called")
+    envs = TrainEnvs(config.train.source, {("train", "realtime"): address}, policy_pool=pool)
+    empty_s = 2.5
+
+    def product() -> None:  # the serving product writes two sessions and their signals after a quiet stretch
+        time.sleep(empty_s)
+        records = [spool_session("a", [4, 5], [-0.5, -1.5]), spool_signal("a", True),
+                   spool_session("b", [6], [-2.0]), spool_signal("b", False)]  # fmt: skip
+        (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    async def orchestrate():
+        await envs.start()  # PRIME-RL's Env.start: health check, then iter(taskset) for an INFINITE taskset
+        train_source = TrainSource(envs)
+        dispatcher = Dispatcher(train_envs=envs, eval_envs=None, train_source=train_source, eval_source=None,
+                                policy_pool=pool, policy=Policy(version=0, model_name="never-called"),
+                                progress=Progress(), initial_max_inflight=4, max_inflight_ceiling=4,
+                                tasks_per_minute=None, max_off_policy_steps=8, run_id="run", run_name="run")  # fmt: skip
+        ticks: list[float] = []
+
+        async def tick():
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+        ticker = asyncio.create_task(tick())
+        dispatch = asyncio.create_task(dispatcher.start())
+        started = time.monotonic()
+        writer = threading.Thread(target=product)
+        writer.start()
+        emitted = asyncio.create_task(dispatcher.out_q.get())
+        try:
+            await asyncio.wait([emitted, dispatch], timeout=120, return_when=asyncio.FIRST_COMPLETED)
+            assert not dispatch.done(), f"PRIME-RL's dispatch loop ended: {dispatch.exception()!r}"
+            assert emitted.done(), "no episode within 120 s"
+        finally:
+            emitted.cancel()
+            await dispatcher.stop()
+            ticker.cancel()
+            writer.join()
+        episode = emitted.result()
+        quiet = [t for t in ticks if t < started + empty_s]
+        return episode, train_source.curricula["realtime"].sampler, started, quiet
+
+    try:
+        episode, sampler, started, quiet = asyncio.run(orchestrate())
+    finally:
+        server_loop.call_soon_threadsafe(served[0].cancel)
+    gaps = [b - a for a, b in itertools.pairwise(quiet)]
+    # The loop kept turning through the empty stretch (a tick every 0.02 s asked; a blocked loop has one gap of the
+    # whole stretch); the dispatcher asked the taskset on each of its passes and drew nothing until sessions landed.
+    assert quiet and quiet[-1] - started > empty_s - 1.0 and max(gaps) < 1.0, (len(quiet), max(gaps, default=None))
+    assert sampler.cursor == 1  # "not ready" was never counted as a draw: PRIME-RL's resume skip stays exact
+    assert episode.ok and [t.info["realtime"]["session_id"] for t in episode.traces] == ["a", "b"]
+    assert [len(t.branches) for t in episode.traces] == [1, 1]
+
+
+def test_the_journal_prunes_below_prime_rls_oldest_kept_checkpoint_and_its_resume_lands_on_the_next_bundle(
+    tmp_path, verifiers_snapshot
+):
+    """PRIME-RL's `TrainSource` draws bundles, its orchestrator `CheckpointManager` writes `progress.pt` at steps 2 and
+    4, the trainer's keep_last removes step 2 (it deletes the whole step dir); the journal forgets what step 4 drew,
+    and PRIME-RL's resume from step 4 (`CheckpointManager.load`) discards the placeholders and draws bundle 5."""
+    import shutil
+
+    import verifiers.v1 as vf
+    from prime_rl.configs.orchestrator import CheckpointConfig, OrchestratorConfig
+    from prime_rl.orchestrator.ckpt import CheckpointManager
+    from prime_rl.orchestrator.envs import TrainEnvs
+    from prime_rl.orchestrator.train_source import TrainSource
+    from prime_rl.orchestrator.types import Progress
+
+    spool, run_dir = tmp_path / "spool", tmp_path / "rl" / "realtime"
+    spool.mkdir()
+    records = [r for i in range(12) for r in (spool_session(f"s{i}", [4], [-0.5]), spool_signal(f"s{i}", i % 2 == 0))]
+    (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:16]))
+    source = {"name": "realtime", "group_size": 1,
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+                                  "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
+                                  "checkpoints": str(run_dir / "checkpoints"), "checkpoint_env": "realtime"},
+                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
+    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
+                                                "algo": {"type": "composer", "hints": {"enabled": False},
+                                                         "replay": {"enabled": False}}})  # fmt: skip
+    ckpt = CheckpointManager(run_dir, CheckpointConfig())
+
+    def train_source() -> TrainSource:
+        envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
+        for env in envs:  # what Env.start does once the env server answers, for an INFINITE taskset
+            env.tasks, env.num_tasks = iter(vf.load_taskset(env.config.env.taskset)), None
+        return TrainSource(envs)
+
+    def bundles(source: TrainSource, n: int) -> list:
+        out = []
+        deadline = time.monotonic() + 30
+        while len(out) < n and time.monotonic() < deadline:
+            request = source.next_task(step=1)  # None: "not ready", the dispatcher's next pass asks again
+            if request is None:
+                time.sleep(0.02)
+            else:
+                out.append(request.task)
+        assert len(out) == n
+        return out
+
+    first = train_source()
+    drawn = bundles(first, 3)
+    ckpt.save(Progress(step=2), first, step=2)
+    drawn += bundles(first, 1)
+    ckpt.save(Progress(step=4), first, step=4)
+    shutil.rmtree(run_dir / "checkpoints" / "step_2")  # trainer/ckpt.py maybe_clean with keep_last = 1
+    (spool / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[16:]))
+    drawn += bundles(first, 1)  # the spool read that finds s8..s11 first prunes through step_4's draw count
+    first.curricula["realtime"].sampler.task_iterator.close()  # the orchestrator dies
+    assert sorted(int(p.stem) for p in (tmp_path / "journal" / "bundles").iterdir()) == [5, 6]
+    assert json.loads((tmp_path / "journal" / "state.json").read_text())["pruned"] == 4
+
+    resumed = train_source()
+    ckpt.load(Progress(), resumed, step=4)  # StandardSampler.load_state_dict draws and discards 4 placeholders
+    after = bundles(resumed, 2)
+    resumed.curricula["realtime"].sampler.task_iterator.close()
+    assert [t.data.bundle for t in after] == [5, 6] and not any(t.data.pruned for t in after)
+    assert [e.session_id for t in after for e in t.data.sessions] == ["s8", "s9", "s10", "s11"]
+    assert [e.session_id for t in drawn for e in t.data.sessions] == [f"s{i}" for i in range(10)]

@@ -2,8 +2,8 @@
 on, done the way PRIME-RL 559b447 does it, with no model.
 
 - The orchestrator side: the train source's taskset is loaded from the TOML and iterated as `orchestrator/envs.py`
-  does for an INFINITE taskset; on `[resume]` the latest checkpoint's draw count is drawn and discarded first, as
-  `StandardSampler.load_state_dict` does.
+  does for an INFINITE taskset, asked again 0.1 s after a "not ready" as its dispatch loop does; on `[resume]` the
+  latest checkpoint's draw count is drawn and discarded first, as `StandardSampler.load_state_dict` does.
 - The trainer side: one step per task drawn: the step's session ids appended to `<run dir>/trained.jsonl`, a
   broadcast `broadcasts/step_N/` (a weights file, then `STABLE`), and a checkpoint `checkpoints/step_N/` holding the
   draw count (checkpoint interval 1, so nothing is in flight at a checkpoint).
@@ -22,6 +22,8 @@ import tomllib
 from pathlib import Path
 
 from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+from composer_prime.realtime.readiness import TaskNotReady
 
 
 def main() -> None:
@@ -50,7 +52,12 @@ def main() -> None:
             raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    for task in tasks:
+    while True:
+        try:
+            task = next(tasks)
+        except TaskNotReady:  # PRIME-RL's TrainSource answers "source empty"; its dispatch loop comes round again
+            time.sleep(0.1)
+            continue
         busy = True
         drawn += 1
         step += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +177,18 @@ def test_the_docs_channel_audit_matches_the_code():
                 got = [algo, "live" if c.outcome else "off", "live" if c.hints else "off"]
                 got.append(f"live ({c.teachers})" if c.replay else "off")
                 assert got == expected, (toml.stem, key, c)
+
+
+def test_hints_or_teacher_replay_on_the_realtime_source_are_refused_with_the_reason():
+    from composer_prime.cli import parse_config
+    from composer_prime.realtime.config import RealtimeConfig
+
+    toml = Path(__file__).resolve().parents[2] / "tomls" / "qwen3-32b-realtime.toml"
+    orchestrator = parse_config(RealtimeConfig, ["@", str(toml)], "realtime").prime_rl.rl["orchestrator"]
+    assert refusals(orchestrator) == []  # the cluster TOML turns both off
+    for channel in ("hints", "replay"):
+        on = copy.deepcopy(orchestrator)
+        on["algo"][channel] = {"enabled": True}
+        [problem] = refusals(on)
+        assert "the realtime-sessions source replays logged sessions" in problem
+        assert "[orchestrator.algo.hints] enabled = false" in problem and "docs/realtime.md" in problem

@@ -40,14 +40,26 @@ def test_the_runner_fills_the_sources_taskset_from_its_own_sections(tmp_path):
     (tmp_path / "rl" / "realtime" / "broadcasts" / "step_3").mkdir(parents=True)
     assert rl_config(config)["clean"] is True  # a run that never checkpointed starts over; the journal stays
     (tmp_path / "rl" / "realtime" / "checkpoints" / "step_16").mkdir(parents=True)
-    assert rl_config(config)["resume"] == {}  # PRIME-RL resumes from its latest checkpoint
+    rl = rl_config(config)
+    assert rl["resume"] == {}  # PRIME-RL resumes from its latest checkpoint
+    taskset = rl["orchestrator"]["train"]["source"][0]["env"]["taskset"]
+    assert taskset["checkpoints"] == str(tmp_path / "rl" / "realtime" / "checkpoints")  # the journal prunes below
+    # A journal that forgot bundles below checkpoints that are gone cannot feed a fresh run: refused before launch.
+    (tmp_path / "rl" / "realtime-journal").mkdir()
+    (tmp_path / "rl" / "realtime-journal" / "state.json").write_text('{"handed": 9, "pruned": 4}')
+    assert rl_config(config)["resume"] == {}
+    (tmp_path / "rl" / "realtime" / "checkpoints" / "step_16").rmdir()
+    with pytest.raises(ValueError, match="forgot bundles 1..4 below the checkpoints it had"):
+        rl_config(config)
 
 
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [('mode = "drop"', 'mode = "importance_weight"', "not available with prime_rl"),
      ("group_size = 1", "group_size = 8", "set group_size = 1"),
-     ('id = "realtime-sessions"', 'id = "feature-deletion"', "0 \\[\\[orchestrator.train.source\\]\\] tables")],
+     ('id = "realtime-sessions"', 'id = "feature-deletion"', "0 \\[\\[orchestrator.train.source\\]\\] tables"),
+     ("[prime_rl.rl.orchestrator]\n", "[prime_rl.rl.orchestrator.ckpt]\nskip_progress = true\n\n[prime_rl.rl.orchestrator]\n",
+      "skip_progress = true makes a resume draw from the first task again")],
 )  # fmt: skip
 def test_a_cluster_config_prime_rl_cannot_train_is_refused(tmp_path, old, new, message):
     bad = tmp_path / "bad.toml"
@@ -62,3 +74,27 @@ def test_a_bad_value_in_a_file_names_the_field(tmp_path):
     bad.write_text(TOML.read_text().replace('mode = "drop"', 'mode = "reweight"'))
     with pytest.raises(UsageError, match="mode"):
         parse_config(RealtimeConfig, ["@", str(bad)], "composer-prime realtime")
+
+
+def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before_it_starts(tmp_path):
+    """PRIME-RL rewrites a rolled-back step's broadcast dir in place, its old STABLE still there: the runner removes
+    those steps first, so it never copies a half-rewritten one, and judges the retrained steps again."""
+    import sys
+
+    from composer_prime.realtime.cluster import PrimeRL
+
+    config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
+    config.prime_rl.output_dir = tmp_path / "rl"
+    config.prime_rl.command, config.prime_rl.cwd = [sys.executable, "-c", "pass"], tmp_path
+    run = tmp_path / "rl" / "realtime"
+    (run / "checkpoints" / "step_16").mkdir(parents=True)
+    for step in (15, 16, 17, 18):
+        (run / "broadcasts" / f"step_{step}").mkdir(parents=True)
+        (run / "broadcasts" / f"step_{step}" / "STABLE").touch()
+    logs: list[str] = []
+    prime = PrimeRL(config, logs.append)
+    prime.start()
+    prime.process.wait(60)
+    assert prime.resumes_from == 16
+    assert sorted(p.name for p in (run / "broadcasts").iterdir()) == ["step_15", "step_16"]
+    assert "removed rolled-back broadcasts [17, 18]" in logs[0]

@@ -3,8 +3,8 @@ replays what PRIME-RL's resume discards, and every skip is counted (docs/realtim
 
 from __future__ import annotations
 
-import itertools
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
 
 
@@ -44,12 +45,16 @@ def taskset(tmp_path: Path, **overrides) -> RealtimeSessionsTaskset:
 
 
 def draw(stream, n: int = 1, timeout: float = 30.0) -> list:
-    """The next `n` tasks of the stream, failing (not hanging) when the taskset waits longer than `timeout`."""
+    """The next `n` tasks of the stream, asked for again while it answers "not ready" (as PRIME-RL's dispatcher does on
+    each pass), failing when none comes within `timeout`."""
     out: list = []
-    worker = threading.Thread(target=lambda: out.extend(itertools.islice(stream, n)), daemon=True)
-    worker.start()
-    worker.join(timeout)
-    assert len(out) == n, f"the taskset gave {len(out)} of {n} tasks in {timeout} s"
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        try:
+            out.append(next(stream))
+        except TaskNotReady:
+            assert time.monotonic() < deadline, f"the taskset gave {len(out)} of {n} tasks in {timeout} s"
+            time.sleep(0.01)
     return out
 
 
@@ -57,7 +62,7 @@ def ids(task) -> list[str]:
     return [e.session_id for e in task.data.sessions]
 
 
-def test_bundles_are_baseline_groups_and_the_stream_waits_for_new_sessions(tmp_path):
+def test_bundles_are_baseline_groups_and_the_stream_gives_new_sessions_as_they_arrive(tmp_path):
     source = taskset(tmp_path)
     spool = tmp_path / "spool" / "a.jsonl"
     append(spool, session("g1", "repo-a"), kept("g1"), session("x1"), kept("x1", False), session("g2", "repo-a"),
@@ -81,6 +86,35 @@ def test_bundles_are_baseline_groups_and_the_stream_waits_for_new_sessions(tmp_p
     writer.join()
     assert ids(third) == ["z1", "z2"] and time.monotonic() - started >= 0.5
     stream.close()
+
+
+def test_while_nothing_is_ready_a_draw_answers_at_once_and_the_spool_is_read_every_poll_s(tmp_path):
+    source = taskset(tmp_path, poll_s=0.4)
+    spool = tmp_path / "spool" / "a.jsonl"
+    stream = iter(source)
+    started = time.monotonic()
+    with pytest.raises(TaskNotReady, match="no bundle is ready .* 0 handed out, 0 sessions staged"):
+        next(stream)  # the first draw reads the (empty) spool
+    append(spool, session("a"), kept("a"), session("b"), kept("b"))
+    for _ in range(20):  # within poll_s of that read: answered without reading or sleeping
+        with pytest.raises(TaskNotReady, match="read again in 0\\.[0-4] s"):
+            next(stream)
+    assert time.monotonic() - started < 0.3
+    [bundle] = draw(stream)  # the next read, poll_s after the first, finds the sessions
+    assert ids(bundle) == ["a", "b"] and time.monotonic() - started >= 0.4
+    stream.close()
+    assert not (tmp_path / "journal" / "reads").exists() or len(list((tmp_path / "journal" / "reads").iterdir())) == 1
+
+
+def test_load_is_the_same_stream_for_a_caller_that_can_wait(tmp_path):
+    tasks = taskset(tmp_path).load()
+    spool = tmp_path / "spool" / "a.jsonl"
+    append(spool, session("a"), kept("a"), session("b"), kept("b"))
+    first = next(tasks)
+    threading.Timer(0.3, lambda: append(spool, session("c"), kept("c"), session("d"), kept("d"))).start()
+    second = next(tasks)  # sleeps poll_s between reads until c and d arrive
+    tasks.close()
+    assert [ids(first), ids(second)] == [["a", "b"], ["c", "d"]]
 
 
 def test_a_restart_replays_the_journal_so_prime_rls_resume_skip_lands_on_the_first_untrained_bundle(tmp_path):
@@ -179,3 +213,79 @@ def test_the_ids_resolve_to_the_taskset_its_env_and_the_replay_harness():
     assert environment_class("realtime-sessions") is ReplayEnv
     assert harness_class("realtime-replay") is ReplayHarness
     assert default_harness_id("realtime-sessions") == "realtime-sessions"  # the replay harness by default too
+
+
+def prime_rl_checkpoint(checkpoints: Path, step: int, cursor: int, name: str = "realtime") -> None:
+    """A checkpoint as PRIME-RL 559b447's orchestrator writes it: `step_N/orchestrator/progress.pt`, its train source's
+    sampler cursor inside (`orchestrator/ckpt.py`; `progress` is its `Progress` dataclass there)."""
+    import torch
+
+    path = checkpoints / f"step_{step}" / "orchestrator"
+    path.mkdir(parents=True)
+    state = {"rng": None, "envs": {name: {"sampler": {"cursor": cursor}, "gates": {}}}}
+    torch.save({"progress": {"step": step}, "train_source": state}, path / "progress.pt")
+
+
+def bundle_files(tmp_path: Path) -> list[int]:
+    return sorted(int(p.stem) for p in (tmp_path / "journal" / "bundles").glob("*.json"))
+
+
+def test_the_journal_forgets_bundles_below_prime_rls_oldest_kept_checkpoint_and_a_resume_still_lands_right(tmp_path):
+    checkpoints, runner = tmp_path / "rl" / "checkpoints", tmp_path / "state.json"
+    runner.write_text(json.dumps({"version": 0, "handed": 0}))
+    spool = tmp_path / "spool" / "a.jsonl"
+    source = taskset(tmp_path, checkpoints=str(checkpoints), state_file=str(runner))
+    append(spool, *[r for i in range(10) for r in (session(f"s{i}"), kept(f"s{i}"))])
+    stream = iter(source)
+    drawn = [ids(t) for t in draw(stream, 5)]
+    prime_rl_checkpoint(checkpoints, 2, cursor=2)
+    prime_rl_checkpoint(checkpoints, 4, cursor=4)
+    append(spool, session("s10"), kept("s10"), session("s11"), kept("s11"))
+    draw(stream)  # a spool read: the runner has reported on nothing yet, so nothing is forgotten
+    assert bundle_files(tmp_path) == [1, 2, 3, 4, 5, 6]
+    runner.write_text(json.dumps({"version": 0, "handed": 3}))
+    append(spool, session("s12"), kept("s12"), session("s13"), kept("s13"))
+    draw(stream)
+    assert bundle_files(tmp_path) == [3, 4, 5, 6, 7]  # the oldest checkpoint drew 2: every resume discards 1, 2
+    shutil.rmtree(checkpoints / "step_2")  # PRIME-RL's keep_last = 1 deletes the older step dir
+    runner.write_text(json.dumps({"version": 0, "handed": 7}))
+    with pytest.raises(TaskNotReady):
+        next(stream)  # the next read forgets through the new oldest checkpoint's 4 draws
+    assert bundle_files(tmp_path) == [5, 6, 7]
+    stream.close()
+    assert json.loads((tmp_path / "journal" / "state.json").read_text())["pruned"] == 4
+
+    resumed = iter(taskset(tmp_path, checkpoints=str(checkpoints), state_file=str(runner)))
+    discarded = draw(resumed, 4)  # PRIME-RL's resume from step_4: draw and discard 4 tasks
+    assert all(t.data.pruned and not t.data.sessions for t in discarded)
+    after = draw(resumed, 3)
+    assert [ids(t) for t in after[:1]] == drawn[4:5] and after[0].key == "realtime-bundle-00000005"
+    assert [ids(t) for t in after[1:]] == [["s10", "s11"], ["s12", "s13"]]
+    resumed.close()
+
+
+def test_pruning_is_crash_safe_and_a_journal_pruned_past_prime_rls_checkpoints_is_refused(tmp_path):
+    checkpoints = tmp_path / "rl" / "checkpoints"
+    append_to = tmp_path / "spool" / "a.jsonl"
+    stream = iter(taskset(tmp_path, checkpoints=str(checkpoints)))
+    append(append_to, *[r for i in range(6) for r in (session(f"s{i}"), kept(f"s{i}"))])
+    draw(stream, 3)
+    stream.close()
+    # A crash after state.json recorded the floor, before the files went: the next open removes them.
+    state_path = tmp_path / "journal" / "state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({**state, "pruned": 2}))
+    prime_rl_checkpoint(checkpoints, 3, cursor=2)
+    reopened = iter(taskset(tmp_path, checkpoints=str(checkpoints)))
+    assert [t.data.pruned for t in draw(reopened, 3)] == [True, True, False]
+    assert bundle_files(tmp_path) == [3]
+    reopened.close()
+    # PRIME-RL's checkpoints are gone (a fresh run) or older than the floor: placeholders would train, so refuse.
+    shutil.rmtree(checkpoints / "step_3")
+    with pytest.raises(RuntimeError, match=r"forgot bundles 1\.\.2 .* holds no checkpoint"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints))))
+    prime_rl_checkpoint(checkpoints, 1, cursor=1)
+    with pytest.raises(RuntimeError, match="holds step_1, which drew only 1"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints))))
+    with pytest.raises(ValueError, match="checkpoint_env = 'other' is not a train source"):
+        next(iter(taskset(tmp_path, checkpoints=str(checkpoints), checkpoint_env="other")))

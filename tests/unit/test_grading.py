@@ -154,34 +154,63 @@ def test_trusted_ini_keeps_only_safe_settings() -> None:
     )
 
 
-def test_outcome_stream_counts_subtests_apart() -> None:
-    """`subTest` blocks report one call each (numbered by the recorder): no void, and a failing one fails its test."""
-    from composer_prime.grading.grader import read_stream
-    from composer_prime.pytest_outcomes import outcomes_from_records
+def finished(test_id: str, *reports: tuple[str, str, bool, int]) -> dict:
+    """The recorder's line for one finished test: (when, outcome, sub, count) per kind of report."""
+    entries = [{"when": w, "outcome": o, "xfail": False, "sub": sub, "n": n} for w, o, sub, n in reports]
+    return {"id": test_id, "reports": entries}
 
-    subs = [rec("t.py::T::test_x", "call", outcome, sub=n) for n, outcome in ((1, "passed"), (2, "failed"))]
-    plain = [rec("t.py::T::test_x", "setup", "passed"), *subs, rec("t.py::T::test_x", "call", "passed")]
-    records, void, _ = read_stream("\n".join(f"n1 {json.dumps(r)}" for r in plain), "n1")
+
+def test_outcome_stream_folds_subtests_into_their_test() -> None:
+    """One record per test: its `subTest` blocks are counted there; a failing one fails the test, no void."""
+    from composer_prime.grading.grader import read_stream
+
+    def stream(*records: dict) -> str:
+        return "\n".join(f"n1 {json.dumps(r)}" for r in records)
+
+    fine = finished(
+        "t.py::T::test_x", ("setup", "passed", False, 1), ("call", "passed", True, 900), ("call", "passed", False, 1)
+    )
+    records, void, _ = read_stream(stream(fine, {"exit": 0}), "n1")
+    assert void == [] and outcomes_from_records(records) == {"t.py::T::test_x": "PASSED"}
+    one_fails = finished(
+        "t.py::T::test_x", ("call", "passed", True, 899), ("call", "failed", True, 1), ("call", "passed", False, 1)
+    )
+    records, void, _ = read_stream(stream(one_fails), "n1")
     assert void == [] and outcomes_from_records(records) == {"t.py::T::test_x": "FAILED"}
-    _, void, _ = read_stream("\n".join(f"n1 {json.dumps(r)}" for r in [*plain, subs[1]]), "n1")
-    assert void == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    # a phase reported twice outside subTest blocks, or a test recorded twice, voids
+    twice = finished("t.py::T::test_x", ("call", "failed", False, 1), ("call", "passed", False, 1))
+    assert read_stream(stream(twice), "n1")[1] == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    counted = finished("t.py::T::test_x", ("call", "passed", False, 2))
+    assert read_stream(stream(counted), "n1")[1] == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    assert read_stream(stream(fine, one_fails), "n1")[1] == [
+        "t.py::T::test_x (test) recorded twice in the outcome stream"
+    ]
 
 
 def test_outcome_stream_takes_nothing_back() -> None:
     from composer_prime.grading.grader import read_stream
 
     nonce = "n0"
-    lines = [f"{nonce} " + json.dumps(r) for r in RECORDS[:4]] + [
+    ok = finished("t.py::ok", ("setup", "passed", False, 1), ("call", "passed", False, 1))
+    lines = [
+        f"{nonce} " + json.dumps(ok),
+        f"{nonce} " + json.dumps(rec("broken.py", "collect", "failed")),
         "printed by a test",
         f"{nonce} " + json.dumps({"exit": 1}),
     ]
     records, void, rest = read_stream("\n".join(lines), nonce)
-    assert records == [*RECORDS[:4], {"exit": 1}] and void == [] and rest == "printed by a test"
-    forged = lines + [f"{nonce} " + json.dumps(rec("t.py::bad", "call", "passed")), "n1 {}"]
+    assert void == [] and rest == "printed by a test"
+    assert records == [
+        rec("t.py::ok", "setup", "passed"),
+        rec("t.py::ok", "call", "passed"),
+        rec("broken.py", "collect", "failed"),
+        {"exit": 1},
+    ]
+    forged = [*lines, f"{nonce} " + json.dumps(ok), "n1 {}"]
     records, void, _ = read_stream("\n".join(forged), nonce)
     assert void == [
         "records after the end of the session in the outcome stream",
-        "t.py::bad (call) reported twice in the outcome stream",
+        "t.py::ok (test) recorded twice in the outcome stream",
     ]
 
 

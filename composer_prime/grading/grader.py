@@ -12,7 +12,7 @@
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
    allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
-5. read the recorder's report records back from that folder and compare against FAIL_TO_PASS / PASS_TO_PASS.
+5. read the recorder's per-test records from the run's stdout and compare against FAIL_TO_PASS / PASS_TO_PASS.
 
 The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
 way they will be graded.

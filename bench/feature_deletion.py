@@ -186,8 +186,10 @@ def grade_tasks(name: str, tasks_file: Path, args: argparse.Namespace, python: s
             f"x{graded / bare_box:.2f}  no-net {isolated}  {isolation}  replayed calls {calls}"
         )
         print(flush=True, end="")
+        load = os.getloadavg()[0]  # the host is often shared: a ratio means little without it
         TABLE.append(
-            f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | {isolation} |"
+            f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | "
+            f"{load:.1f} | {isolation} |"
         )
 
 
@@ -219,8 +221,8 @@ def main() -> int:
             project = spec.split("==")[0]
             python = pytest_venv(pins[project], root / f"venv-{project}") if project in pins else sys.executable
             bench_repo(spec, fetch_sdist(spec, into), root, args, python)
-    print("\n| task | recorded calls | grade | bare suite | ratio | processes |")
-    print("|---|---|---|---|---|---|")
+    print("\n| task | recorded calls | grade | bare suite | ratio | load (1 min) | processes |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(TABLE))
     return 0
 

@@ -259,3 +259,20 @@ def test_drawn_canaries_of_a_two_test_file_carry_one_mutant_of_either_kind() -> 
         kinds.add("wrapped" if "== [2]" in text else "flipped" if "!= 2" in text else "none")
     assert kinds == {"wrapped", "flipped"}
     assert drawn("tests/test_one.py", "def test_only():\n    assert 1 == 1\n", set()) is None
+
+
+def test_scan_texts_voids_what_grading_would() -> None:
+    """The miner's check of gold code: added lines only, `.py` files only, the size limit as at grading."""
+    from composer_prime.grading.grader import SCAN_BYTES, scan_texts
+
+    before = "import sys\n\n\ndef f():\n    return 1\n"
+    gold = before + "\n\ndef g():\n    sys.excepthook = sys.__excepthook__\n"
+    assert scan_texts({"pkg/m.py": (before, gold)}) == ["pkg/m.py: exit games: 'sys.excepthook = sys.__excepthook__'"]
+    assert scan_texts({"pkg/m.py": (gold, gold + "X = 1\n"), "notes.txt": (None, "sys.modules")}) == []
+    assert scan_texts({"pkg/new.py": (None, "import sys\nsys.modules['x'] = None\n")})[0].startswith(
+        "pkg/new.py: sys.modules games"
+    )
+    big = "x = 1\n" * (SCAN_BYTES // 6 + 1)
+    assert scan_texts({"pkg/big.py": (None, big)}) == [
+        f"pkg/big.py: {len(big)} bytes, over the scan's {SCAN_BYTES} byte limit"
+    ]

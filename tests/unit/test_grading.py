@@ -185,6 +185,11 @@ def test_outcome_stream_folds_subtests_into_their_test() -> None:
     assert read_stream(stream(fine, one_fails), "n1")[1] == [
         "t.py::T::test_x (test) recorded twice in the outcome stream"
     ]
+    # a lone report outside a test's line is not the recorder's
+    assert read_stream(stream(rec("t.py::T::test_x", "call", "passed")), "n1")[:2] == (
+        [],
+        ["a malformed record in the outcome stream"],
+    )
 
 
 def test_outcome_stream_takes_nothing_back() -> None:

@@ -93,7 +93,8 @@ def bare_pytest(folder: Path, python: str = sys.executable) -> float:
     return time.monotonic() - started
 
 
-async def grade_vs_bare(task, repeats: int, python: str) -> tuple[float, float, bool, str] | None:
+async def grade_vs_bare(task, repeats: int) -> tuple[float, float, bool, str] | None:
+    """Median grading and bare-suite seconds, alternating in one box; the bare run uses the grading interpreter."""
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
 
@@ -109,7 +110,7 @@ async def grade_vs_bare(task, repeats: int, python: str) -> tuple[float, float, 
             graded.append(grade.seconds)
             isolated = grade.network_isolated
             isolation = grade.isolation + (" + private copy" if grade.private_copy else "")
-            bare.append(await asyncio.to_thread(bare_pytest, Path(runtime.workdir), python))
+            bare.append(await asyncio.to_thread(bare_pytest, Path(runtime.workdir), task.python))
         return statistics.median(graded), statistics.median(bare), isolated, isolation
     finally:
         await runtime.stop()
@@ -165,16 +166,16 @@ def bench_repo(name: str, repo: Path, scratch: Path, args: argparse.Namespace, p
     for task in tasks[:5]:
         print(f"  task: {task.task_id}  [{task.why}]")
     if tasks:
-        grade_tasks(name, out, args, python)
+        grade_tasks(name, out, args)
 
 
-def grade_tasks(name: str, tasks_file: Path, args: argparse.Namespace, python: str = sys.executable) -> None:
+def grade_tasks(name: str, tasks_file: Path, args: argparse.Namespace) -> None:
     from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
     config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(tasks_file)}})
     loaded = list(load_taskset(config.taskset))[: args.grade_tasks]
     for task in loaded:
-        measured = asyncio.run(grade_vs_bare(task, args.repeats, python))
+        measured = asyncio.run(grade_vs_bare(task, args.repeats))
         feature = task.data.name.split(":", 1)[1]
         if measured is None:
             print(f"  gold patch of {feature} does not validate: not timed")
@@ -186,8 +187,10 @@ def grade_tasks(name: str, tasks_file: Path, args: argparse.Namespace, python: s
             f"x{graded / bare_box:.2f}  no-net {isolated}  {isolation}  replayed calls {calls}"
         )
         print(flush=True, end="")
+        load = os.getloadavg()[0]  # the host is often shared: a ratio means little without it
         TABLE.append(
-            f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | {isolation} |"
+            f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | "
+            f"{load:.1f} | {isolation} |"
         )
 
 
@@ -219,8 +222,8 @@ def main() -> int:
             project = spec.split("==")[0]
             python = pytest_venv(pins[project], root / f"venv-{project}") if project in pins else sys.executable
             bench_repo(spec, fetch_sdist(spec, into), root, args, python)
-    print("\n| task | recorded calls | grade | bare suite | ratio | processes |")
-    print("|---|---|---|---|---|---|")
+    print("\n| task | recorded calls | grade | bare suite | ratio | load (1 min) | processes |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(TABLE))
     return 0
 

@@ -7,8 +7,9 @@ Two sources of lines, both optional:
 - the verbose (`-v`) progress lines: `tests/test_a.py::test_x PASSED [ 50%]`, `... SKIPPED (reason) [ 60%]`, the
   only place where a skipped test's id appears.
 
-A third source is the grader's own recorder (`composer_prime.grading.bootstrap`): one JSON record per pytest
-report (`id`, `when`, `outcome`, `xfail`), folded by `outcomes_from_records` into the same outcome names.
+A third source is the grader's own recorder (`composer_prime.grading.bootstrap`): one JSON record per kind of pytest
+report (`id`, `when`, `outcome`, `xfail`; `grader.read_stream` flattens the recorder's per-test lines into them),
+folded by `outcomes_from_records` into the same outcome names.
 
 A test reported more than once (a passing test whose teardown errors) keeps its worst outcome. A test whose id
 does not appear did not run (its module failed to import, say) and counts as not passing. Pure functions.

@@ -8,9 +8,9 @@ The code under test reaches `sys.path` through the trusted ini's `pythonpath` (t
 environment. Plugin autoload is off and `PYTEST_ADDOPTS`/`PYTEST_PLUGINS` are dropped, so the only plugins are
 pytest's own, the recorder below and those the spec names.
 
-The recorder streams one JSON object per test report, as each report is made, down a duplicate of stdout taken
-before any code under test is imported (fd 1 then points at stderr); the grader reads them from the run's stdout
-(`grader.read_stream`) and `composer_prime.pytest_outcomes.outcomes_from_records` folds them into outcomes. Inside a
+The recorder streams one JSON object per test, as each test finishes (its reports counted by kind), down a
+duplicate of stdout taken before any code under test is imported (fd 1 then points at stderr); the grader reads
+them from the run's stdout (`grader.read_stream`) and `composer_prime.pytest_outcomes.outcomes_from_records` folds them into outcomes. Inside a
 network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests still work.
 """
 
@@ -73,34 +73,45 @@ def add_site_packages():
 
 
 class Recorder:
-    """Sends every test and collection report as one line `<nonce> <json>` down a private duplicate of stdout, as the
-    report is made: nothing written can be taken back, and a second report for one test voids the grade."""
+    """Sends one line `<nonce> <json>` per test down a private duplicate of stdout when the test finishes, and one per
+    failed collection as it fails: nothing written can be taken back, and a second record for one test voids the
+    grade. A test's record holds every report pytest made for it (setup, call, teardown and each `subTest` block),
+    counted by kind: `{"id", "reports": [{"when", "outcome", "xfail", "sub", "n"}, ...]}`. Only the running test's
+    reports are held, and only until its `pytest_runtest_logfinish`: no buffer outlives a test (a suite with 20,000
+    `subTest` blocks sends one line per test, not per block)."""
 
     def __init__(self, stream, nonce):
         self.stream, self.nonce = stream, nonce
-        self.subtests = {}
+        self.running = {}  # node id -> {(when, outcome, xfail, sub): count}, of the tests not yet finished
 
     def _write(self, record):
         self.stream.write(self.nonce + " " + json.dumps(record) + "\n")
         self.stream.flush()
 
+    def _finish(self):
+        running, self.running = self.running, {}
+        for nodeid, counts in running.items():
+            reports = [
+                {"when": when, "outcome": outcome, "xfail": xfail, "sub": sub, "n": n}
+                for (when, outcome, xfail, sub), n in counts.items()
+            ]
+            self._write({"id": nodeid, "reports": reports})
+
     def pytest_runtest_logreport(self, report):
-        record = {
-            "id": report.nodeid,
-            "when": report.when,
-            "outcome": report.outcome,
-            "xfail": hasattr(report, "wasxfail"),
-        }
-        if type(report).__name__ in ("SubtestReport", "SubTestReport"):  # one per `subTest` block, numbered
-            key = (report.nodeid, report.when)
-            self.subtests[key] = record["sub"] = self.subtests.get(key, 0) + 1
-        self._write(record)
+        sub = type(report).__name__ in ("SubtestReport", "SubTestReport")  # one per `subTest` block
+        key = (str(report.when), str(report.outcome), hasattr(report, "wasxfail"), sub)
+        counts = self.running.setdefault(str(report.nodeid), {})
+        counts[key] = counts.get(key, 0) + 1
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self._finish()
 
     def pytest_collectreport(self, report):
         if report.failed:
             self._write({"id": report.nodeid, "when": "collect", "outcome": "failed", "xfail": False})
 
     def pytest_sessionfinish(self, session, exitstatus):
+        self._finish()
         self._write({"exit": int(exitstatus)})
 
 

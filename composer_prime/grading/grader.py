@@ -12,7 +12,7 @@
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
    allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
-5. read the recorder's report records back from that folder and compare against FAIL_TO_PASS / PASS_TO_PASS.
+5. read the recorder's per-test records from the run's stdout and compare against FAIL_TO_PASS / PASS_TO_PASS.
 
 The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
 way they will be graded.
@@ -149,6 +149,24 @@ async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[st
     return void
 
 
+def scan_texts(changes: dict[str, tuple[str | None, str]]) -> list[str]:
+    """The scan's void reasons for changed `.py` files given as path -> (starting text or None, text after), with
+    the limits grading applies (`SCAN_LIMIT`, `SCAN_BYTES`): the miner runs it on the gold code, so a task whose
+    own gold patch grading would void is never kept."""
+    changed = sorted(path for path in changes if path.endswith(".py"))
+    if len(changed) > SCAN_LIMIT:
+        return [f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"]
+    void: list[str] = []
+    for path in changed:
+        before, after = changes[path]
+        size = len(after.encode("utf-8"))
+        if size > SCAN_BYTES:
+            void.append(f"{path}: {size} bytes, over the scan's {SCAN_BYTES} byte limit")
+        else:
+            void += tree.scan(path, before, after)
+    return void
+
+
 async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Grade, dict[str, str], dict]:
     """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names)."""
     grade = Grade()
@@ -227,8 +245,10 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
 
 
 def read_stream(stdout: str, nonce: str) -> tuple[list[dict], list[str], str]:
-    """The recorder's records from the run's stdout (lines `<nonce> <json>`, written as each report is made), the
-    void reasons of the stream (a report made twice, a record after the session's end), and the other lines."""
+    """The recorder's report records from the run's stdout (lines `<nonce> <json>`: one per test, written as it
+    finished, one per failed collection, then the session's end), flattened to one record per kind of report; the
+    void reasons of the stream (a test recorded twice, a report other than a `subTest` block's made twice for one
+    phase, a record after the session's end); and the other lines."""
     records: list[dict] = []
     void: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -246,17 +266,43 @@ def read_stream(stdout: str, nonce: str) -> tuple[list[dict], list[str], str]:
             continue
         if records and "exit" in records[-1]:
             void.append("records after the end of the session in the outcome stream")
-        # a subtest's report (`subTest`) is numbered: it may only add a failure to its test (outcomes fold to the worst)
-        key = (
-            (str(record.get("id")), str(record.get("when")), str(record.get("sub", "")))
-            if "id" in record
-            else ("", "exit", "")
-        )
+        if "id" not in record:
+            key, flat = ("", "exit"), [record]
+        elif isinstance(record.get("reports"), list):
+            key, flat = (str(record["id"]), "test"), _test_reports(record, void)
+        elif record.get("when") == "collect":
+            key, flat = (str(record["id"]), "collect"), [record]
+        else:  # the recorder sends reports only inside a test's line
+            void.append("a malformed record in the outcome stream")
+            continue
         if key in seen:
-            void.append(f"{key[0] or 'the session end'} ({key[1]}) reported twice in the outcome stream")
+            void.append(f"{key[0] or 'the session end'} ({key[1]}) recorded twice in the outcome stream")
         seen.add(key)
-        records.append(record)
+        records += flat
     return records, list(dict.fromkeys(void)), "\n".join(rest)
+
+
+def _test_reports(record: dict, void: list[str]) -> list[dict]:
+    """One test's record as one flat record per kind of report (outcomes fold to the worst); a phase reported more
+    than once outside `subTest` blocks voids (a `subTest` block may only add a failure to its test)."""
+    flat, plain = [], {}
+    for entry in record["reports"]:
+        if not isinstance(entry, dict):
+            void.append("a malformed record in the outcome stream")
+            continue
+        if not entry.get("sub"):
+            when = str(entry.get("when"))
+            plain[when] = plain.get(when, 0) + (entry.get("n") if isinstance(entry.get("n"), int) else 2)
+        flat.append(
+            {
+                "id": record["id"],
+                "when": entry.get("when"),
+                "outcome": entry.get("outcome"),
+                "xfail": entry.get("xfail"),
+            }
+        )
+    void += [f"{record['id']} ({when}) reported twice in the outcome stream" for when, n in plain.items() if n != 1]
+    return flat
 
 
 async def grade(
@@ -265,17 +311,20 @@ async def grade(
     baseline: Baseline,
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None = None,
     calls: list[behaviour.RecordedCall] | None = None,
+    check: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> Grade:
     """End the rollout's processes, copy the tree, clean it, run the suite with canaries, and judge it (see the module
     docstring). `before_run` (swe-gym: remove the files the test patch deletes) runs on the graded tree after the
     cleaning; a message it returns is the grade's error and nothing runs. `calls` (feature-deletion): the feature's
     recorded behaviour, replayed first, before any test file is written, and every process the replay left is
-    killed before the tree is cleaned."""
+    killed before the tree is cleaned. `check` (the grading interpreter's fingerprint) runs beside the suite run,
+    once every process that ran the candidate before it (the rollout's, the replay's) is dead; the void reasons
+    it returns join the grade's."""
     started = time.monotonic()
     ended = await end_rollout(runtime)
     view = await private_copy(runtime) if suite.private_copy else runtime
     try:
-        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls)
+        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
     finally:
         if view is not runtime:
             await view.remove()
@@ -289,6 +338,7 @@ async def _grade_tree(
     baseline: Baseline,
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None,
     calls: list[behaviour.RecordedCall] | None,
+    check: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> tuple[Grade, dict[str, str], dict]:
     """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries."""
     workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
@@ -301,10 +351,14 @@ async def _grade_tree(
         await reap(runtime)
     removed, void = await prepare_tree(runtime, baseline)
     error = await before_run(runtime) if before_run is not None else None
-    if error is not None:
-        result, outcomes, canaries = Grade(error=error), {}, {}
-    else:
-        result, outcomes, canaries = await run_suite(runtime, suite, workdir)
+    checked = asyncio.create_task(check()) if check is not None else None
+    try:
+        if error is not None:
+            result, outcomes, canaries = Grade(error=error), {}, {}
+        else:
+            result, outcomes, canaries = await run_suite(runtime, suite, workdir)
+    finally:
+        void += await checked if checked is not None else []
     result.removed, result.void = removed, [*void, *result.void]
     result.replay, result.replay_calls, result.replay_mismatches = replayed, len(calls or []), mismatches[:20]
     if mismatches:

@@ -5,7 +5,9 @@ but its own site-packages are files the agent may write (a shared venv on the su
 `iniconfig` with a forger appended is imported by pytest itself. At task setup, before the agent starts,
 `fingerprint` records where the interpreter's grading packages (`PACKAGES`) are found, with the launcher's own
 path logic (`bootstrap.add_site_packages`), and a sha256 over every file under each of them, its `.pth` files and the
-interpreter's executable. At grading the fingerprint is taken again; any difference voids the grade (`changes`).
+interpreter's executable. At grading the fingerprint is taken again, beside the suite run, once every process that
+ran the candidate before it is dead (`grader.grade`'s `check`); any difference voids the grade (`changes`). It is
+never cached: a cache keyed on path, size and mtime is one the agent can satisfy.
 
 The digests are computed by `sha256sum` in the box. On the subprocess runtime that is the host's, which the agent
 could also rewrite with the worker's privileges; an image runtime, whose interpreter the agent cannot write, is the

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall
+from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import record_behaviour
 from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -311,6 +312,9 @@ class Miner:
         if any(not is_protected_file(path) for path in near):
             shown = ", ".join(f"{path} ({share:.0%})" for path, share in sorted(near.items(), key=lambda x: -x[1]))
             raise _Skip("near copy", f"the deleted code mostly reappears in {shown}")
+        voided = scan_texts({path: (before, texts[path]) for path, before in deletion.changed.items()})
+        if voided:
+            raise _Skip("gold voided", "grading's scan voids the gold code itself: " + "; ".join(voided[:3]))
         affected = self._affected_files(feature, texts)
         try:
             if affected:
@@ -355,7 +359,9 @@ class Miner:
             before={path: deletion.changed[path] for path in deletion.changed},
             after={path: texts[path] for path in deletion.changed},
         )
-        calls, not_kept = self._behaviour(feature, space.work, sorted({*held_out, *self._affected_files(feature, texts)}))
+        calls, not_kept = self._behaviour(
+            feature, space.work, sorted({*held_out, *self._affected_files(feature, texts)})
+        )
         if len(calls) < self.config.min_replayed_calls:
             raise _Skip(
                 "no behaviour",
@@ -374,7 +380,9 @@ class Miner:
             held_out=held_out,
             fail_to_pass=fail_to_pass,
             pass_to_pass=pass_to_pass,
-            baseline_outcomes={t: o for t, o in space.baseline_outcomes.items() if t in fail_to_pass or t in pass_to_pass},
+            baseline_outcomes={
+                t: o for t, o in space.baseline_outcomes.items() if t in fail_to_pass or t in pass_to_pass
+            },
             behaviour=calls,
             behaviour_skipped=not_kept,
             gold_patch=gold_patch,

@@ -320,3 +320,52 @@ def test_installed_vendored_copy_refuses_the_task(tmp_path, monkeypatch):
     skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
     assert f"{vendored / 'pricing.py'} (" in skipped["shop/pricing.py::apply_discount"]
     assert "copies: 1 installed file(s) named like this repository's packages are checked" in lines
+
+
+HOOKS = '''\
+import sys
+
+
+def reset_hooks(flag):
+    """Put the interpreter's own excepthook back; return `flag` unchanged."""
+    sys.excepthook = sys.__excepthook__
+    return flag
+
+
+def double(x):
+    """Twice `x`."""
+    return 2 * x
+'''
+
+HOOKS_TESTS = """\
+from hooks import core
+
+
+def test_reset_hooks():
+    assert core.reset_hooks(3) == 3
+
+
+def test_double():
+    assert core.double(4) == 8
+"""
+
+
+def test_a_task_whose_gold_code_the_scan_voids_is_dropped(tmp_path):
+    """boltons' `debugutils.py` case: grading's scan voids the gold code itself, so the task could never be solved."""
+    repo = tmp_path / "hooks-repo"
+    (repo / "hooks").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "hooks" / "__init__.py").write_text("")
+    (repo / "hooks" / "core.py").write_text(HOOKS)
+    (repo / "tests" / "test_core.py").write_text(HOOKS_TESTS)
+    lines: list[str] = []
+    out = tmp_path / "tasks.jsonl"
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    assert [task.feature.qualname for task in tasks] == ["double"]
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert skipped["hooks/core.py::reset_hooks"] == (
+        "gold voided: grading's scan voids the gold code itself: "
+        "hooks/core.py: exit games: 'sys.excepthook = sys.__excepthook__'"
+    )
+    assert [line for line in lines if "reset_hooks (function): skipped: gold voided: " in line]
+    assert lines[-1].endswith("skipped: 1 gold voided")

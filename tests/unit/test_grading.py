@@ -154,34 +154,68 @@ def test_trusted_ini_keeps_only_safe_settings() -> None:
     )
 
 
-def test_outcome_stream_counts_subtests_apart() -> None:
-    """`subTest` blocks report one call each (numbered by the recorder): no void, and a failing one fails its test."""
-    from composer_prime.grading.grader import read_stream
-    from composer_prime.pytest_outcomes import outcomes_from_records
+def finished(test_id: str, *reports: tuple[str, str, bool, int]) -> dict:
+    """The recorder's line for one finished test: (when, outcome, sub, count) per kind of report."""
+    entries = [{"when": w, "outcome": o, "xfail": False, "sub": sub, "n": n} for w, o, sub, n in reports]
+    return {"id": test_id, "reports": entries}
 
-    subs = [rec("t.py::T::test_x", "call", outcome, sub=n) for n, outcome in ((1, "passed"), (2, "failed"))]
-    plain = [rec("t.py::T::test_x", "setup", "passed"), *subs, rec("t.py::T::test_x", "call", "passed")]
-    records, void, _ = read_stream("\n".join(f"n1 {json.dumps(r)}" for r in plain), "n1")
+
+def test_outcome_stream_folds_subtests_into_their_test() -> None:
+    """One record per test: its `subTest` blocks are counted there; a failing one fails the test, no void."""
+    from composer_prime.grading.grader import read_stream
+
+    def stream(*records: dict) -> str:
+        return "\n".join(f"n1 {json.dumps(r)}" for r in records)
+
+    fine = finished(
+        "t.py::T::test_x", ("setup", "passed", False, 1), ("call", "passed", True, 900), ("call", "passed", False, 1)
+    )
+    records, void, _ = read_stream(stream(fine, {"exit": 0}), "n1")
+    assert void == [] and outcomes_from_records(records) == {"t.py::T::test_x": "PASSED"}
+    one_fails = finished(
+        "t.py::T::test_x", ("call", "passed", True, 899), ("call", "failed", True, 1), ("call", "passed", False, 1)
+    )
+    records, void, _ = read_stream(stream(one_fails), "n1")
     assert void == [] and outcomes_from_records(records) == {"t.py::T::test_x": "FAILED"}
-    _, void, _ = read_stream("\n".join(f"n1 {json.dumps(r)}" for r in [*plain, subs[1]]), "n1")
-    assert void == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    # a phase reported twice outside subTest blocks, or a test recorded twice, voids
+    twice = finished("t.py::T::test_x", ("call", "failed", False, 1), ("call", "passed", False, 1))
+    assert read_stream(stream(twice), "n1")[1] == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    counted = finished("t.py::T::test_x", ("call", "passed", False, 2))
+    assert read_stream(stream(counted), "n1")[1] == ["t.py::T::test_x (call) reported twice in the outcome stream"]
+    assert read_stream(stream(fine, one_fails), "n1")[1] == [
+        "t.py::T::test_x (test) recorded twice in the outcome stream"
+    ]
+    # a lone report outside a test's line is not the recorder's
+    assert read_stream(stream(rec("t.py::T::test_x", "call", "passed")), "n1")[:2] == (
+        [],
+        ["a malformed record in the outcome stream"],
+    )
 
 
 def test_outcome_stream_takes_nothing_back() -> None:
     from composer_prime.grading.grader import read_stream
 
     nonce = "n0"
-    lines = [f"{nonce} " + json.dumps(r) for r in RECORDS[:4]] + [
+    ok = finished("t.py::ok", ("setup", "passed", False, 1), ("call", "passed", False, 1))
+    lines = [
+        f"{nonce} " + json.dumps(ok),
+        f"{nonce} " + json.dumps(rec("broken.py", "collect", "failed")),
         "printed by a test",
         f"{nonce} " + json.dumps({"exit": 1}),
     ]
     records, void, rest = read_stream("\n".join(lines), nonce)
-    assert records == [*RECORDS[:4], {"exit": 1}] and void == [] and rest == "printed by a test"
-    forged = lines + [f"{nonce} " + json.dumps(rec("t.py::bad", "call", "passed")), "n1 {}"]
+    assert void == [] and rest == "printed by a test"
+    assert records == [
+        rec("t.py::ok", "setup", "passed"),
+        rec("t.py::ok", "call", "passed"),
+        rec("broken.py", "collect", "failed"),
+        {"exit": 1},
+    ]
+    forged = [*lines, f"{nonce} " + json.dumps(ok), "n1 {}"]
     records, void, _ = read_stream("\n".join(forged), nonce)
     assert void == [
         "records after the end of the session in the outcome stream",
-        "t.py::bad (call) reported twice in the outcome stream",
+        "t.py::ok (test) recorded twice in the outcome stream",
     ]
 
 
@@ -230,3 +264,20 @@ def test_drawn_canaries_of_a_two_test_file_carry_one_mutant_of_either_kind() -> 
         kinds.add("wrapped" if "== [2]" in text else "flipped" if "!= 2" in text else "none")
     assert kinds == {"wrapped", "flipped"}
     assert drawn("tests/test_one.py", "def test_only():\n    assert 1 == 1\n", set()) is None
+
+
+def test_scan_texts_voids_what_grading_would() -> None:
+    """The miner's check of gold code: added lines only, `.py` files only, the size limit as at grading."""
+    from composer_prime.grading.grader import SCAN_BYTES, scan_texts
+
+    before = "import sys\n\n\ndef f():\n    return 1\n"
+    gold = before + "\n\ndef g():\n    sys.excepthook = sys.__excepthook__\n"
+    assert scan_texts({"pkg/m.py": (before, gold)}) == ["pkg/m.py: exit games: 'sys.excepthook = sys.__excepthook__'"]
+    assert scan_texts({"pkg/m.py": (gold, gold + "X = 1\n"), "notes.txt": (None, "sys.modules")}) == []
+    assert scan_texts({"pkg/new.py": (None, "import sys\nsys.modules['x'] = None\n")})[0].startswith(
+        "pkg/new.py: sys.modules games"
+    )
+    big = "x = 1\n" * (SCAN_BYTES // 6 + 1)
+    assert scan_texts({"pkg/big.py": (None, big)}) == [
+        f"pkg/big.py: {len(big)} bytes, over the scan's {SCAN_BYTES} byte limit"
+    ]

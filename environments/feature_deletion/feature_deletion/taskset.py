@@ -190,10 +190,12 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def grade(self, runtime: vf.Runtime) -> grading.Grade:
         """Kill the rollout's processes, then grade a private copy of the box's tree (`composer_prime.grading`)."""
         before = _interpreters.get(runtime)
-        result = await grading.grade(runtime, self.suite(), self.baseline(), calls=self.data.mined.behaviour)
-        if before is not None:
-            result.void += interpreter.changes(before, await interpreter.fingerprint(runtime, self.python))
-        return result
+
+        async def interpreter_changes() -> list[str]:
+            return interpreter.changes(before, await interpreter.fingerprint(runtime, self.python))
+
+        check = interpreter_changes if before is not None else None
+        return await grading.grade(runtime, self.suite(), self.baseline(), calls=self.data.mined.behaviour, check=check)
 
     @vf.metric
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:

@@ -188,9 +188,12 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
 
         return remove
 
-    async def grade(self, runtime: vf.Runtime, box_commit: str, baseline: dict) -> grader.Grade:
+    async def grade(
+        self, runtime: vf.Runtime, box_commit: str, baseline: dict, interpreter_before: dict[str, str] | None = None
+    ) -> grader.Grade:
         """Kill the rollout's processes, copy the tree to a private folder, clean and scan it, write the test files
-        (held from the starting tree, test patch applied on the host) over the agent's, run the tests, judge."""
+        (held from the starting tree, test patch applied on the host) over the agent's, run the tests, judge. With
+        `interpreter_before` (the setup fingerprint) the grading interpreter is checked beside the test run."""
         files = baseline["files"]
         held = {path: base64.b64decode(data) for path, data in baseline.get("held", {}).items()}
         try:
@@ -202,7 +205,14 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             files=files, original=box.original_reader(runtime, box_commit, files), owned={**conftests, **patched}
         )
         suite = self.suite(repo_settings(baseline["configs"]))
-        return await grader.grade(runtime, suite, trusted, before_run=self._remove_deleted(deleted))
+
+        async def interpreter_changes() -> list[str]:
+            return interpreter.changes(
+                interpreter_before or {}, await interpreter.fingerprint(runtime, self.config.python)
+            )
+
+        check = interpreter_changes if interpreter_before is not None else None
+        return await grader.grade(runtime, suite, trusted, before_run=self._remove_deleted(deleted), check=check)
 
     async def _grade(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
         info = trace.info.setdefault("swe_gym", {})
@@ -213,10 +223,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
                 if "baseline" in info
                 else await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
             )
-            grade = await self.grade(runtime, box_commit, baseline)
-            if "interpreter" in info:
-                after = await interpreter.fingerprint(runtime, self.config.python)
-                grade.void += interpreter.changes(info["interpreter"], after)
+            grade = await self.grade(runtime, box_commit, baseline, info.get("interpreter"))
             trace.info["grading"] = grade.info()
         return trace.info["grading"]
 

@@ -86,11 +86,11 @@ ARMS = {
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 80 x 12 x 8 = 7.7k episodes per run; 10 arms x 5 seeds. lr 2e-3 collapsed GRPO.
     "cpu": dict(hidden=96, layers=1, steps=80, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
-                lr=3e-4, sft_steps=3000, warm_target=0.30, task_steps=4),
+                lr=3e-4, temperature=1.0, sft_steps=3000, hint_drill=500, warm_target=0.30, task_steps=4),
     "gpu": dict(hidden=512, layers=2, steps=300, prompts=64, group=8, seeds=5, eval_every=10, eval_size=1024,
-                lr=5e-4, sft_steps=6000, warm_target=0.35, task_steps=5),
+                lr=5e-4, temperature=1.0, sft_steps=6000, hint_drill=500, warm_target=0.35, task_steps=5),
     "tiny": dict(hidden=24, layers=1, steps=3, prompts=3, group=4, seeds=2, eval_every=1, eval_size=16,
-                 lr=2e-3, sft_steps=20, warm_target=1.0, task_steps=3),
+                 lr=2e-3, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
 }  # fmt: skip
 
 
@@ -106,7 +106,9 @@ class Settings:
     eval_every: int
     eval_size: int
     lr: float
+    temperature: float
     sft_steps: int
+    hint_drill: int
     warm_target: float
     task_steps: int
     teacher_error: float
@@ -177,8 +179,9 @@ def build_trace(episode: task.Episode, reward: float, info: dict[str, Any]):
 class BatchScorer:
     """`score(token_ids)` for `annotate_hints`: collects the requests in flight and prefills them as one batch."""
 
-    def __init__(self, policy: task.Policy):
+    def __init__(self, policy: task.Policy, temperature: float):
         self.policy = policy
+        self.temperature = temperature
         self.pending: list[tuple[list[int], asyncio.Future]] = []
         self.requests = 0
 
@@ -201,7 +204,8 @@ class BatchScorer:
 
         device = next(self.policy.parameters()).device
         with torch.no_grad():
-            logp = self.policy.token_logprobs(task.pad([ids for ids, _ in batch], task.PAD, device)).tolist()
+            ids = task.pad([ids for ids, _ in batch], task.PAD, device)
+            logp = self.policy.token_logprobs(ids, self.temperature).tolist()
         for (ids, future), row in zip(batch, logp, strict=True):
             future.set_result(row[: len(ids)])
 
@@ -213,7 +217,9 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     from composer_prime.algorithm.hints import annotate_hints
     from composer_prime.smoke.trainer import assign_advantages, trace_samples
 
-    episodes = task.rollout(policy, [p for p in problems for _ in range(settings.group)], False, generator)
+    episodes = task.rollout(
+        policy, [p for p in problems for _ in range(settings.group)], False, generator, settings.temperature
+    )
     traces = []
     for e in episodes:
         reward = task.verify(e.problem, e.lines)
@@ -224,7 +230,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
             for step in block["steps"]:
                 step["hint"] = text
         traces.append(build_trace(e, reward, {"teacher": block}))
-    stats = asyncio.run(annotate_hints(traces, algo, task.render, BatchScorer(policy)))
+    stats = asyncio.run(annotate_hints(traces, algo, task.render, BatchScorer(policy, settings.temperature)))
     for g in range(0, len(traces), settings.group):
         group = traces[g : g + settings.group]
         for trace, values in zip(group, group_advantages(group, algo), strict=True):
@@ -234,7 +240,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     fn, kwargs, inputs_cls, _ = loss
     device = next(policy.parameters()).device
     ids = task.pad([s.token_ids for s in samples], task.PAD, device)
-    trainer = policy.token_logprobs(ids)
+    trainer = policy.token_logprobs(ids, settings.temperature)
     total = sum(sum(s.mask) for s in samples)
     optimizer.zero_grad(set_to_none=True)
     value = trainer.new_zeros(())
@@ -273,9 +279,13 @@ def warm_start_job(seed: int, settings: Settings) -> dict[str, Any]:
     policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
     start = time.perf_counter()
     acc, steps = task.warm_start(policy, settings.sft_steps, seed, settings.warm_target,
-                                 problems_for(seed, -1, settings.eval_size, settings.task_steps))  # fmt: skip
+                                 problems_for(seed, -1, settings.eval_size, settings.task_steps),
+                                 hint_drill=settings.hint_drill)  # fmt: skip
+    seconds = time.perf_counter() - start
+    reading = task.hint_reading(policy, problems_for(seed, -2, settings.eval_size, settings.task_steps),
+                                random.Random(f"reading/{seed}"))  # fmt: skip
     state = {k: v.cpu() for k, v in policy.state_dict().items()}
-    return {"seed": seed, "state": state, "accuracy": acc, "steps": steps, "seconds": time.perf_counter() - start}
+    return {"seed": seed, "state": state, "accuracy": acc, "steps": steps, "seconds": seconds, "hint_reading": reading}
 
 
 def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> dict[str, Any]:
@@ -292,15 +302,17 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
     generator = torch.Generator().manual_seed(seed)
     curve = [(0, task.accuracy(policy, eval_set))]
     totals = {"hint_tokens": 0.0, "hint_targets": 0.0, "rl_tokens": 0.0}
+    rewards: list[float] = []
     start = time.perf_counter()
     for step in range(1, settings.steps + 1):
         problems = problems_for(seed, step, settings.prompts, settings.task_steps)
         out = rl_step(policy, optimizer, problems, arm, algo, loss, settings, teacher_rng, generator)
         for key in totals:
             totals[key] += out[key]
+        rewards.append(out["reward"])
         if step % settings.eval_every == 0 or step == settings.steps:
             curve.append((step, task.accuracy(policy, eval_set)))
-    return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "totals": totals,
+    return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "train_reward": rewards, "totals": totals,
             "algo": algo.model_dump(include={"hints": {"enabled", "max_targets_per_trace", "placement"},
                                              "replay": {"enabled", "replay_coef"}}),
             "loss_kwargs": loss[1], "seconds": time.perf_counter() - start}  # fmt: skip

@@ -102,8 +102,13 @@ def parse_result(line: str) -> int | None:
 
 
 def verify(problem: Problem, lines: list[str]) -> float:
-    """The exact verifier: 1.0 when the last step's result is the true final value."""
-    return float(parse_result(lines[-1]) == problem.answer())
+    """The exact verifier of the written program: 1.0 when every step's line is right given the previous step's
+    written result (so the last result is the true final value), else 0.0.
+
+    Checking only the last result would pass episodes whose wrong steps cancel out (`08+4=10`, `10-1=11` ends on
+    the true 11): the policy tracks the true value internally, so at temperature 1 most of the warm start's passing
+    samples were of that kind, and rewarding them trains wrong arithmetic into the written lines."""
+    return float(all(v is None for v in judge(problem, lines)))
 
 
 def judge(problem: Problem, lines: list[str]) -> list[str | None]:
@@ -149,13 +154,17 @@ class Policy(nn.Module):
         self.rnn = nn.GRU(embed, hidden, layers, batch_first=True)
         self.head = nn.Linear(hidden, VOCAB)
 
-    def forward(self, ids: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, ids: torch.Tensor, state: torch.Tensor | None = None, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of the next token at `temperature` (logits / temperature, as PRIME-RL's trainer
+        scales them by the sampling temperature), and the recurrent state."""
         out, state = self.rnn(self.embed(ids), state)
-        return torch.log_softmax(self.head(out).float(), dim=-1), state
+        return torch.log_softmax(self.head(out).float() / temperature, dim=-1), state
 
-    def token_logprobs(self, ids: torch.Tensor) -> torch.Tensor:
-        """logprob of each token given the ones before it; position 0 (no context) gets 0.0."""
-        logp, _ = self(ids[:, :-1])
+    def token_logprobs(self, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        """logprob of each token given the ones before it, at `temperature`; position 0 (no context) gets 0.0."""
+        logp, _ = self(ids[:, :-1], temperature=temperature)
         picked = logp.gather(2, ids[:, 1:, None])[..., 0]
         return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
 
@@ -173,8 +182,11 @@ class Episode:
 
 
 @torch.no_grad()
-def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: torch.Generator) -> list[Episode]:
-    """All problems in lockstep (they share one layout): prompt, then per step 7 sampled characters and the tool."""
+def rollout(
+    policy: Policy, problems: list[Problem], greedy: bool, generator: torch.Generator, temperature: float = 1.0
+) -> list[Episode]:
+    """All problems in lockstep (they share one layout): prompt, then per step 7 sampled characters and the tool.
+    Sampled at `temperature`; the episode's logprobs are of that tempered distribution."""
     device = next(policy.parameters()).device
     steps = len(problems[0].ops)
     messages: list[list[tuple[str, list[int]]]] = [[("user", render("user", p.prompt()))] for p in problems]
@@ -183,7 +195,7 @@ def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: to
     feed = torch.tensor([m[0][1] + [ROLE_ID["assistant"]] for m in messages], device=device)
     state = None
     for k in range(steps):
-        logp, state = policy(feed, state)
+        logp, state = policy(feed, state, temperature)
         last = logp[:, -1]
         chosen, chosen_lp = [], []
         for _ in range(STEP_CHARS):
@@ -191,7 +203,7 @@ def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: to
             token = token.to(device)
             chosen.append(token)
             chosen_lp.append(last.gather(1, token[:, None])[:, 0])
-            logp, state = policy(token[:, None], state)
+            logp, state = policy(token[:, None], state, temperature)
             last = logp[:, -1]
         sampled = torch.stack(chosen, 1).tolist()
         sampled_lp = torch.stack(chosen_lp, 1).tolist()
@@ -214,22 +226,29 @@ def accuracy(policy: Policy, problems: list[Problem]) -> float:
 
 # --- warm start --------------------------------------------------------------------------------------------------
 
+SYSTEM_SHARE = 0.25
+"""Share of hinted demonstrations whose hint is a system message before the episode (the rest: before the step)."""
 HINT_TEMPLATE = DEFAULT_TEMPLATES["teacher_hint"]
 """How the algorithm renders a teacher's hint (`HintConfig.template("teacher_hint")`); the demonstrations use it too."""
 
 
-def demonstration(problem: Problem, rng: random.Random, hint_rate: float) -> tuple[list[int], list[bool]]:
+def demonstration(
+    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False
+) -> tuple[list[int], list[bool]]:
     """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint,
-    placed as a message just before the step or as a system message before the episode."""
+    placed as a message just before the step or as a system message before the episode. With `all_hinted` every
+    step carries one, just before it (the hint drill)."""
     value, right = problem.start, []
     for k in range(len(problem.ops)):
         right.append(problem.line(value, k))
         value = problem.apply(value, k)
     hinted: list[int] = []
     system = False
-    if rng.random() < hint_rate:
+    if all_hinted:
+        hinted = list(range(len(right)))
+    elif rng.random() < hint_rate:
         hinted = rng.sample(range(len(right)), rng.choice((1, 1, 2)))
-        system = rng.random() < 0.5
+        system = rng.random() < SYSTEM_SHARE
     ids: list[int] = []
     mask: list[bool] = []
 
@@ -255,7 +274,7 @@ def pad(rows: list[list[int]], value: int, device: str) -> torch.Tensor:
 
 def warm_start(
     policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
-    lr: float = 3e-3, hint_rate: float = 0.5, check_every: int = 25,
+    lr: float = 3e-3, hint_rate: float = 1.0, check_every: int = 10, hint_drill: int = 0,
 ) -> tuple[float, int]:  # fmt: skip
     """Supervised warm start on demonstrations until held-out accuracy reaches `target` (or `steps` steps).
     Returns (accuracy, steps taken)."""
@@ -265,7 +284,9 @@ def warm_start(
     acc = accuracy(policy, eval_problems)
     done = 0
     while done < steps and acc < target:
-        rows = [demonstration(sample_problem(rng, len(eval_problems[0].ops)), rng, hint_rate) for _ in range(batch)]
+        drill = done < hint_drill
+        rows = [demonstration(sample_problem(rng, len(eval_problems[0].ops)), rng, hint_rate, drill)
+                for _ in range(batch)]  # fmt: skip
         ids = pad([r[0] for r in rows], PAD, device)
         mask = pad([r[1] for r in rows], False, device)
         logp = policy.token_logprobs(ids)
@@ -274,6 +295,37 @@ def warm_start(
         loss.backward()
         optimizer.step()
         done += 1
-        if done % check_every == 0:
+        if done % check_every == 0 and done >= hint_drill:
             acc = accuracy(policy, eval_problems)
     return acc, done
+
+
+@torch.no_grad()
+def hint_reading(policy: Policy, problems: list[Problem], rng: random.Random) -> dict[str, float]:
+    """How well the policy reads a hint: per problem, one step k in a correct context (the right lines before it),
+    its greedy line with no hint, after a right hint (the step's right line, placed as the algorithm places it: a
+    user message just before the step) and after a wrong hint (the right line with an off result, as the teacher
+    gives when it is wrong). Returns the share of steps written right in each case and the share copying the wrong
+    hint. A hint teacher is only a teacher when a right hint raises the share of right steps."""
+    device = next(policy.parameters()).device
+    cases: dict[str, list[bool]] = {"no_hint": [], "right_hint": [], "wrong_hint": [], "follows_wrong_hint": []}
+    for problem in problems:
+        k = rng.randrange(len(problem.ops))
+        value, ids = problem.start, render("user", problem.prompt())
+        for j in range(k):
+            ids += render("assistant", problem.line(value, j)) + render("tool", problem.tool_reply(j))
+            value = problem.apply(value, j)
+        right = problem.line(value, k)
+        wrong = f"{right[:5]}{(int(right[5:]) + rng.randrange(1, 10)) % 100:02d}"
+        for case, hint in (("no_hint", None), ("right_hint", right), ("wrong_hint", wrong)):
+            context = ids + (render("user", HINT_TEMPLATE.format(detail=hint)) if hint else []) + [ROLE_ID["assistant"]]
+            logp, state = policy(torch.tensor([context], device=device))
+            line = []
+            for _ in range(STEP_CHARS):
+                token = logp[0, -1].argmax()
+                line.append(int(token))
+                logp, state = policy(token.view(1, 1), state)
+            cases[case].append(decode(line) == right)
+            if hint == wrong:
+                cases["follows_wrong_hint"].append(decode(line) == wrong)
+    return {case: sum(v) / len(v) for case, v in cases.items()}

@@ -58,3 +58,48 @@ def test_learning_bench_rejects_an_unknown_arm(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "unknown arm(s) ['nope']" in done.stderr and "Traceback" not in done.stderr
+
+
+def _task():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import learning_task
+
+    return learning_task
+
+
+def test_verifier_fails_an_episode_whose_wrong_steps_cancel_out():
+    task = _task()
+    problem = task.Problem(8, (("+", 4), ("-", 1)))  # 08+4=12, 12-1=11
+    assert task.verify(problem, ["08+4=12", "12-1=11"]) == 1.0
+    # the last result is the true 11, but both written steps are wrong: a reward here trains wrong arithmetic
+    assert task.verify(problem, ["08+4=10", "10-1=11"]) == 0.0
+    assert task.verify(problem, ["08+4=12", "12-1=12"]) == 0.0
+    assert task.verify(problem, ["08+4=12", "12-1=1x"]) == 0.0
+
+
+def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature():
+    import random
+
+    import torch
+
+    task = _task()
+    torch.manual_seed(0)
+    policy = task.Policy(16, 1)
+    rng = random.Random(0)
+    problems = [task.sample_problem(rng, 3)] * 6
+    for temperature in (0.5, 1.0):
+        episodes = task.rollout(policy, problems, False, torch.Generator().manual_seed(1), temperature)
+        for episode in episodes:
+            ids = [t for _, message in episode.messages for t in message]
+            trainer = policy.token_logprobs(torch.tensor([ids]), temperature)[0]
+            at = 0
+            sampled = []
+            for role, message in episode.messages:
+                if role == "assistant":
+                    sampled.extend(trainer[at + 1 : at + len(message)].tolist())
+                at += len(message)
+            expected = [lp for step in episode.logprobs for lp in step]
+            assert torch.allclose(torch.tensor(sampled), torch.tensor(expected), atol=1e-5)
+            # the scale matters: at another temperature the same tokens have other logprobs
+            other = policy.token_logprobs(torch.tensor([ids]), temperature * 2)[0]
+            assert not torch.allclose(other, trainer, atol=1e-3)

@@ -341,8 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (processes)")
     parser.add_argument("--teacher-error", type=float, default=0.15, help="chance the teacher's verdict on a step "
                         "is wrong")  # fmt: skip
-    parser.add_argument("--prime-rl-src", default=os.environ.get("PRIME_RL_SRC"),
-                        help="PRIME-RL checkout for the GRPO arm's default_loss_fn (default: $PRIME_RL_SRC)")
+    parser.add_argument(
+        "--prime-rl-src",
+        default=os.environ.get("PRIME_RL_SRC"),
+        help="PRIME-RL checkout for the GRPO arm's default_loss_fn (default: $PRIME_RL_SRC)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     for key, value in PRESETS["cpu"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None, help=f"(cpu preset: {value})")

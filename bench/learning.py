@@ -39,7 +39,7 @@ import os
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -86,9 +86,9 @@ ARMS = {
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 80 x 12 x 8 = 7.7k episodes per run; 10 arms x 5 seeds. lr 2e-3 collapsed GRPO.
     "cpu": dict(hidden=96, layers=1, steps=80, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
-                lr=3e-4, temperature=1.0, sft_steps=3000, hint_drill=500, warm_target=0.30, task_steps=4),
+                lr=3e-4, temperature=0.3, sft_steps=3000, hint_drill=500, warm_target=0.30, task_steps=4),
     "gpu": dict(hidden=512, layers=2, steps=300, prompts=64, group=8, seeds=5, eval_every=10, eval_size=1024,
-                lr=5e-4, temperature=1.0, sft_steps=6000, hint_drill=500, warm_target=0.35, task_steps=5),
+                lr=5e-4, temperature=0.3, sft_steps=6000, hint_drill=500, warm_target=0.35, task_steps=5),
     "tiny": dict(hidden=24, layers=1, steps=3, prompts=3, group=4, seeds=2, eval_every=1, eval_size=16,
                  lr=2e-3, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
 }  # fmt: skip
@@ -271,16 +271,29 @@ def problems_for(seed: int, step: int, count: int, task_steps: int) -> list[task
     return [task.sample_problem(rng, task_steps) for _ in range(count)]
 
 
-def warm_start_job(seed: int, settings: Settings) -> dict[str, Any]:
+def base_job(settings: Settings) -> dict[str, Any]:
+    """The base policy every seed's warm start starts from: `hint_drill` steps of reading hints."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
+    start = time.perf_counter()
+    task.hint_drill(policy, settings.hint_drill, settings.task_steps)
+    state = {k: v.cpu() for k, v in policy.state_dict().items()}
+    return {"state": state, "steps": settings.hint_drill, "seconds": time.perf_counter() - start}
+
+
+def warm_start_job(seed: int, settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
+    policy.load_state_dict(base)
     start = time.perf_counter()
     acc, steps = task.warm_start(policy, settings.sft_steps, seed, settings.warm_target,
-                                 problems_for(seed, -1, settings.eval_size, settings.task_steps),
-                                 hint_drill=settings.hint_drill)  # fmt: skip
+                                 problems_for(seed, -1, settings.eval_size, settings.task_steps))  # fmt: skip
     seconds = time.perf_counter() - start
     reading = task.hint_reading(policy, problems_for(seed, -2, settings.eval_size, settings.task_steps),
                                 random.Random(f"reading/{seed}"))  # fmt: skip
@@ -318,19 +331,47 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
             "loss_kwargs": loss[1], "seconds": time.perf_counter() - start}  # fmt: skip
 
 
-def run_jobs(fn, jobs: list[tuple], workers: int, label: str) -> list[dict[str, Any]]:
+def run_all(
+    settings: Settings, names: list[str], workers: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The base policy, then every seed's warm start from it, then each seed's RL runs (one per arm) as soon as its
+    warm start is done, on `workers` processes; returns (base, warm starts, runs), in seed order."""
     from tqdm import tqdm
 
-    results = []
+    seeds = list(range(settings.seeds))
+    bar = tqdm(total=1 + len(seeds) * (1 + len(names)), desc="base + warm starts + rl runs", unit="run")
+    warm: dict[int, dict[str, Any]] = {}
+    runs: dict[tuple[int, str], dict[str, Any]] = {}
+    base = base_job(settings) if workers <= 1 else None
     if workers <= 1:
-        for job in tqdm(jobs, desc=label, unit="run"):
-            results.append(fn(*job))
-        return results
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(fn, *job) for job in jobs]
-        for future in tqdm(futures, desc=label, unit="run"):
-            results.append(future.result())
-    return results
+        bar.update()
+        for seed in seeds:
+            warm[seed] = warm_start_job(seed, settings, base["state"])
+            bar.update()
+            for name in names:
+                runs[seed, name] = rl_job(seed, ARMS[name], warm[seed]["state"], settings)
+                bar.update()
+    else:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            pending = {pool.submit(base_job, settings)}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    result = future.result()
+                    bar.update()
+                    if "arm" in result:
+                        runs[result["seed"], result["arm"]] = result
+                    elif "seed" in result:
+                        warm[result["seed"]] = result
+                        pending |= {pool.submit(rl_job, result["seed"], ARMS[n], result["state"], settings)
+                                    for n in names}  # fmt: skip
+                    else:
+                        base = result
+                        pending |= {pool.submit(warm_start_job, seed, settings, base["state"]) for seed in seeds}
+    bar.close()
+    for w in (base, *warm.values()):
+        w.pop("state")
+    return base, [warm[s] for s in seeds], [runs[s, n] for s in seeds for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,14 +406,10 @@ def main(argv: list[str] | None = None) -> int:
     workers = 1 if args.device.startswith("cuda") else max(1, args.workers)
 
     start = time.perf_counter()
-    seeds = list(range(settings.seeds))
-    warm = run_jobs(warm_start_job, [(s, settings) for s in seeds], workers, "warm start")
-    states = {w["seed"]: w.pop("state") for w in warm}
-    jobs = [(s, ARMS[n], states[s], settings) for s in seeds for n in names]
-    runs = run_jobs(rl_job, jobs, workers, "rl runs")
+    base, warm, runs = run_all(settings, names, workers)
     wall = time.perf_counter() - start
     results = {"preset": preset, "settings": asdict(settings), "arms": [asdict(ARMS[n]) for n in names],
-               "warm_start": warm, "runs": runs, "wall_seconds": wall, "workers": workers}  # fmt: skip
+               "base": base, "warm_start": warm, "runs": runs, "wall_seconds": wall, "workers": workers}  # fmt: skip
     table = learning_report.write(results, args.out)
     print(table)
     print(f"wrote {args.out}/results.json, table.md, curves.png; {wall:.0f}s wall with {workers} worker(s)")

@@ -272,32 +272,49 @@ def pad(rows: list[list[int]], value: int, device: str) -> torch.Tensor:
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], device=device)
 
 
-def warm_start(
-    policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
-    lr: float = 3e-3, hint_rate: float = 1.0, check_every: int = 10, hint_drill: int = 0,
-) -> tuple[float, int]:  # fmt: skip
-    """Supervised warm start on demonstrations until held-out accuracy reaches `target` (or `steps` steps).
-    Returns (accuracy, steps taken)."""
+def supervised(
+    policy: Policy, steps: int, seed: int, batch: int, lr: float, all_hinted: bool, hint_rate: float = 1.0,
+    target: float | None = None, eval_problems: list[Problem] | None = None, check_every: int = 10,
+    task_steps: int | None = None,
+) -> tuple[float | None, int]:  # fmt: skip
+    """AdamW steps on demonstrations (`demonstration`), for `steps` steps or until held-out greedy accuracy on
+    `eval_problems` reaches `target` (checked every `check_every` steps). Returns (last accuracy or None, steps)."""
     device = next(policy.parameters()).device
     rng = random.Random(seed)
+    length = task_steps or len(eval_problems[0].ops)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
-    acc = accuracy(policy, eval_problems)
+    acc = accuracy(policy, eval_problems) if target is not None else None
     done = 0
-    while done < steps and acc < target:
-        drill = done < hint_drill
-        rows = [demonstration(sample_problem(rng, len(eval_problems[0].ops)), rng, hint_rate, drill)
-                for _ in range(batch)]  # fmt: skip
+    while done < steps and (target is None or acc < target):
+        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted) for _ in range(batch)]
         ids = pad([r[0] for r in rows], PAD, device)
         mask = pad([r[1] for r in rows], False, device)
-        logp = policy.token_logprobs(ids)
-        loss = -(logp * mask).sum() / mask.sum()
+        loss = -(policy.token_logprobs(ids) * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         done += 1
-        if done % check_every == 0 and done >= hint_drill:
+        if target is not None and done % check_every == 0:
             acc = accuracy(policy, eval_problems)
     return acc, done
+
+
+def hint_drill(policy: Policy, steps: int, task_steps: int, batch: int = 64, lr: float = 3e-3) -> None:
+    """The base policy: `steps` supervised steps on demonstrations with a hint just before every step, so that the
+    policy learns to read a hint in context (a GRU needs a few hundred steps to learn to copy the hinted line; mixed
+    in with unhinted demonstrations it did not learn it before the warm start's target accuracy). Seed-independent:
+    every seed's warm start starts from it, as every seed of an LLM run starts from the same base model."""
+    supervised(policy, steps, seed=-1, batch=batch, lr=lr, all_hinted=True, task_steps=task_steps)
+
+
+def warm_start(
+    policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
+    lr: float = 3e-3, hint_rate: float = 1.0,
+) -> tuple[float, int]:  # fmt: skip
+    """Supervised warm start on demonstrations, each with one or two hinted steps (`hint_rate`), until held-out
+    accuracy reaches `target` (or `steps` steps). Returns (accuracy, steps taken)."""
+    acc, done = supervised(policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems)
+    return float(acc), done
 
 
 @torch.no_grad()

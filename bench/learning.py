@@ -20,9 +20,11 @@ show equal to it in value and gradient. The table says which one ran.
 Arms (`--arms`, default all): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full (both, the
 defaults of ComposerAlgoConfig and ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step
 of a failed trace scored, per-token weight); full with hint_coef 0.02/0.15/0.5; full with 1 or 4 targets per trace.
-All arms of a seed start from the same supervised warm start and see the same prompts.
+All arms of a seed start from the same supervised warm start and see the same prompts; every seed's warm start
+starts from one base policy drilled to read hints (bench/learning_task.py). Rollouts sample at the preset's
+temperature (0.3: at 1 the warm start passes 2-3 % of its samples and GRPO gets almost no signal, docs/evidence.md).
 
-    python bench/learning.py                      # CPU preset: about 15 min on 2 cores
+    python bench/learning.py                      # CPU preset: about 30 min on 2 shared cores
     python bench/learning.py --device cuda        # GPU preset: larger policy, 300 steps x 64 prompts x 8 samples
     python bench/learning.py --preset tiny        # seconds; what tests/e2e/test_learning_bench.py runs
 

@@ -3,9 +3,10 @@
 **Task: step-by-step arithmetic through tool-like turns.** A problem is a start value and K operations (`+d` or
 `-d`, d in 1..9, values mod 100, two digits). The user message gives the start and the first operation; each
 assistant turn writes one step, `45+7=52` (exactly `STEP_CHARS` sampled characters), and the tool answers with the
-next operation (`next -4`) or `done`. The exact verifier passes the episode when the last step's result is the true
-final value. A failed episode has identifiable error sites: the steps whose own line is wrong (a bad copy of the
-previous result or of the operation, or a bad sum).
+next operation (`next -4`) or `done`. The exact verifier checks the written program: it passes the episode when every
+step's line is right given the previous step's written result, so the last result is the true final value. A failed
+episode has identifiable error sites: the steps whose own line is wrong (a bad copy of the previous result or of the
+operation, or a bad sum).
 
 **Teacher: a rule-based reviewer that is sometimes wrong.** It checks every step against the previous step's written
 result and the given operation, scores it +1 (right) or -1 (wrong) and, on a wrong step, gives a hint naming the
@@ -14,10 +15,14 @@ is called wrong with a hint whose result is off, a wrong step is called right. I
 the teacher hook's schema (docs/design.md), so the algorithm reads it as it reads a real teacher's block.
 
 **Policy: a character-level GRU** over a fixed charset plus one template token per role; a message renders as
-`[role] + characters` (the role token is the template scaffold: never sampled, as in a chat template). The warm
-start is supervised on correct demonstrations, some of them with a hint placed as the algorithm places it (a message
-just before the step, or a system message before the whole episode), so the policy learns to read hints in context:
-a hint-conditioned prefill then knows better than the policy, which is what hint self-distillation needs.
+`[role] + characters` (the role token is the template scaffold: never sampled, as in a chat template). It samples
+at a temperature and every logprob (sampling, trainer, hint prefill) is of the tempered distribution, as PRIME-RL's
+trainer scales logits by the sampling temperature. An LLM reads a reviewer's hint out of the box; this policy has to
+be taught to: the base policy (`hint_drill`) is trained on correct demonstrations with the right line as a hint just
+before every step, until it copies hints; each seed's warm start then trains on demonstrations with one or two hinted
+steps each (placed as the algorithm places them: a message just before the step, or a system message before the
+episode), so that a hint-conditioned prefill knows better than the policy, which is what hint self-distillation
+needs. `hint_reading` measures it.
 """
 
 from __future__ import annotations

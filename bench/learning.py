@@ -19,7 +19,7 @@ show equal to it in value and gradient. The table says which one ran.
 
 Arms (`--arms`, default all): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full (both, the
 defaults of ComposerAlgoConfig and ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step
-of a failed trace scored, per-token weight); full with hint_coef 0.02/0.15/0.5; full with 1 or 4 targets per trace.
+of a failed trace scored, per-token weight); full with hint_coef 0.05/0.15/0.5; full with 1 or 4 targets per trace.
 All arms of a seed start from the same supervised warm start and see the same prompts; every seed's warm start
 starts from one base policy drilled to read hints (bench/learning_task.py). Rollouts sample at the preset's
 temperature (0.3: at 1 the warm start passes 2-3 % of its samples and GRPO gets almost no signal, docs/evidence.md).
@@ -77,7 +77,7 @@ ARMS = {
         Arm("replay", replay=True),
         Arm("full", hints=True, replay=True),
         Arm("whole", hints=True, whole=True),
-        Arm("full-coef0.02", hints=True, replay=True, hint_coef=0.02),
+        Arm("full-coef0.05", hints=True, replay=True, hint_coef=0.05),
         Arm("full-coef0.15", hints=True, replay=True, hint_coef=0.15),
         Arm("full-coef0.5", hints=True, replay=True, hint_coef=0.5),
         Arm("full-targets1", hints=True, replay=True, targets=1),

@@ -19,10 +19,12 @@ show equal to it in value and gradient. The table says which one ran.
 
 Arms (`--arms`, default all): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full (both, the
 defaults of ComposerAlgoConfig and ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step
-of a failed trace scored, per-token weight); full with hint_coef 0.02/0.15/0.5; full with 1 or 4 targets per trace.
-All arms of a seed start from the same supervised warm start and see the same prompts.
+of a failed trace scored, per-token weight); full with hint_coef 0.05/0.15/0.5; full with 1 or 4 targets per trace.
+All arms of a seed start from the same supervised warm start and see the same prompts; every seed's warm start
+starts from one base policy drilled to read hints (bench/learning_task.py). Rollouts sample at the preset's
+temperature (0.3: at 1 the warm start passes 2-3 % of its samples and GRPO gets almost no signal, docs/evidence.md).
 
-    python bench/learning.py                      # CPU preset: about 15 min on 2 cores
+    python bench/learning.py                      # CPU preset: about 30 min on 2 shared cores
     python bench/learning.py --device cuda        # GPU preset: larger policy, 300 steps x 64 prompts x 8 samples
     python bench/learning.py --preset tiny        # seconds; what tests/e2e/test_learning_bench.py runs
 
@@ -39,7 +41,7 @@ import os
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -75,7 +77,7 @@ ARMS = {
         Arm("replay", replay=True),
         Arm("full", hints=True, replay=True),
         Arm("whole", hints=True, whole=True),
-        Arm("full-coef0.02", hints=True, replay=True, hint_coef=0.02),
+        Arm("full-coef0.05", hints=True, replay=True, hint_coef=0.05),
         Arm("full-coef0.15", hints=True, replay=True, hint_coef=0.15),
         Arm("full-coef0.5", hints=True, replay=True, hint_coef=0.5),
         Arm("full-targets1", hints=True, replay=True, targets=1),
@@ -86,11 +88,11 @@ ARMS = {
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 80 x 12 x 8 = 7.7k episodes per run; 10 arms x 5 seeds. lr 2e-3 collapsed GRPO.
     "cpu": dict(hidden=96, layers=1, steps=80, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
-                lr=3e-4, sft_steps=3000, warm_target=0.30, task_steps=4),
+                lr=3e-4, temperature=0.3, sft_steps=3000, hint_drill=500, warm_target=0.30, task_steps=4),
     "gpu": dict(hidden=512, layers=2, steps=300, prompts=64, group=8, seeds=5, eval_every=10, eval_size=1024,
-                lr=5e-4, sft_steps=6000, warm_target=0.35, task_steps=5),
+                lr=5e-4, temperature=0.3, sft_steps=6000, hint_drill=500, warm_target=0.35, task_steps=5),
     "tiny": dict(hidden=24, layers=1, steps=3, prompts=3, group=4, seeds=2, eval_every=1, eval_size=16,
-                 lr=2e-3, sft_steps=20, warm_target=1.0, task_steps=3),
+                 lr=2e-3, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
 }  # fmt: skip
 
 
@@ -106,7 +108,9 @@ class Settings:
     eval_every: int
     eval_size: int
     lr: float
+    temperature: float
     sft_steps: int
+    hint_drill: int
     warm_target: float
     task_steps: int
     teacher_error: float
@@ -177,8 +181,9 @@ def build_trace(episode: task.Episode, reward: float, info: dict[str, Any]):
 class BatchScorer:
     """`score(token_ids)` for `annotate_hints`: collects the requests in flight and prefills them as one batch."""
 
-    def __init__(self, policy: task.Policy):
+    def __init__(self, policy: task.Policy, temperature: float):
         self.policy = policy
+        self.temperature = temperature
         self.pending: list[tuple[list[int], asyncio.Future]] = []
         self.requests = 0
 
@@ -201,7 +206,8 @@ class BatchScorer:
 
         device = next(self.policy.parameters()).device
         with torch.no_grad():
-            logp = self.policy.token_logprobs(task.pad([ids for ids, _ in batch], task.PAD, device)).tolist()
+            ids = task.pad([ids for ids, _ in batch], task.PAD, device)
+            logp = self.policy.token_logprobs(ids, self.temperature).tolist()
         for (ids, future), row in zip(batch, logp, strict=True):
             future.set_result(row[: len(ids)])
 
@@ -213,7 +219,9 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     from composer_prime.algorithm.hints import annotate_hints
     from composer_prime.smoke.trainer import assign_advantages, trace_samples
 
-    episodes = task.rollout(policy, [p for p in problems for _ in range(settings.group)], False, generator)
+    episodes = task.rollout(
+        policy, [p for p in problems for _ in range(settings.group)], False, generator, settings.temperature
+    )
     traces = []
     for e in episodes:
         reward = task.verify(e.problem, e.lines)
@@ -224,7 +232,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
             for step in block["steps"]:
                 step["hint"] = text
         traces.append(build_trace(e, reward, {"teacher": block}))
-    stats = asyncio.run(annotate_hints(traces, algo, task.render, BatchScorer(policy)))
+    stats = asyncio.run(annotate_hints(traces, algo, task.render, BatchScorer(policy, settings.temperature)))
     for g in range(0, len(traces), settings.group):
         group = traces[g : g + settings.group]
         for trace, values in zip(group, group_advantages(group, algo), strict=True):
@@ -234,7 +242,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     fn, kwargs, inputs_cls, _ = loss
     device = next(policy.parameters()).device
     ids = task.pad([s.token_ids for s in samples], task.PAD, device)
-    trainer = policy.token_logprobs(ids)
+    trainer = policy.token_logprobs(ids, settings.temperature)
     total = sum(sum(s.mask) for s in samples)
     optimizer.zero_grad(set_to_none=True)
     value = trainer.new_zeros(())
@@ -265,17 +273,34 @@ def problems_for(seed: int, step: int, count: int, task_steps: int) -> list[task
     return [task.sample_problem(rng, task_steps) for _ in range(count)]
 
 
-def warm_start_job(seed: int, settings: Settings) -> dict[str, Any]:
+def base_job(settings: Settings) -> dict[str, Any]:
+    """The base policy every seed's warm start starts from: `hint_drill` steps of reading hints."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
+    start = time.perf_counter()
+    task.hint_drill(policy, settings.hint_drill, settings.task_steps)
+    state = {k: v.cpu() for k, v in policy.state_dict().items()}
+    return {"state": state, "steps": settings.hint_drill, "seconds": time.perf_counter() - start}
+
+
+def warm_start_job(seed: int, settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
+    policy.load_state_dict(base)
     start = time.perf_counter()
     acc, steps = task.warm_start(policy, settings.sft_steps, seed, settings.warm_target,
                                  problems_for(seed, -1, settings.eval_size, settings.task_steps))  # fmt: skip
+    seconds = time.perf_counter() - start
+    reading = task.hint_reading(policy, problems_for(seed, -2, settings.eval_size, settings.task_steps),
+                                random.Random(f"reading/{seed}"))  # fmt: skip
     state = {k: v.cpu() for k, v in policy.state_dict().items()}
-    return {"seed": seed, "state": state, "accuracy": acc, "steps": steps, "seconds": time.perf_counter() - start}
+    return {"seed": seed, "state": state, "accuracy": acc, "steps": steps, "seconds": seconds, "hint_reading": reading}
 
 
 def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> dict[str, Any]:
@@ -292,33 +317,63 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
     generator = torch.Generator().manual_seed(seed)
     curve = [(0, task.accuracy(policy, eval_set))]
     totals = {"hint_tokens": 0.0, "hint_targets": 0.0, "rl_tokens": 0.0}
+    rewards: list[float] = []
     start = time.perf_counter()
     for step in range(1, settings.steps + 1):
         problems = problems_for(seed, step, settings.prompts, settings.task_steps)
         out = rl_step(policy, optimizer, problems, arm, algo, loss, settings, teacher_rng, generator)
         for key in totals:
             totals[key] += out[key]
+        rewards.append(out["reward"])
         if step % settings.eval_every == 0 or step == settings.steps:
             curve.append((step, task.accuracy(policy, eval_set)))
-    return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "totals": totals,
+    return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "train_reward": rewards, "totals": totals,
             "algo": algo.model_dump(include={"hints": {"enabled", "max_targets_per_trace", "placement"},
                                              "replay": {"enabled", "replay_coef"}}),
             "loss_kwargs": loss[1], "seconds": time.perf_counter() - start}  # fmt: skip
 
 
-def run_jobs(fn, jobs: list[tuple], workers: int, label: str) -> list[dict[str, Any]]:
+def run_all(
+    settings: Settings, names: list[str], workers: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The base policy, then every seed's warm start from it, then each seed's RL runs (one per arm) as soon as its
+    warm start is done, on `workers` processes; returns (base, warm starts, runs), in seed order."""
     from tqdm import tqdm
 
-    results = []
+    seeds = list(range(settings.seeds))
+    bar = tqdm(total=1 + len(seeds) * (1 + len(names)), desc="base + warm starts + rl runs", unit="run")
+    warm: dict[int, dict[str, Any]] = {}
+    runs: dict[tuple[int, str], dict[str, Any]] = {}
+    base = base_job(settings) if workers <= 1 else None
     if workers <= 1:
-        for job in tqdm(jobs, desc=label, unit="run"):
-            results.append(fn(*job))
-        return results
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(fn, *job) for job in jobs]
-        for future in tqdm(futures, desc=label, unit="run"):
-            results.append(future.result())
-    return results
+        bar.update()
+        for seed in seeds:
+            warm[seed] = warm_start_job(seed, settings, base["state"])
+            bar.update()
+            for name in names:
+                runs[seed, name] = rl_job(seed, ARMS[name], warm[seed]["state"], settings)
+                bar.update()
+    else:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            pending = {pool.submit(base_job, settings)}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    result = future.result()
+                    bar.update()
+                    if "arm" in result:
+                        runs[result["seed"], result["arm"]] = result
+                    elif "seed" in result:
+                        warm[result["seed"]] = result
+                        pending |= {pool.submit(rl_job, result["seed"], ARMS[n], result["state"], settings)
+                                    for n in names}  # fmt: skip
+                    else:
+                        base = result
+                        pending |= {pool.submit(warm_start_job, seed, settings, base["state"]) for seed in seeds}
+    bar.close()
+    for w in (base, *warm.values()):
+        w.pop("state")
+    return base, [warm[s] for s in seeds], [runs[s, n] for s in seeds for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,8 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (processes)")
     parser.add_argument("--teacher-error", type=float, default=0.15, help="chance the teacher's verdict on a step "
                         "is wrong")  # fmt: skip
-    parser.add_argument("--prime-rl-src", default=os.environ.get("PRIME_RL_SRC"),
-                        help="PRIME-RL checkout for the GRPO arm's default_loss_fn (default: $PRIME_RL_SRC)")
+    parser.add_argument(
+        "--prime-rl-src",
+        default=os.environ.get("PRIME_RL_SRC"),
+        help="PRIME-RL checkout for the GRPO arm's default_loss_fn (default: $PRIME_RL_SRC)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out/learning"))
     for key, value in PRESETS["cpu"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None, help=f"(cpu preset: {value})")
@@ -350,14 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     workers = 1 if args.device.startswith("cuda") else max(1, args.workers)
 
     start = time.perf_counter()
-    seeds = list(range(settings.seeds))
-    warm = run_jobs(warm_start_job, [(s, settings) for s in seeds], workers, "warm start")
-    states = {w["seed"]: w.pop("state") for w in warm}
-    jobs = [(s, ARMS[n], states[s], settings) for s in seeds for n in names]
-    runs = run_jobs(rl_job, jobs, workers, "rl runs")
+    base, warm, runs = run_all(settings, names, workers)
     wall = time.perf_counter() - start
     results = {"preset": preset, "settings": asdict(settings), "arms": [asdict(ARMS[n]) for n in names],
-               "warm_start": warm, "runs": runs, "wall_seconds": wall, "workers": workers}  # fmt: skip
+               "base": base, "warm_start": warm, "runs": runs, "wall_seconds": wall, "workers": workers}  # fmt: skip
     table = learning_report.write(results, args.out)
     print(table)
     print(f"wrote {args.out}/results.json, table.md, curves.png; {wall:.0f}s wall with {workers} worker(s)")

@@ -17,6 +17,12 @@ from typing import Any
 from composer_prime.atomic import write_atomic
 
 MARKS = (0.10, 0.20)
+READING = {
+    "no_hint": "no hint",
+    "right_hint": "after a right hint",
+    "wrong_hint": "after a wrong hint",
+    "follows_wrong_hint": "copying the wrong hint",
+}
 
 
 def figures(run: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -96,12 +102,16 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
             f"{statistics.fmean(r['hint_share'] for r in runs):.3f} |"
         )
     warm = [w["accuracy"] for w in results["warm_start"]]
+    reading = {case: [w["hint_reading"][case] for w in results["warm_start"]] for case in READING}
     s = results["settings"]
     head = (
         f"{len(seeds)} seeds (paired), warm start {_ms(warm, 100)} % held-out accuracy; {s['steps']} RL steps x "
-        f"{s['prompts']} prompts x {s['group']} samples, GRU hidden {s['hidden']} x {s['layers']}, lr {s['lr']}, "
-        f"{s['task_steps']}-step problems, teacher wrong on {s['teacher_error']:.0%} of steps, device {s['device']}; "
-        f"{results['wall_seconds']:.0f} s wall with {results['workers']} worker(s)."
+        f"{s['prompts']} prompts x {s['group']} samples at temperature {s['temperature']:g}, GRU hidden "
+        f"{s['hidden']} x {s['layers']}, lr {s['lr']}, {s['task_steps']}-step problems, teacher wrong on "
+        f"{s['teacher_error']:.0%} of steps, device {s['device']}; {results['wall_seconds']:.0f} s wall with "
+        f"{results['workers']} worker(s).\n\nHint reading of the warm start (greedy step in a right context, % right): "
+        + ", ".join(f"{label} {_ms(reading[case], 100)}" for case, label in READING.items())
+        + "."
     )
     return head + "\n\n" + "\n".join(lines) + "\n", summary
 

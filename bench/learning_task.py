@@ -3,9 +3,10 @@
 **Task: step-by-step arithmetic through tool-like turns.** A problem is a start value and K operations (`+d` or
 `-d`, d in 1..9, values mod 100, two digits). The user message gives the start and the first operation; each
 assistant turn writes one step, `45+7=52` (exactly `STEP_CHARS` sampled characters), and the tool answers with the
-next operation (`next -4`) or `done`. The exact verifier passes the episode when the last step's result is the true
-final value. A failed episode has identifiable error sites: the steps whose own line is wrong (a bad copy of the
-previous result or of the operation, or a bad sum).
+next operation (`next -4`) or `done`. The exact verifier checks the written program: it passes the episode when every
+step's line is right given the previous step's written result, so the last result is the true final value. A failed
+episode has identifiable error sites: the steps whose own line is wrong (a bad copy of the previous result or of the
+operation, or a bad sum).
 
 **Teacher: a rule-based reviewer that is sometimes wrong.** It checks every step against the previous step's written
 result and the given operation, scores it +1 (right) or -1 (wrong) and, on a wrong step, gives a hint naming the
@@ -14,10 +15,14 @@ is called wrong with a hint whose result is off, a wrong step is called right. I
 the teacher hook's schema (docs/design.md), so the algorithm reads it as it reads a real teacher's block.
 
 **Policy: a character-level GRU** over a fixed charset plus one template token per role; a message renders as
-`[role] + characters` (the role token is the template scaffold: never sampled, as in a chat template). The warm
-start is supervised on correct demonstrations, some of them with a hint placed as the algorithm places it (a message
-just before the step, or a system message before the whole episode), so the policy learns to read hints in context:
-a hint-conditioned prefill then knows better than the policy, which is what hint self-distillation needs.
+`[role] + characters` (the role token is the template scaffold: never sampled, as in a chat template). It samples
+at a temperature and every logprob (sampling, trainer, hint prefill) is of the tempered distribution, as PRIME-RL's
+trainer scales logits by the sampling temperature. An LLM reads a reviewer's hint out of the box; this policy has to
+be taught to: the base policy (`hint_drill`) is trained on correct demonstrations with the right line as a hint just
+before every step, until it copies hints; each seed's warm start then trains on demonstrations with one or two hinted
+steps each (placed as the algorithm places them: a message just before the step, or a system message before the
+episode), so that a hint-conditioned prefill knows better than the policy, which is what hint self-distillation
+needs. `hint_reading` measures it.
 """
 
 from __future__ import annotations
@@ -102,8 +107,13 @@ def parse_result(line: str) -> int | None:
 
 
 def verify(problem: Problem, lines: list[str]) -> float:
-    """The exact verifier: 1.0 when the last step's result is the true final value."""
-    return float(parse_result(lines[-1]) == problem.answer())
+    """The exact verifier of the written program: 1.0 when every step's line is right given the previous step's
+    written result (so the last result is the true final value), else 0.0.
+
+    Checking only the last result would pass episodes whose wrong steps cancel out (`08+4=10`, `10-1=11` ends on
+    the true 11): the policy tracks the true value internally, so at temperature 1 most of the warm start's passing
+    samples were of that kind, and rewarding them trains wrong arithmetic into the written lines."""
+    return float(all(v is None for v in judge(problem, lines)))
 
 
 def judge(problem: Problem, lines: list[str]) -> list[str | None]:
@@ -149,13 +159,17 @@ class Policy(nn.Module):
         self.rnn = nn.GRU(embed, hidden, layers, batch_first=True)
         self.head = nn.Linear(hidden, VOCAB)
 
-    def forward(self, ids: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, ids: torch.Tensor, state: torch.Tensor | None = None, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of the next token at `temperature` (logits / temperature, as PRIME-RL's trainer
+        scales them by the sampling temperature), and the recurrent state."""
         out, state = self.rnn(self.embed(ids), state)
-        return torch.log_softmax(self.head(out).float(), dim=-1), state
+        return torch.log_softmax(self.head(out).float() / temperature, dim=-1), state
 
-    def token_logprobs(self, ids: torch.Tensor) -> torch.Tensor:
-        """logprob of each token given the ones before it; position 0 (no context) gets 0.0."""
-        logp, _ = self(ids[:, :-1])
+    def token_logprobs(self, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        """logprob of each token given the ones before it, at `temperature`; position 0 (no context) gets 0.0."""
+        logp, _ = self(ids[:, :-1], temperature=temperature)
         picked = logp.gather(2, ids[:, 1:, None])[..., 0]
         return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
 
@@ -173,8 +187,11 @@ class Episode:
 
 
 @torch.no_grad()
-def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: torch.Generator) -> list[Episode]:
-    """All problems in lockstep (they share one layout): prompt, then per step 7 sampled characters and the tool."""
+def rollout(
+    policy: Policy, problems: list[Problem], greedy: bool, generator: torch.Generator, temperature: float = 1.0
+) -> list[Episode]:
+    """All problems in lockstep (they share one layout): prompt, then per step 7 sampled characters and the tool.
+    Sampled at `temperature`; the episode's logprobs are of that tempered distribution."""
     device = next(policy.parameters()).device
     steps = len(problems[0].ops)
     messages: list[list[tuple[str, list[int]]]] = [[("user", render("user", p.prompt()))] for p in problems]
@@ -183,7 +200,7 @@ def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: to
     feed = torch.tensor([m[0][1] + [ROLE_ID["assistant"]] for m in messages], device=device)
     state = None
     for k in range(steps):
-        logp, state = policy(feed, state)
+        logp, state = policy(feed, state, temperature)
         last = logp[:, -1]
         chosen, chosen_lp = [], []
         for _ in range(STEP_CHARS):
@@ -191,7 +208,7 @@ def rollout(policy: Policy, problems: list[Problem], greedy: bool, generator: to
             token = token.to(device)
             chosen.append(token)
             chosen_lp.append(last.gather(1, token[:, None])[:, 0])
-            logp, state = policy(token[:, None], state)
+            logp, state = policy(token[:, None], state, temperature)
             last = logp[:, -1]
         sampled = torch.stack(chosen, 1).tolist()
         sampled_lp = torch.stack(chosen_lp, 1).tolist()
@@ -214,22 +231,29 @@ def accuracy(policy: Policy, problems: list[Problem]) -> float:
 
 # --- warm start --------------------------------------------------------------------------------------------------
 
+SYSTEM_SHARE = 0.25
+"""Share of hinted demonstrations whose hint is a system message before the episode (the rest: before the step)."""
 HINT_TEMPLATE = DEFAULT_TEMPLATES["teacher_hint"]
 """How the algorithm renders a teacher's hint (`HintConfig.template("teacher_hint")`); the demonstrations use it too."""
 
 
-def demonstration(problem: Problem, rng: random.Random, hint_rate: float) -> tuple[list[int], list[bool]]:
+def demonstration(
+    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False
+) -> tuple[list[int], list[bool]]:
     """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint,
-    placed as a message just before the step or as a system message before the episode."""
+    placed as a message just before the step or as a system message before the episode. With `all_hinted` every
+    step carries one, just before it (the hint drill)."""
     value, right = problem.start, []
     for k in range(len(problem.ops)):
         right.append(problem.line(value, k))
         value = problem.apply(value, k)
     hinted: list[int] = []
     system = False
-    if rng.random() < hint_rate:
+    if all_hinted:
+        hinted = list(range(len(right)))
+    elif rng.random() < hint_rate:
         hinted = rng.sample(range(len(right)), rng.choice((1, 1, 2)))
-        system = rng.random() < 0.5
+        system = rng.random() < SYSTEM_SHARE
     ids: list[int] = []
     mask: list[bool] = []
 
@@ -253,27 +277,77 @@ def pad(rows: list[list[int]], value: int, device: str) -> torch.Tensor:
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], device=device)
 
 
-def warm_start(
-    policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
-    lr: float = 3e-3, hint_rate: float = 0.5, check_every: int = 25,
-) -> tuple[float, int]:  # fmt: skip
-    """Supervised warm start on demonstrations until held-out accuracy reaches `target` (or `steps` steps).
-    Returns (accuracy, steps taken)."""
+def supervised(
+    policy: Policy, steps: int, seed: int, batch: int, lr: float, all_hinted: bool, hint_rate: float = 1.0,
+    target: float | None = None, eval_problems: list[Problem] | None = None, check_every: int = 10,
+    task_steps: int | None = None,
+) -> tuple[float | None, int]:  # fmt: skip
+    """AdamW steps on demonstrations (`demonstration`), for `steps` steps or until held-out greedy accuracy on
+    `eval_problems` reaches `target` (checked every `check_every` steps). Returns (last accuracy or None, steps)."""
     device = next(policy.parameters()).device
     rng = random.Random(seed)
+    length = task_steps or len(eval_problems[0].ops)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
-    acc = accuracy(policy, eval_problems)
+    acc = accuracy(policy, eval_problems) if target is not None else None
     done = 0
-    while done < steps and acc < target:
-        rows = [demonstration(sample_problem(rng, len(eval_problems[0].ops)), rng, hint_rate) for _ in range(batch)]
+    while done < steps and (target is None or acc < target):
+        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted) for _ in range(batch)]
         ids = pad([r[0] for r in rows], PAD, device)
         mask = pad([r[1] for r in rows], False, device)
-        logp = policy.token_logprobs(ids)
-        loss = -(logp * mask).sum() / mask.sum()
+        loss = -(policy.token_logprobs(ids) * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         done += 1
-        if done % check_every == 0:
+        if target is not None and done % check_every == 0:
             acc = accuracy(policy, eval_problems)
     return acc, done
+
+
+def hint_drill(policy: Policy, steps: int, task_steps: int, batch: int = 64, lr: float = 3e-3) -> None:
+    """The base policy: `steps` supervised steps on demonstrations with a hint just before every step, so that the
+    policy learns to read a hint in context (a GRU needs a few hundred steps to learn to copy the hinted line; mixed
+    in with unhinted demonstrations it did not learn it before the warm start's target accuracy). Seed-independent:
+    every seed's warm start starts from it, as every seed of an LLM run starts from the same base model."""
+    supervised(policy, steps, seed=-1, batch=batch, lr=lr, all_hinted=True, task_steps=task_steps)
+
+
+def warm_start(
+    policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
+    lr: float = 3e-3, hint_rate: float = 1.0,
+) -> tuple[float, int]:  # fmt: skip
+    """Supervised warm start on demonstrations, each with one or two hinted steps (`hint_rate`), until held-out
+    accuracy reaches `target` (or `steps` steps). Returns (accuracy, steps taken)."""
+    acc, done = supervised(policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems)
+    return float(acc), done
+
+
+@torch.no_grad()
+def hint_reading(policy: Policy, problems: list[Problem], rng: random.Random) -> dict[str, float]:
+    """How well the policy reads a hint: per problem, one step k in a correct context (the right lines before it),
+    its greedy line with no hint, after a right hint (the step's right line, placed as the algorithm places it: a
+    user message just before the step) and after a wrong hint (the right line with an off result, as the teacher
+    gives when it is wrong). Returns the share of steps written right in each case and the share copying the wrong
+    hint. A hint teacher is only a teacher when a right hint raises the share of right steps."""
+    device = next(policy.parameters()).device
+    cases: dict[str, list[bool]] = {"no_hint": [], "right_hint": [], "wrong_hint": [], "follows_wrong_hint": []}
+    for problem in problems:
+        k = rng.randrange(len(problem.ops))
+        value, ids = problem.start, render("user", problem.prompt())
+        for j in range(k):
+            ids += render("assistant", problem.line(value, j)) + render("tool", problem.tool_reply(j))
+            value = problem.apply(value, j)
+        right = problem.line(value, k)
+        wrong = f"{right[:5]}{(int(right[5:]) + rng.randrange(1, 10)) % 100:02d}"
+        for case, hint in (("no_hint", None), ("right_hint", right), ("wrong_hint", wrong)):
+            context = ids + (render("user", HINT_TEMPLATE.format(detail=hint)) if hint else []) + [ROLE_ID["assistant"]]
+            logp, state = policy(torch.tensor([context], device=device))
+            line = []
+            for _ in range(STEP_CHARS):
+                token = logp[0, -1].argmax()
+                line.append(int(token))
+                logp, state = policy(token.view(1, 1), state)
+            cases[case].append(decode(line) == right)
+            if hint == wrong:
+                cases["follows_wrong_hint"].append(decode(line) == wrong)
+    return {case: sum(v) / len(v) for case, v in cases.items()}

@@ -48,15 +48,19 @@ class HintConfig(_Section):
     """Channel 2: hint self-distillation on the error-site message of a trace."""
 
     enabled: bool = True
-    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. On although
-    docs/evidence.md (CPU table, rows `hints`, `full` vs `replay`) finds no gain from targeted hints on its toy task;
+    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. On as in
+    Composer's recipe, which the TOMLs run, although docs/evidence.md's CPU table does not support it: with a policy
+    that reads hints, `full` is behind `replay` on every seed (-3.5 +- 1.1 points of AUC) and `hints` does not beat
+    `grpo`. The TOMLs cannot set it themselves (the baseline overlays replace the algorithm, whose config would refuse
+    a `hints` table), so the default carries the recipe; the evidence lowers `hint_coef` instead (loss_config.py).
     `recipes/no-hint.toml` is the ablation that decides at model scale."""
 
     max_targets_per_trace: int = Field(2, ge=1, le=64)
     """At most this many target messages per trace, most informative first (see `kinds`). Targeting a few error
     sites, not whole failed traces, keeps the hint channel a correction: with hints on every token of failed traces
-    the hint gradient dominated GRPO's by 10-20x in the evidence of docs/loss.md. 1, 2 and 4 tie in docs/evidence.md
-    (CPU table, rows `full`, `full-targets1`, `full-targets4`)."""
+    the hint gradient dominated GRPO's by 10-20x in the evidence of docs/loss.md. 1 and 4 do not differ from 2 in
+    docs/evidence.md (CPU table: `full-targets1`, `full-targets4` both -1.0 points of AUC against `full`, +- 3.4 and
+    2.1)."""
 
     kinds: list[TargetKind] = Field(default_factory=lambda: ["teacher_hint", "edit_then_failure", "tool_error"])
     """Evidence that makes a step a target, in priority order (earlier kinds are picked first). `test_failure` is
@@ -115,7 +119,8 @@ class ReplayConfig(_Section):
     replay_coef: float = Field(0.5, ge=0)
     """Per-token advantage of a scored step is `A_outcome + replay_coef * A_step`, with `A_step` the aggregate
     teacher score in [-1, 1]. 0.5 keeps a unanimous verdict at half a pass/fail swing of a group of mixed outcomes;
-    at 0.5 replay is the channel that beats GRPO in docs/evidence.md (CPU table, row `replay`: +11 points AUC)."""
+    at 0.5 replay is the channel that beats GRPO in docs/evidence.md (CPU table, row `replay`: +6.8 +- 3.4 points of
+    AUC over `grpo`, ahead on every seed); other values were not measured."""
 
     aggregate: Aggregation = "mean"
     """How teachers' scores of one step combine: `mean`, `weighted_mean` (by each teacher's `weight` in the info

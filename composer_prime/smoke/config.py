@@ -67,7 +67,7 @@ class SmokeConfig(BaseModel):
     """The supervised pass on demonstrations before RL."""
     trainer: TrainerConfig = TrainerConfig()
     """The RL optimizer step."""
-    loss: dict[str, float] = Field(default_factory=lambda: {"hint_coef": 0.05})
+    loss: dict[str, float] = Field(default_factory=lambda: {"hint_coef": 0.02})
     """`composer_loss` kwargs (`[trainer.loss.kwargs]`)."""
     algo: ComposerAlgoConfig = ComposerAlgoConfig()
     """The composer algorithm's settings (`[orchestrator.algo]` of the launch): outcome, hints, replay."""

@@ -273,8 +273,8 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
     # the mask. The hint part is non-zero exactly on node 2's sampled tokens.
     trainer, loss = composer_loss_on(samples, torch.float64)
     loss.backward()
-    # sample 0: 9 loss tokens, 3 hint tokens: w = min(0.05 * 9 / 3, 1) = 0.15; gap = REF - SAMPLED = 0.3
-    w = 0.15
+    # sample 0: 9 loss tokens, 3 hint tokens: w = min(0.02 * 9 / 3, 1) = 0.06; gap = REF - SAMPLED = 0.3
+    w = 0.06
     hint_part = [g + a for g, a in zip(trainer[0].grad.tolist(), first.advantages, strict=True)]
     for k, value in enumerate(hint_part):
         node = next(i for i, span in spans.items() if k in span)

@@ -109,9 +109,9 @@ def test_compute_loss_on_a_mixed_packed_batch_matches_hand_values(prl):
         ref_kl_scale=1,
     )
     ln2, r = math.log(2), 1.25
-    # sample 0 has 3 loss tokens, 2 of them hint tokens: each hint token weighs w = 0.05 * 3 / 2 = 0.075
-    # (default hint_coef 0.05, hint_norm "sample", under the cap of 1).
-    w = 0.075
+    # sample 0 has 3 loss tokens, 2 of them hint tokens: each hint token weighs w = 0.02 * 3 / 2 = 0.03
+    # (default hint_coef 0.02, hint_norm "sample", under the cap of 1).
+    w = 0.03
     # sample 0: token 1: -(A + w * gap) = -(0.5 + w ln2)      (ratio 1, ref = log 0.6 vs trainer log 0.3)
     #           token 2: -0.5                                  (ref 0.0: no hint)
     #           token 3: -(0.5 - w ln2) * 1.25 + kl * ln(1.25)^2  (gap = log .25 - log .5 = -ln2, probs moved 0.1)

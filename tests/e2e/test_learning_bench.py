@@ -34,6 +34,12 @@ def test_learning_bench_tiny_writes_table_and_curves(tmp_path):
 
     results = json.loads((out / "results.json").read_text())
     assert len(results["warm_start"]) == 2 and len(results["runs"]) == 2 * 7
+    assert results["base"]["steps"] == results["settings"]["hint_drill"] > 0
+    for warm in results["warm_start"]:
+        reading = warm["hint_reading"]
+        assert set(reading) == {"no_hint", "right_hint", "wrong_hint", "follows_wrong_hint"}
+        assert all(0.0 <= v <= 1.0 for v in reading.values())
+    assert "Hint reading of the warm start" in table and "at temperature 1," in table
     share: dict[str, float] = {}
     for run in results["runs"]:
         assert len(run["curve"]) == results["settings"]["steps"] + 1
@@ -58,3 +64,65 @@ def test_learning_bench_rejects_an_unknown_arm(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "unknown arm(s) ['nope']" in done.stderr and "Traceback" not in done.stderr
+
+
+def _task():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import learning_task
+
+    return learning_task
+
+
+def test_verifier_fails_an_episode_whose_wrong_steps_cancel_out():
+    task = _task()
+    problem = task.Problem(8, (("+", 4), ("-", 1)))  # 08+4=12, 12-1=11
+    assert task.verify(problem, ["08+4=12", "12-1=11"]) == 1.0
+    # the last result is the true 11, but both written steps are wrong: a reward here trains wrong arithmetic
+    assert task.verify(problem, ["08+4=10", "10-1=11"]) == 0.0
+    assert task.verify(problem, ["08+4=12", "12-1=12"]) == 0.0
+    assert task.verify(problem, ["08+4=12", "12-1=1x"]) == 0.0
+
+
+def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature():
+    import random
+
+    import torch
+
+    task = _task()
+    torch.manual_seed(0)
+    policy = task.Policy(16, 1)
+    rng = random.Random(0)
+    problems = [task.sample_problem(rng, 3)] * 6
+    for temperature in (0.5, 1.0):
+        episodes = task.rollout(policy, problems, False, torch.Generator().manual_seed(1), temperature)
+        for episode in episodes:
+            ids = [t for _, message in episode.messages for t in message]
+            trainer = policy.token_logprobs(torch.tensor([ids]), temperature)[0]
+            at = 0
+            sampled = []
+            for role, message in episode.messages:
+                if role == "assistant":
+                    sampled.extend(trainer[at + 1 : at + len(message)].tolist())
+                at += len(message)
+            expected = [lp for step in episode.logprobs for lp in step]
+            assert torch.allclose(torch.tensor(sampled), torch.tensor(expected), atol=1e-5)
+            # the scale matters: at another temperature the same tokens have other logprobs
+            other = policy.token_logprobs(torch.tensor([ids]), temperature * 2)[0]
+            assert not torch.allclose(other, trainer, atol=1e-3)
+
+
+def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
+    # `--device cuda` selects the gpu preset; its shape (2-layer GRU, 5-step problems) runs here on CPU, shrunk in
+    # size only, so that the preset's code path is exercised without a GPU.
+    out = tmp_path / "gpu"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "learning.py"), "--preset", "gpu", "--workers", "1", "--arms", "grpo,full",
+         "--hidden", "16", "--steps", "1", "--prompts", "2", "--group", "2", "--seeds", "1", "--eval-size", "4",
+         "--sft-steps", "2", "--hint-drill", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PRIME_RL_SRC": ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["preset"] == "gpu" and results["settings"]["layers"] == 2 and results["settings"]["task_steps"] == 5
+    assert {r["arm"] for r in results["runs"]} == {"grpo", "full"}
+    assert all(len(r["curve"]) == 2 for r in results["runs"])

@@ -144,7 +144,10 @@ def swe_gym_quickstart(out: Path) -> None:
                         new_str="        return lo\n    if x > hi:\n        return hi\n    return x\n")  # fmt: skip
     flags = []
     for key, value in [*((f"env.{k}", v) for k, v in local.pop("env").items()), *local.items()]:
-        flags += [f"--env.taskset.task.local.{key.replace('_', '-')}", json.dumps(value) if not isinstance(value, str) else value]
+        flags += [
+            f"--env.taskset.task.local.{key.replace('_', '-')}",
+            json.dumps(value) if not isinstance(value, str) else value,
+        ]
     with scripted.ScriptedModelServer([fix, scripted.tool("finish", message="fixed")]) as server:
         traces = eval_traces(
             ["swe-gym", "--env.taskset.mode", "local", "--env.taskset.data-file", str(rows), *flags, "-n", "1", "-r", "1"],

@@ -42,7 +42,7 @@ CALC = (
         f"    total = 0\n    for k in range(x):\n        total += (k * {i} + y) % 7\n    return total + {i}\n\n\n"
         for i in range(40)
     )
-    + 'def mean(values: list[float]) -> float:\n'
+    + "def mean(values: list[float]) -> float:\n"
     + '    """Arithmetic mean."""\n    return sum(values) / (len(values) + 1)\n'
 )
 TESTS = "import calc\n\n\ndef test_mean():\n    assert calc.mean([1.0, 2.0, 3.0]) == 2.0\n\n\n" + "".join(

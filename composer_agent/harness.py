@@ -85,7 +85,9 @@ class ComposerAgentHarness(vf.Harness[ComposerAgentConfig]):
                     "composer-agent: the runtime lacks %s; tools that use them will fail", ", ".join(workspace.missing)
                 )
             window = await self._window(ctx, model)
-            loop = AgentLoop(model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition, trace)
+            loop = AgentLoop(
+                model, Toolbox(workspace, self.config), self.config, stats, lambda: trace.stop_condition, trace
+            )
             reason = await loop.run(head, task, window)
             if reason in TRACE_STOPS:
                 trace.stop(TRACE_STOPS[reason])

@@ -51,7 +51,7 @@ def register() -> None:
             if request.in_progress_prompt_logprobs_cpu is None and cached > 0:
                 total = len(request.prompt_token_ids)
                 tensors = LogprobsTensors.empty_cpu(total - 1, count + 1)
-                ids = torch.tensor(request.prompt_token_ids[1:cached + 1], dtype=tensors.logprob_token_ids.dtype)
+                ids = torch.tensor(request.prompt_token_ids[1 : cached + 1], dtype=tensors.logprob_token_ids.dtype)
                 tensors.logprob_token_ids[:cached] = ids[:, None]
                 tensors.logprobs[:cached] = CACHED_LOGPROB
                 tensors.selected_token_ranks[:cached] = 0

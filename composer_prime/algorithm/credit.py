@@ -45,7 +45,6 @@ class NonFiniteReward(ValueError):
     """A trace's reward is NaN or infinite: refused at the group, naming the task, before it reaches the trainer."""
 
 
-
 def outcome_advantages(rewards: list[float], config: OutcomeConfig) -> list[float]:
     """`coef * (r - mean)` per trace, divided by the std (population, as GRPO) when `normalize_std` and std > 0."""
     if not rewards:

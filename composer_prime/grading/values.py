@@ -123,8 +123,10 @@ def _dump(value, depth: int, budget: list[int], active: set[int]):
                 items.sort(key=lambda item: json.dumps(item, sort_keys=True))
             return [_EXACT[kind], items]
         if kind is dict:
-            return ["dict", [[_dump(k, depth + 1, budget, active), _dump(v, depth + 1, budget, active)]
-                             for k, v in value.items()]]
+            return [
+                "dict",
+                [[_dump(k, depth + 1, budget, active), _dump(v, depth + 1, budget, active)] for k, v in value.items()],
+            ]
         if isinstance(value, tuple):
             return ["obj", _reachable(kind), ["tuple", [_dump(item, depth + 1, budget, active) for item in value]]]
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):

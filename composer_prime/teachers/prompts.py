@@ -134,5 +134,3 @@ def parse_verdict(text: str) -> Verdict | None:
         return None
     hint = (verdict.hint or "").strip()
     return Verdict(score=verdict.score, hint=hint[:HINT_CHARS] or None)
-
-

@@ -227,9 +227,7 @@ def test_writes_never_follow_a_symlink_flipped_after_the_check(tmp_path: Path) -
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "f.txt").write_text("old\n")
-    flipper = (
-        f"while :; do rm -rf d; mkdir d; echo old > d/f.txt; rm -rf d; ln -s {outside} d; done"
-    )
+    flipper = f"while :; do rm -rf d; mkdir d; echo old > d/f.txt; rm -rf d; ln -s {outside} d; done"
 
     async def test(call: Call, runtime: SubprocessRuntime) -> None:
         proc = await asyncio.create_subprocess_exec("bash", "-c", flipper, cwd=str(runtime.workdir))

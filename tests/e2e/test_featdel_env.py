@@ -17,9 +17,6 @@ from tests.support.scripted_server import tool
 pytestmark = pytest.mark.usefixtures("python_on_path")
 
 
-
-
-
 def load_tasks(tasks_file) -> dict[str, vf.Task]:
     from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 

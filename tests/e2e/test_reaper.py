@@ -93,8 +93,7 @@ ESCAPES = {
     ),
     # The same, re-exec'd under other names.
     "reexec": (
-        "(cd /tmp && exec -a innocent env -i bash -c 'echo $$ >> '$PIDS'; exec -a kworker sleep 306' &) "
-        ">/dev/null 2>&1"
+        "(cd /tmp && exec -a innocent env -i bash -c 'echo $$ >> '$PIDS'; exec -a kworker sleep 306' &) >/dev/null 2>&1"
     ),
 }
 

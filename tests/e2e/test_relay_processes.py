@@ -287,6 +287,7 @@ def test_a_built_step_never_waits_behind_an_unpublished_one_and_callers_can_give
         )
         with client:
             assert update_weights(proxy, trainer.broadcasts / "step_1")[0] == 200
+
             # A request for step 7 (not published) waits; the caller gives up after 6 s and closes its connection.
             def give_up():
                 try:

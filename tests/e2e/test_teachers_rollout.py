@@ -17,9 +17,6 @@ from tests.support.scripted_server import API_KEY_VAR, Reply, ScriptedModelServe
 pytestmark = pytest.mark.usefixtures("python_on_path")
 
 
-
-
-
 def teacher_reply(score: float):
     def reply(request):
         step = request["messages"][1]["content"].split("# The step to judge")[1]

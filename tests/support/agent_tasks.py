@@ -35,8 +35,6 @@ def files_task(prompt: str, files: dict[str, str], expected: dict[str, str], **d
     return FilesTask(FilesTaskData(idx=0, name="files", prompt=prompt, files=files, expected=expected, **data))
 
 
-
-
 def scripted_agent(base_url: str, model: str, harness: dict | None = None, **agent_config: object) -> vf.Agent:
     """A composer-agent on the subprocess runtime whose model is the scripted server at `base_url`."""
     return vf.make_agent(

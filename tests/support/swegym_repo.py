@@ -42,7 +42,7 @@ TEST_CLAMP_C3 = (
     '@pytest.mark.parametrize("x,expected", [(-1, 0), (2, 2), (7, 3)])\n'
     "def test_clamp_range(x, expected):\n    assert clamp(x, 0, 3) == expected\n"
 )
-CONFTEST = 'import pytest\n\n\n@pytest.fixture\ndef unit_range():\n    return (0, 1)\n'
+CONFTEST = "import pytest\n\n\n@pytest.fixture\ndef unit_range():\n    return (0, 1)\n"
 """The repository's own `tests/conftest.py` (an agent may edit it legitimately)."""
 FIX_SECRET = "if x > hi:"
 """A line only the fix commit has: the box must not be able to find it anywhere in its git objects."""

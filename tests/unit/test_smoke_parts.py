@@ -24,8 +24,11 @@ TOOLS = [
 CONVERSATION = [
     {"role": "system", "content": "You are a coding agent."},
     {"role": "user", "content": "Restore `double` in calc.py.\n\nRun the tests."},
-    {"role": "assistant", "content": "",
-     "tool_calls": [policy.tool_call("create", path="calc.py", content="def double(x):\n    return x * 2\n")]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [policy.tool_call("create", path="calc.py", content="def double(x):\n    return x * 2\n")],
+    },
     {"role": "tool", "tool_call_id": "call_create", "content": "Created calc.py (2 lines)."},
     {"role": "user", "content": "Summarise."},
     {"role": "assistant", "content": "Done: restored double.\n\nNext: finish."},
@@ -63,7 +66,10 @@ def test_assistant_turns_span_the_sampled_tokens(tokenizer):
     first, second = policy.assistant_turns(renderer, CONVERSATION, TOOLS)
     assert tokenizer.decode(first.token_ids[first.start : first.end]).startswith('<tool_call>\n{"name": "create"')
     assert tokenizer.decode(first.token_ids[first.end - 1 : first.end]) == "<|im_end|>"
-    assert tokenizer.decode(second.token_ids[second.start : second.end]) == "Done: restored double.\n\nNext: finish.<|im_end|>"
+    assert (
+        tokenizer.decode(second.token_ids[second.start : second.end])
+        == "Done: restored double.\n\nNext: finish.<|im_end|>"
+    )
 
 
 def teacher_request(task: str, before: str, step: str, answered: str) -> str:
@@ -73,7 +79,7 @@ def teacher_request(task: str, before: str, step: str, answered: str) -> str:
 
 def test_rule_teachers_score_errors_writes_and_unchecked_finishes():
     task = "Restore it. Run the visible tests with `python -m pytest`."
-    error = teacher_request(task, "(this is the first step)", "[tool call] finish({\"path\": 1})", "Error: invalid")
+    error = teacher_request(task, "(this is the first step)", '[tool call] finish({"path": 1})', "Error: invalid")
     assert verdict("checker", error) == verdict("skeptic", error) == {"score": -1.0, "hint": FIX_HINT}
     write = teacher_request(task, "(this is the first step)", '[tool call] create({"path": "a.py"})', "Created a.py")
     assert verdict("checker", write) == {"score": 0.5, "hint": TEST_HINT}
@@ -83,7 +89,7 @@ def test_rule_teachers_score_errors_writes_and_unchecked_finishes():
                              "(no tool output: the step ended the episode)")  # fmt: skip
     assert verdict("checker", finish) == {"score": 0.5, "hint": None}
     assert verdict("skeptic", finish) == {"score": -0.5, "hint": FINISH_HINT}
-    tested = teacher_request(task, "[tool call] bash({\"command\": \"python -m pytest\"})", "[tool call] finish({})", "")
+    tested = teacher_request(task, '[tool call] bash({"command": "python -m pytest"})', "[tool call] finish({})", "")
     assert verdict("skeptic", tested) == {"score": 0.0, "hint": None}
 
 

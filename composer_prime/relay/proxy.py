@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Awaitable
 from pathlib import Path, PurePosixPath
 
 import aiohttp
@@ -83,6 +84,17 @@ def step_of(path_value: object, field: str, route: str) -> int:
             "'<output_dir>/broadcasts/step_<N>' paths written by the filesystem weight broadcast",
         )
     return int(match[1])
+
+
+async def _to_caller(request: web.Request, write: Awaitable[object]) -> bool:
+    """Await one write of the answer to the caller; False when the caller hung up, which is its right (a readiness
+    probe closes after the status line), not an upstream failure: logged, nothing more is sent."""
+    try:
+        await write
+        return True
+    except ConnectionResetError as err:  # aiohttp's ClientConnectionResetError: "Cannot write to closing transport"
+        logger.info(f"{request.method} {request.path}: the caller went away before the answer was sent ({err})")
+        return False
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -176,10 +188,12 @@ class Proxy:
                         response.headers.add(key, value)
                 if upstream.content_length is not None:
                     response.content_length = upstream.content_length
-                await response.prepare(request)
+                if not await _to_caller(request, response.prepare(request)):
+                    return response
                 async for chunk in upstream.content.iter_chunked(1 << 16):
-                    await response.write(chunk)
-                await response.write_eof()
+                    if not await _to_caller(request, response.write(chunk)):
+                        return response
+                await _to_caller(request, response.write_eof())
                 return response
         except (aiohttp.ClientError, TimeoutError) as err:
             raise HttpError(502, f"upstream {self.config.upstream} unreachable: {type(err).__name__}: {err}") from err

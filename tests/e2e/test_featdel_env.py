@@ -10,6 +10,7 @@ import logging
 import pytest
 import verifiers.v1 as vf
 
+from composer_prime.reaper import new_token
 from tests.support.featdel_repo import APPLY_DISCOUNT, CART, FILES, INIT, PRICING
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import tool
@@ -31,7 +32,7 @@ def score_in_fresh_box(task: vf.Task, gold: bool) -> tuple[bool | None, vf.Trace
     from verifiers.v1.runtimes import make_runtime
 
     async def check() -> tuple[bool | None, vf.Trace]:
-        runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-{'gold' if gold else 'noop'}")
+        runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-{'gold' if gold else 'noop'}-{new_token()}")
         trace = vf.Trace(
             task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
             agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="validate", trainable=False),

@@ -17,6 +17,7 @@ from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 from composer_prime.cli import main
 from composer_prime.mining.miner import MineConfig, Miner, MiningError
 from composer_prime.mining.record import load_rows
+from composer_prime.reaper import new_token
 from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
 
 pytestmark = pytest.mark.slow
@@ -78,7 +79,7 @@ async def set_up_in_box(task, keep: Path) -> Path:
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
 
-    runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-setup-{keep.name}"[:60])
+    runtime = make_runtime(vf.SubprocessConfig(), name=f"featdel-setup-{new_token()}-{keep.name}"[:60])
     await runtime.start()
     try:
         await task.setup(runtime)

@@ -331,3 +331,48 @@ def test_a_client_started_before_anything_is_published_stays_quiet(tmp_path):
             assert "WARNING" not in client.log(), client.log()
             trainer.next()
             assert update_weights(proxy, trainer.broadcasts / "step_0")[0] == 200
+
+
+def test_a_caller_that_hangs_up_after_the_status_line_is_not_an_upstream_failure(tmp_path):
+    """A readiness probe closes once it has the status line; a body written after that fails on the caller's closed
+    socket. The proxy takes that as the caller going away, never as "upstream unreachable" (a WARNING and a 502 that
+    used to flake the quiet-client test above), and goes on serving."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class BigBody(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # type: ignore[no-untyped-def]
+            pass
+
+        def do_GET(self):  # type: ignore[no-untyped-def]
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 22))
+            self.end_headers()
+            try:
+                for _ in range(64):
+                    self.wfile.write(b"x" * (1 << 16))
+            except OSError:
+                pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), BigBody)
+    upstream.daemon_threads = True
+    threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    (tmp_path / "run").mkdir()
+    origin, url = start_origin(tmp_path / "run", tmp_path / "origin", tmp_path / "origin.log")
+    try:
+        with origin:
+            client, proxy = start_client(
+                url, f"http://127.0.0.1:{upstream.server_address[1]}", tmp_path / "store", tmp_path / "client.log"
+            )
+            with client:
+                port = int(proxy.rsplit(":", 1)[1])
+                for _ in range(20):
+                    with socket.create_connection(("127.0.0.1", port), timeout=10) as caller:
+                        caller.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                        assert caller.recv(64).startswith(b"HTTP/1.1 200")
+                status, body = http("GET", proxy + "/v1/models")
+                assert status == 200 and len(body) == 1 << 22
+                assert "WARNING" not in client.log() and "unreachable" not in client.log(), client.log()[-3000:]
+    finally:
+        upstream.shutdown()
+        upstream.server_close()

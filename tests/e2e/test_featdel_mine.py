@@ -231,13 +231,19 @@ def test_double():
 """
 
 
-def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
-    repo = tmp_path / "loop-repo"
-    (repo / "loop").mkdir(parents=True)
+def one_module_repo(tmp_path: Path, package: str, core: str, tests: str) -> Path:
+    """`<package>-repo/`: the package with one module, `core.py`, and its tests in `tests/test_core.py`."""
+    repo = tmp_path / f"{package}-repo"
+    (repo / package).mkdir(parents=True)
     (repo / "tests").mkdir()
-    (repo / "loop" / "__init__.py").write_text("")
-    (repo / "loop" / "core.py").write_text(LOOP)
-    (repo / "tests" / "test_core.py").write_text(LOOP_TESTS)
+    (repo / package / "__init__.py").write_text("")
+    (repo / package / "core.py").write_text(core)
+    (repo / "tests" / "test_core.py").write_text(tests)
+    return repo
+
+
+def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
+    repo = one_module_repo(tmp_path, "loop", LOOP, LOOP_TESTS)
     lines: list[str] = []
     out = tmp_path / "tasks.jsonl"
     tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=8, min_body_lines=0), log=lines.append).run()
@@ -353,12 +359,7 @@ def test_double():
 
 def test_a_task_whose_gold_code_the_scan_voids_is_dropped(tmp_path):
     """boltons' `debugutils.py` case: grading's scan voids the gold code itself, so the task could never be solved."""
-    repo = tmp_path / "hooks-repo"
-    (repo / "hooks").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "hooks" / "__init__.py").write_text("")
-    (repo / "hooks" / "core.py").write_text(HOOKS)
-    (repo / "tests" / "test_core.py").write_text(HOOKS_TESTS)
+    repo = one_module_repo(tmp_path, "hooks", HOOKS, HOOKS_TESTS)
     lines: list[str] = []
     out = tmp_path / "tasks.jsonl"
     tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()

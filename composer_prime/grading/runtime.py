@@ -77,8 +77,9 @@ async def isolate_box(runtime: vf.Runtime, namespace: bool = True) -> None:
         container = await open_container(runtime)
         opened = container if isinstance(container, Namespace) else f"{opened}; {container}"
     _namespaces[runtime] = opened
-    if isinstance(opened, Namespace) and not opened.container:
-        runtime.env = {**runtime.env, NS_VAR: opened.holder}
+    if isinstance(opened, Namespace):
+        if not opened.container:  # the agent's commands enter it; a container's commands are in it already
+            runtime.env = {**runtime.env, NS_VAR: opened.holder}
     elif namespace and opened not in _warned:
         _warned.add(opened)
         logger.warning("grading: no PID namespace for the rollout (%s); only the reaper ends its processes", opened)

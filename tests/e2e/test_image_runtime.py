@@ -174,7 +174,7 @@ SHED_TAGS = "( ulimit -R 4; cd / && exec setsid env -i sh -c 'echo $$ >> /tmp/pi
 
 
 @pytest.mark.parametrize("reaper_only", [False, True], ids=["container-namespace", "reaper-only"])
-def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only):
+def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only, caplog):
     """`end_rollout` in a podman box: the container is the rollout's PID namespace (podman refuses `unshare --pid`),
     so every process but its PID 1 dies, the tag-shedding one included; the reaper alone misses that one."""
     from composer_prime.grading import runtime as grading_runtime
@@ -202,6 +202,7 @@ def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only):
         assert ended.isolation == "reaper" and after == "2", ended  # untagged: nothing for the reaper to find
     else:
         assert ended.isolation == "container" and ended.killed >= 2 and after == "0", ended
+        assert "no PID namespace" not in caplog.text  # the container's namespace is one: nothing to warn about
 
 
 def red_team_cases() -> list[tuple[str, str]]:

@@ -6,8 +6,10 @@ and, for each `--sdist NAME==VERSION`, fetches that release's sdist with `pip do
 the bare suite time (`python -m pytest -q`), the time per candidate tried and its ratio to the bare suite, the
 mean row size and the first task names. Then for `--grade-tasks` tasks the gold patch is applied in a subprocess box
 and validated under the grader's default isolation, and the grading (`FeatureDeletionTask.grade`: reap, clean,
-scan, canaries, trusted launcher, network namespace) is timed against bare pytest in the same folder, `--repeats`
-times each.
+scan, canaries, trusted launcher, network namespace) is timed against bare pytest over the same tree, `--repeats`
+times each. The bare run gets the whole suite: the box's tree (gold code applied) copied once, with the test files the
+task holds back from the agent written back (grading writes them into its private copy only, so the box's own
+folder lacks them).
 
 `--pytest NAME=SPEC` runs NAME's tests (mining, grading and the bare run) with `pytest SPEC` from a fresh venv
 holding nothing else (boltons' `conftest.py` needs `pytest<9`); `--no-near-copy NAME` mines NAME with the near-copy
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,13 +107,19 @@ async def grade_vs_bare(task, repeats: int) -> tuple[float, float, bool, str] | 
         await task.setup(runtime)
         if not await task.validate(runtime):
             return None  # the taskset logged why
-        graded, bare, isolated, isolation = [], [], False, ""
-        for _ in range(repeats):
-            grade = await task.grade(runtime)
-            graded.append(grade.seconds)
-            isolated = grade.network_isolated
-            isolation = grade.isolation + (" + private copy" if grade.private_copy else "")
-            bare.append(await asyncio.to_thread(bare_pytest, Path(runtime.workdir), task.python))
+        with tempfile.TemporaryDirectory(prefix="bench-bare-") as scratch:
+            whole = Path(scratch) / "tree"  # the suite as the repository ships it: held-out test files included
+            shutil.copytree(runtime.workdir, whole, symlinks=True)
+            for path, data in task.baseline().owned.items():
+                (whole / path).parent.mkdir(parents=True, exist_ok=True)
+                (whole / path).write_bytes(data)
+            graded, bare, isolated, isolation = [], [], False, ""
+            for _ in range(repeats):
+                grade = await task.grade(runtime)
+                graded.append(grade.seconds)
+                isolated = grade.network_isolated
+                isolation = grade.isolation + (" + private copy" if grade.private_copy else "")
+                bare.append(await asyncio.to_thread(bare_pytest, whole, task.python))
         return statistics.median(graded), statistics.median(bare), isolated, isolation
     finally:
         await runtime.stop()

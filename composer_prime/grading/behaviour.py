@@ -6,7 +6,8 @@ tagged format of `values`), and the miner keeps those whose replay on the gold c
 expected side is stored with the task, on the host; only the calls' arguments ever enter the box.
 
 At grading, before the task's tests are written into the box, `replay` runs `python -I -S -B replayer.py` in the
-work tree through the same launcher as the suite (timeout, network namespace): a fresh process that imports the
+work tree through the same launcher as the suite (timeout, network namespace), as PID 1 of a PID namespace of its
+own where the box allows it (so whatever it starts dies with it): a fresh process that imports the
 candidate's code, makes each call and sends back tagged answers on a private duplicate of its stdout. `compare`
 judges them on the grader's side with `values.same`: types and structure, never the `__eq__` of an object the
 candidate built. An object that claims equality with everything, or one that reads the expected value out of the
@@ -24,7 +25,7 @@ import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.grading import values
-from composer_prime.grading.launch import launch_argv
+from composer_prime.grading.launch import launch_argv, marks
 
 HERE = Path(__file__).parent
 VALUES_MODULE = "_composer_prime_values"
@@ -66,8 +67,9 @@ async def replay(
     pythonpath: list[str],
     timeout_s: float,
     isolate_network: bool = True,
-) -> tuple[list[dict | None], str]:
-    """Replay `calls` in the box's work tree; (one answer per call, None where none came back; the output tail)."""
+) -> tuple[list[dict | None], str, bool]:
+    """Replay `calls` in the box's work tree; (one answer per call, None where none came back; the output tail;
+    whether the replay ran as PID 1 of a namespace of its own, so that no process it started outlived it)."""
     scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     paths = [f"{workdir}/{p}".rstrip("/.") if p not in (".", "") else workdir for p in pythonpath]
@@ -76,12 +78,13 @@ async def replay(
     await runtime.write(f"{scratch}/bootstrap.py", (HERE / "bootstrap.py").read_bytes())
     await runtime.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
-    argv = launch_argv(isolate_network, timeout_s, [python, "-I", "-S", "-B", f"{scratch}/replayer.py"])
+    replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
+    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True)
     try:
         try:
             result = await asyncio.wait_for(runtime.run([*argv, f"{scratch}/spec.json"], {}), timeout_s + 30)
         except TimeoutError:
-            return [None] * len(calls), f"the replay did not return within {timeout_s + 30:g}s"
+            return [None] * len(calls), f"the replay did not return within {timeout_s + 30:g}s", False
     finally:
         await runtime.run(["rm", "-rf", "--", scratch], {})
     answers: list[dict | None] = [None] * len(calls)
@@ -101,7 +104,8 @@ async def replay(
         else:
             seen.add(index)
             answers[index] = answer
-    return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:])
+    contained = marks(result.stdout or "")[1]
+    return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:]), contained
 
 
 def mismatch(call: RecordedCall, answer: dict | None) -> str | None:

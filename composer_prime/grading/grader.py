@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from composer_prime.grading import behaviour, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.grade import Grade, fraction
-from composer_prime.grading.launch import NETWORK_MARK, launch_argv
+from composer_prime.grading.launch import launch_argv, marks
 from composer_prime.grading.private_copy import private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import end_rollout, reap, run_checked
@@ -232,7 +232,7 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
         await runtime.run(["rm", "-rf", "--", scratch, *canary_files], {})
     records, grade.void, rest = read_stream(result.stdout or "", nonce)
     grade.output_tail = (rest + "\n" + (result.stderr or ""))[-4000:]
-    grade.network_isolated = (result.stdout or "").startswith(NETWORK_MARK)
+    grade.network_isolated = marks(result.stdout or "")[0]
     grade.timed_out = result.exit_code in (124, 137)
     grade.seconds = time.monotonic() - started
     exits = [r["exit"] for r in records if isinstance(r.get("exit"), int)]
@@ -316,8 +316,9 @@ async def grade(
     """End the rollout's processes, copy the tree, clean it, run the suite with canaries, and judge it (see the module
     docstring). `before_run` (swe-gym: remove the files the test patch deletes) runs on the graded tree after the
     cleaning; a message it returns is the grade's error and nothing runs. `calls` (feature-deletion): the feature's
-    recorded behaviour, replayed first, before any test file is written, and every process the replay left is
-    killed before the tree is cleaned. `check` (the grading interpreter's fingerprint) runs beside the suite run,
+    recorded behaviour, replayed first, before any test file is written; the replay runs in a PID namespace of its
+    own where the box allows it (its processes die with it), and elsewhere the reaper kills every process it left
+    before the tree is cleaned. `check` (the grading interpreter's fingerprint) runs beside the suite run,
     once every process that ran the candidate before it (the rollout's, the replay's) is dead; the void reasons
     it returns join the grade's."""
     started = time.monotonic()
@@ -344,11 +345,12 @@ async def _grade_tree(
     workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
     replayed, mismatches, replay_tail = 1.0, [], ""
     if calls:
-        answers, replay_tail = await behaviour.replay(
+        answers, replay_tail, contained = await behaviour.replay(
             runtime, calls, workdir, suite.python, suite.pythonpath, suite.timeout_s, suite.isolate_network
         )
         replayed, mismatches = behaviour.compare(calls, answers)
-        await reap(runtime)
+        if not contained:  # in its own PID namespace, nothing the replay started outlived it
+            await reap(runtime)
     removed, void = await prepare_tree(runtime, baseline)
     error = await before_run(runtime) if before_run is not None else None
     checked = asyncio.create_task(check()) if check is not None else None

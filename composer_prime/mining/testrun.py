@@ -152,7 +152,7 @@ def replay_calls(test_cmd: list[str], cwd: Path, calls: list[RecordedCall], time
     async def run() -> list[dict | None]:
         runtime = SubprocessRuntime(vf.SubprocessConfig(), name="composer-prime-mine")
         runtime.workdir, runtime.env = cwd, env
-        answers, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), [".", "src"], timeout_s)
+        answers, _, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), [".", "src"], timeout_s)
         return answers
 
     return asyncio.run(run())

@@ -53,6 +53,9 @@ class Grade(BaseModel):
     """Why no PID namespace was used (unshare refused or missing, turned off), when none was."""
     private_copy: bool = False
     """The tree was graded as a copy in a fresh folder the agent never saw."""
+    grader_box: bool = False
+    """The copy was graded in a grader box: a second container from the image, whose interpreter the agent never
+    reached."""
     timed_out: bool = False
     """The run hit its time limit and was killed."""
     void: list[str] = []

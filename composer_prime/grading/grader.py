@@ -36,9 +36,10 @@ from composer_prime.grading import behaviour, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import launch_argv, marks
-from composer_prime.grading.private_copy import private_copy
+from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import end_rollout, reap, run_checked
+from composer_prime.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
@@ -78,6 +79,9 @@ class Suite(BaseModel):
     """Plant canary tests (off only for the miner's own traced baseline)."""
     private_copy: bool = True
     """Grade a copy of the tree in a fresh folder the agent never saw (off: grade the box's own folder)."""
+    grader_box: bool = True
+    """On a docker or podman box (with `private_copy`), grade the copy in a second container started from the same
+    image, whose interpreter the agent never reached (`private_copy.grader_box_copy`)."""
 
 
 @dataclass
@@ -323,13 +327,18 @@ async def grade(
     it returns join the grade's."""
     started = time.monotonic()
     ended = await end_rollout(runtime)
-    view = await private_copy(runtime) if suite.private_copy else runtime
+    boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
+    if boxed:  # the box's interpreter is not checked: the grader box's is the image's, which the agent never reached
+        view, check = await grader_box_copy(runtime, suite.python), None
+    else:
+        view = await private_copy(runtime) if suite.private_copy else runtime
     try:
         result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
     finally:
         if view is not runtime:
             await view.remove()
     result.isolation, result.isolation_note, result.private_copy = ended.isolation, ended.note, view is not runtime
+    result.grader_box = boxed
     return judge(result, outcomes, canaries, suite, started)
 
 

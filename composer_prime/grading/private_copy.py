@@ -6,11 +6,21 @@ does not use) into a fresh folder with a random name (`/tmp/composer-prime-tree-
 resolved in it. The grader runs all its steps through the view, so nothing left pointing at the box's own folder (a
 process that escaped, a path baked into the agent's code, a link) reaches the tree under test; `remove()` deletes the
 copy at the end. Absolute paths (the grader's scratch folder) pass through unchanged.
+
+On a docker or podman box the agent was root in the container, so everything in it (the image's `python3`, its
+standard library, pytest, `sha256sum`) may have been rewritten. `grader_box_copy(runtime)` grades elsewhere: it
+starts a second container from the same image (the grader box: the agent never had a handle to it, and an image
+cannot be written from a container), packs the tree in the agent's box (`tar`, without `.git`), carries the archive
+over through the runtimes' file I/O, and unpacks it in the grader box with the grader box's own interpreter, keeping
+regular files and folders only (no links, devices, absolute or `..` names, no set-id bits: the agent's `tar` may
+have been replaced and is not trusted to pack honestly). The view it returns is rooted in the grader box; `remove()`
+also removes the grader box (in a thread: `podman rm --force` waits for the box's `sleep infinity`).
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
@@ -27,12 +37,47 @@ cd -P -- "$dst" && pwd -P
 _IN = 'cd -P -- "$0" && exec "$@"'
 
 
+_PACK = r"""
+out=$1
+tar --exclude=./.git -cf "$out" . || exit 1
+"""
+_UNPACK = r"""
+import os, sys, tarfile
+archive, root = sys.argv[1], sys.argv[2]
+os.mkdir(root, 0o700)
+with tarfile.open(archive) as tar:
+    for member in tar:
+        parts = member.name.split("/")
+        if member.name.startswith("/") or ".." in parts or not (member.isreg() or member.isdir()):
+            continue
+        name = "/".join(p for p in parts if p not in ("", "."))
+        if not name:
+            continue
+        target = os.path.join(root, name)
+        if member.isdir():
+            os.makedirs(target, exist_ok=True)
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        source = tar.extractfile(member)
+        with open(target, "wb") as out:
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
+        os.chmod(target, member.mode & 0o755)
+os.unlink(archive)
+print(os.path.realpath(root))
+"""
+GRADER_BOX_BYTES = 1 << 30
+"""The largest tree archive carried into a grader box; a larger one fails the grading."""
+
+
 class CopyView:
     """`runtime`, rooted at the private copy `root`: what the grader sees of the tree."""
 
-    def __init__(self, runtime: Runtime, root: str):
+    def __init__(self, runtime: Runtime, root: str, box: Runtime | None = None):
         self.runtime = runtime
         self.root = root
+        self.box = box
+        """The grader box `runtime` is, when the copy lives in one (removed with the copy)."""
 
     def __getattr__(self, name: str):
         return getattr(self.runtime, name)
@@ -50,7 +95,10 @@ class CopyView:
         await self.runtime.write(self._path(path), data)
 
     async def remove(self) -> None:
-        await self.runtime.run(["rm", "-rf", "--", self.root], {})
+        if self.box is None:
+            await self.runtime.run(["rm", "-rf", "--", self.root], {})
+        else:
+            _remove_box(self.box)
 
 
 async def private_copy(runtime: Runtime) -> CopyView:
@@ -65,3 +113,42 @@ async def private_copy(runtime: Runtime) -> CopyView:
             f"grading: copying the work tree to a private folder failed: {(result.stderr or '')[-300:]}"
         )
     return CopyView(runtime, root)
+
+
+def _remove_box(box: Runtime) -> None:
+    """Remove a grader box without waiting for it: `cleanup` (verifiers' synchronous `rm --force`) in a thread."""
+    cleanup = getattr(box, "cleanup", None)
+    if callable(cleanup):
+        threading.Thread(target=cleanup, name="composer-prime-grader-box-rm").start()
+
+
+async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView:
+    """Start a grader box from `runtime`'s image and copy the work tree into a fresh folder there (see the module
+    docstring); the view rooted at it. `vf.SandboxError` when any step fails (the box is removed then)."""
+    from verifiers.v1.runtimes import make_runtime
+
+    token = secrets.token_hex(16)
+    archive = f"/tmp/composer-prime-pack-{token}.tar"
+    packed = await runtime.run(["sh", "-c", _PACK, "composer-prime-pack", archive], {})
+    try:
+        if packed.exit_code != 0:
+            raise vf.SandboxError(f"grading: packing the work tree failed: {(packed.stderr or '')[-300:]}")
+        data = await runtime.read(archive, max_bytes=GRADER_BOX_BYTES)
+    finally:
+        await runtime.run(["rm", "-f", "--", archive], {})
+    box = make_runtime(runtime.config, name=f"composer-grader-{token[:12]}")
+    try:
+        await box.start()
+        await box.write(archive, data)
+        script = f"/tmp/composer-prime-unpack-{token}.py"
+        await box.write(script, _UNPACK.encode())
+        result = await box.run([python, "-I", "-S", "-B", script, archive, f"/tmp/composer-prime-tree-{token}"], {})
+        root = (result.stdout or "").strip()
+        if result.exit_code != 0 or not root.startswith("/"):
+            raise vf.SandboxError(
+                f"grading: unpacking the tree in the grader box failed: {(result.stderr or '')[-300:]}"
+            )
+    except BaseException:
+        _remove_box(box)
+        raise
+    return CopyView(box, root, box)

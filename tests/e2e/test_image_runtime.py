@@ -115,6 +115,7 @@ def test_gold_patch_scores_one_and_untouched_zero_in_a_container(env_name, featd
     workdir, trace = in_box(task, untouched)
     assert workdir == ("/testbed" if env_name == "swe-gym" else "/app")
     assert trace.reward == 0.0 and trace.metrics["pass_to_pass"] == 1.0, trace.info.get("grading")
+    assert trace.info["grading"]["grader_box"] is True  # graded in a second container, not the agent's
     assert trace.info["grading"]["error"] is None and trace.info["grading"]["void"] == []
     assert trace.metrics["network_isolated"] == 1.0  # `unshare -n` works as root inside the container
 
@@ -122,6 +123,60 @@ def test_gold_patch_scores_one_and_untouched_zero_in_a_container(env_name, featd
         return await task.validate(runtime)
 
     assert in_box(task, gold) is True
+
+
+# The agent is root in its container: it appends a line to the image's own pytest and replaces `sha256sum` with one
+# that reports that file's digest from before the change, so the in-box interpreter check sees nothing.
+PLANT = r"""
+set -e
+init=$(python3 -I -S -c 'import sys, site; sys.path[:0] = site.getsitepackages(); import _pytest; print(_pytest.__file__)')
+cp "$init" /root/pytest-init.orig
+echo 'print("AGENT-PLANTED-IN-THE-GRADING-INTERPRETER", flush=True)' >> "$init"
+real=$(command -v sha256sum)
+cp "$real" /root/sha256sum.real
+cat > "$real" <<END
+#!/bin/bash
+[ \$# -eq 0 ] && exec /root/sha256sum.real
+for f in "\$@"; do
+  if [ "\$f" = "$init" ]; then echo "\$(/root/sha256sum.real < /root/pytest-init.orig | cut -d' ' -f1)  \$f"
+  else /root/sha256sum.real "\$f"; fi
+done
+END
+"""
+
+
+def test_the_grading_interpreter_is_one_the_agent_never_reached(featdel_task):
+    """An agent that rewrites the image's pytest in its container (and fools the in-box check) reaches grading only
+    without the grader box; with it (the default) the suite runs in a second container from the image."""
+    from feature_deletion.taskset import _interpreters
+
+    from composer_prime import grading
+    from composer_prime.grading import interpreter
+
+    task = featdel_task
+
+    async def planted(runtime, trace):  # type: ignore[no-untyped-def]
+        await runtime.write("gold.patch", task.data.mined.gold_patch.encode())
+        assert (await runtime.run(["git", "apply", "gold.patch"], {})).exit_code == 0
+        await runtime.run(["rm", "-f", "gold.patch"], {})
+        done = await runtime.run(["bash", "-c", PLANT], {})
+        assert done.exit_code == 0, done.stderr
+        before = _interpreters[runtime]
+
+        async def check() -> list[str]:
+            return interpreter.changes(before, await interpreter.fingerprint(runtime, task.python))
+
+        suite = task.suite().model_copy(update={"grader_box": False})
+        calls = task.data.mined.behaviour
+        inside = await grading.grade(runtime, suite, task.baseline(), calls=calls, check=check)
+        return inside, await task.grade(runtime)
+
+    inside, boxed = in_box(task, planted)
+    # potent: without the grader box the agent's pytest ran the suite and the in-box check saw no change
+    assert not inside.grader_box and inside.void == [], inside.void
+    assert "AGENT-PLANTED-IN-THE-GRADING-INTERPRETER" in inside.output_tail
+    assert boxed.grader_box and boxed.solved and boxed.void == [], boxed.info()
+    assert "AGENT-PLANTED-IN-THE-GRADING-INTERPRETER" not in boxed.output_tail
 
 
 def test_swe_gym_image_box_holds_no_future(swegym_task):

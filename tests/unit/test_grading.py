@@ -281,3 +281,49 @@ def test_scan_texts_voids_what_grading_would() -> None:
     assert scan_texts({"pkg/big.py": (None, big)}) == [
         f"pkg/big.py: {len(big)} bytes, over the scan's {SCAN_BYTES} byte limit"
     ]
+
+
+def test_the_grader_box_unpacks_regular_files_and_folders_only(tmp_path) -> None:
+    """The archive is packed by the agent's `tar`, which may have been replaced: unpacking keeps regular files and
+    folders inside the fresh root, drops links, devices, absolute and `..` names, and set-id bits."""
+    import io
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    from composer_prime.grading.private_copy import _UNPACK
+
+    def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", mode: int = 0o644, link: str = ""):
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.linkname, info.size = kind, mode, link, len(data)
+        return info, io.BytesIO(data) if data else None
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    archive = tmp_path / "tree.tar"
+    with tarfile.open(archive, "w") as tar:
+        for info, data in [
+            member("./pkg", tarfile.DIRTYPE, mode=0o755),
+            member("./pkg/mod.py", data=b"X = 1\n"),
+            member("./pkg/run.sh", data=b"#!/bin/sh\n", mode=0o6755),
+            member("./pkg/up", tarfile.SYMTYPE, link=str(outside)),
+            member("./pkg/up/evil.py", data=b"evil\n"),
+            member("./pkg/hard", tarfile.LNKTYPE, link="pkg/mod.py"),
+            member("../escape.py", data=b"evil\n"),
+            member(str(outside / "abs.py"), data=b"evil\n"),
+            member("./pkg/fifo", tarfile.FIFOTYPE),
+        ]:
+            tar.addfile(info, data)
+    root = tmp_path / "root"
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", _UNPACK, str(archive), str(root)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(root.resolve())
+    found = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    # the link is dropped, so the file named through it lands in a plain folder inside the root, not outside
+    assert found == ["pkg", "pkg/mod.py", "pkg/run.sh", "pkg/up", "pkg/up/evil.py"], found
+    assert not (root / "pkg/up").is_symlink()
+    assert (root / "pkg/mod.py").read_bytes() == b"X = 1\n"
+    assert oct(os.stat(root / "pkg/run.sh").st_mode & 0o7777) == oct(0o755)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "escape.py").exists() and not archive.exists()

@@ -315,21 +315,21 @@ async def grade(
     baseline: Baseline,
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None = None,
     calls: list[behaviour.RecordedCall] | None = None,
-    check: Callable[[], Awaitable[list[str]]] | None = None,
+    check: Callable[[vf.Runtime], Awaitable[list[str]]] | None = None,
 ) -> Grade:
     """End the rollout's processes, copy the tree, clean it, run the suite with canaries, and judge it (see the module
     docstring). `before_run` (swe-gym: remove the files the test patch deletes) runs on the graded tree after the
     cleaning; a message it returns is the grade's error and nothing runs. `calls` (feature-deletion): the feature's
     recorded behaviour, replayed first, before any test file is written; the replay runs in a PID namespace of its
     own where the box allows it (its processes die with it), and elsewhere the reaper kills every process it left
-    before the tree is cleaned. `check` (the grading interpreter's fingerprint) runs beside the suite run,
-    once every process that ran the candidate before it (the rollout's, the replay's) is dead; the void reasons
-    it returns join the grade's."""
+    before the tree is cleaned. `check(where)` (the grading interpreter's fingerprint, taken where the suite runs:
+    the grader box on docker and podman, else the box) runs beside the suite run, once every process that ran the
+    candidate before it (the rollout's, the replay's) is dead; the void reasons it returns join the grade's."""
     started = time.monotonic()
     ended = await end_rollout(runtime)
     boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
-    if boxed:  # the box's interpreter is not checked: the grader box's is the image's, which the agent never reached
-        view, check = await grader_box_copy(runtime, suite.python), None
+    if boxed:
+        view = await grader_box_copy(runtime, suite.python)
     else:
         view = await private_copy(runtime) if suite.private_copy else runtime
     try:
@@ -348,7 +348,7 @@ async def _grade_tree(
     baseline: Baseline,
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None,
     calls: list[behaviour.RecordedCall] | None,
-    check: Callable[[], Awaitable[list[str]]] | None = None,
+    check: Callable[[vf.Runtime], Awaitable[list[str]]] | None = None,
 ) -> tuple[Grade, dict[str, str], dict]:
     """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries."""
     workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
@@ -362,7 +362,7 @@ async def _grade_tree(
             await reap(runtime)
     removed, void = await prepare_tree(runtime, baseline)
     error = await before_run(runtime) if before_run is not None else None
-    checked = asyncio.create_task(check()) if check is not None else None
+    checked = asyncio.create_task(check(runtime)) if check is not None else None
     try:
         if error is not None:
             result, outcomes, canaries = Grade(error=error), {}, {}

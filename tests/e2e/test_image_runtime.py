@@ -163,8 +163,8 @@ def test_the_grading_interpreter_is_one_the_agent_never_reached(featdel_task):
         assert done.exit_code == 0, done.stderr
         before = _interpreters[runtime]
 
-        async def check() -> list[str]:
-            return interpreter.changes(before, await interpreter.fingerprint(runtime, task.python))
+        async def check(where) -> list[str]:  # type: ignore[no-untyped-def]
+            return interpreter.changes(before, await interpreter.fingerprint(where, task.python))
 
         suite = task.suite().model_copy(update={"grader_box": False})
         calls = task.data.mined.behaviour

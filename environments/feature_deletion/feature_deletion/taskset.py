@@ -191,8 +191,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         """Kill the rollout's processes, then grade a private copy of the box's tree (`composer_prime.grading`)."""
         before = _interpreters.get(runtime)
 
-        async def interpreter_changes() -> list[str]:
-            return interpreter.changes(before, await interpreter.fingerprint(runtime, self.python))
+        async def interpreter_changes(where: vf.Runtime) -> list[str]:
+            return interpreter.changes(before, await interpreter.fingerprint(where, self.python))
 
         check = interpreter_changes if before is not None else None
         return await grading.grade(runtime, self.suite(), self.baseline(), calls=self.data.mined.behaviour, check=check)

@@ -206,9 +206,9 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         )
         suite = self.suite(repo_settings(baseline["configs"]))
 
-        async def interpreter_changes() -> list[str]:
+        async def interpreter_changes(where: vf.Runtime) -> list[str]:
             return interpreter.changes(
-                interpreter_before or {}, await interpreter.fingerprint(runtime, self.config.python)
+                interpreter_before or {}, await interpreter.fingerprint(where, self.config.python)
             )
 
         check = interpreter_changes if interpreter_before is not None else None

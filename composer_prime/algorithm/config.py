@@ -47,13 +47,10 @@ class OutcomeConfig(_Section):
 class HintConfig(_Section):
     """Channel 2: hint self-distillation on the error-site message of a trace."""
 
-    enabled: bool = True
-    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. On as in
-    Composer's recipe, which the TOMLs run, although docs/evidence.md's CPU table does not support it: with a policy
-    that reads hints, `full` is behind `replay` on every seed (-3.5 +- 1.1 points of AUC) and `hints` does not beat
-    `grpo`. The TOMLs cannot set it themselves (the baseline overlays replace the algorithm, whose config would refuse
-    a `hints` table), so the default carries the recipe; the evidence lowers `hint_coef` instead (loss_config.py).
-    `recipes/no-hint.toml` is the ablation that decides at model scale."""
+    enabled: bool = False
+    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. Off by default
+    because docs/evidence.md's CPU table does not support the channel: TBD_ENABLED. Composer's recipe has it on;
+    `recipes/hints.toml` turns it on over any composer TOML, and is the run that decides at model scale."""
 
     max_targets_per_trace: int = Field(2, ge=1, le=64)
     """At most this many target messages per trace, most informative first (see `kinds`). Targeting a few error

@@ -57,7 +57,9 @@ def test_equal_reward_groups_keep_their_hint_gradient_through_the_filter(reward,
     from prime_rl.orchestrator.trajectories import trace_to_samples
     from pydantic import TypeAdapter
 
-    algorithm = build_algorithm(TypeAdapter(AlgoConfig).validate_python({"type": "composer"}), Scorer())
+    algorithm = build_algorithm(
+        TypeAdapter(AlgoConfig).validate_python({"type": "composer", "hints": {"enabled": True}}), Scorer()
+    )
     algorithm.renderer = Renderer()
     traces = [episode_trace(reward, teacher=False) for _ in range(2)]
     episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in traces]

@@ -368,6 +368,8 @@ def run_all(
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
+                    if future.exception() is not None:  # stop at the first failure, not after every queued run
+                        pool.shutdown(wait=False, cancel_futures=True)
                     result = future.result()
                     bar.update()
                     if "arm" in result:
@@ -414,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         names.insert(0, "grpo")  # every figure is paired against GRPO
     if settings.prime_rl_src and not (Path(settings.prime_rl_src) / "src" / "prime_rl").is_dir():
         parser.error(f"--prime-rl-src {settings.prime_rl_src}: no src/prime_rl there; point it at a PRIME-RL checkout")
+    if settings.prime_rl_src and "grpo" in names:
+        try:  # before any work: a missing dependency would otherwise surface with the first GRPO run's result
+            loss_setup(ARMS["grpo"], settings)
+        except ImportError as err:
+            parser.error(f"--prime-rl-src {settings.prime_rl_src}: PRIME-RL's loss does not import ({err}); install "
+                         "its dependencies with pip install -e '.[contract]'")  # fmt: skip
     workers = 1 if args.device.startswith("cuda") else max(1, args.workers)
 
     start = time.perf_counter()

@@ -51,8 +51,8 @@ class HintConfig(_Section):
     """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. Off by default
     because docs/evidence.md's CPU table does not support the channel: with a policy that reads hints, `hints` vs
     `grpo` is -1.0 +- 1.7 points of AUC (ahead on 2 seeds of 5) and `full` is behind `replay` on every seed (-1.3 +-
-    0.9). Composer's recipe has it on;
-    `recipes/hints.toml` turns it on over any composer TOML, and is the run that decides at model scale."""
+    0.9). Composer's recipe has it on; `recipes/hints.toml` turns it on over any composer TOML, and is the run that
+    decides at model scale."""
 
     max_targets_per_trace: int = Field(2, ge=1, le=64)
     """At most this many target messages per trace, most informative first (see `kinds`). Targeting a few error

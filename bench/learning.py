@@ -26,7 +26,7 @@ briefly to read hints (bench/learning_task.py). Rollouts sample at the preset's 
 passes 2-3 % of its samples and GRPO gets almost no signal); the RL learning rate warms up linearly over the first
 `warmup` steps, as PRIME-RL's scheduler can (docs/evidence.md says which probes chose the preset).
 
-    python bench/learning.py                      # CPU preset: about 30 min on 2 shared cores
+    python bench/learning.py                      # CPU preset: about 22 min on 2 shared cores
     python bench/learning.py --device cuda        # GPU preset: larger policy, 300 steps x 64 prompts x 8 samples
     python bench/learning.py --preset tiny        # seconds; what tests/e2e/test_learning_bench.py runs
 

@@ -133,7 +133,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for placement in ("before_target", "system_prefix"):
-        config = ComposerAlgoConfig(hints=HintConfig(placement=placement))
+        config = ComposerAlgoConfig(hints=HintConfig(enabled=True, placement=placement))
         rows.append((placement, run(args.group, args.turns, args.repeat, config)))
     print(f"composer algorithm, {args.group} traces x {args.turns} turns, median of {args.repeat} groups")
     header = (

@@ -17,14 +17,16 @@ The loss is `composer_prime.loss.composer_loss`; the GRPO arm uses `composer_pri
 otherwise composer_loss with no reference stream, which tests/unit/test_loss.py and tests/contract/test_loss_contract.py
 show equal to it in value and gradient. The table says which one ran.
 
-Arms (`--arms`, default all): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full (both, the
-defaults of ComposerAlgoConfig and ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step
-of a failed trace scored, per-token weight); full with hint_coef 0.05/0.15/0.5; full with 1 or 4 targets per trace.
-All arms of a seed start from the same supervised warm start and see the same prompts; every seed's warm start
-starts from one base policy drilled to read hints (bench/learning_task.py). Rollouts sample at the preset's
-temperature (0.3: at 1 the warm start passes 2-3 % of its samples and GRPO gets almost no signal, docs/evidence.md).
+Arms (`--arms`, default all but `full-coef0.5`): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full
+(both, hints on and the defaults of ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step of
+a failed trace scored, per-token weight); full with hint_coef 0.05/0.15 (0.5 on request: it lost to `full` on every
+seed of the earlier table, docs/evidence.md); full with 1 or 4 targets per trace. All arms of a seed start from the
+same supervised warm start and see the same prompts; every seed's warm start starts from one base policy drilled
+briefly to read hints (bench/learning_task.py). Rollouts sample at the preset's temperature (0.3: at 1 the warm start
+passes 2-3 % of its samples and GRPO gets almost no signal); the RL learning rate warms up linearly over the first
+`warmup` steps, as PRIME-RL's scheduler can (docs/evidence.md says which probes chose the preset).
 
-    python bench/learning.py                      # CPU preset: about 30 min on 2 shared cores
+    python bench/learning.py                      # CPU preset: about 22 min on 2 shared cores
     python bench/learning.py --device cuda        # GPU preset: larger policy, 300 steps x 64 prompts x 8 samples
     python bench/learning.py --preset tiny        # seconds; what tests/e2e/test_learning_bench.py runs
 
@@ -85,14 +87,18 @@ ARMS = {
     )
 }
 
+DEFAULT_ARMS = [name for name in ARMS if name != "full-coef0.5"]
+"""Every arm the issue names, with the hint_coef sweep at 0.05 and 0.15 around the 0.02 default (0.5 by `--arms`)."""
+
 PRESETS: dict[str, dict[str, Any]] = {
-    # steps x prompts x group: 80 x 12 x 8 = 7.7k episodes per run; 10 arms x 5 seeds. lr 2e-3 collapsed GRPO.
-    "cpu": dict(hidden=96, layers=1, steps=80, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
-                lr=3e-4, temperature=0.3, sft_steps=3000, hint_drill=500, warm_target=0.30, task_steps=4),
+    # steps x prompts x group: 160 x 12 x 8 = 15k episodes per run; 9 arms x 5 seeds. lr 2e-3 collapsed GRPO; at
+    # 80 steps, without warmup and after a 500-step hint drill GRPO gained 2.5 points (docs/evidence.md, probes).
+    "cpu": dict(hidden=96, layers=1, steps=160, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
+                lr=3e-4, warmup=10, temperature=0.3, sft_steps=3000, hint_drill=100, warm_target=0.30, task_steps=4),
     "gpu": dict(hidden=512, layers=2, steps=300, prompts=64, group=8, seeds=5, eval_every=10, eval_size=1024,
-                lr=5e-4, temperature=0.3, sft_steps=6000, hint_drill=500, warm_target=0.35, task_steps=5),
+                lr=5e-4, warmup=10, temperature=0.3, sft_steps=6000, hint_drill=100, warm_target=0.35, task_steps=5),
     "tiny": dict(hidden=24, layers=1, steps=3, prompts=3, group=4, seeds=2, eval_every=1, eval_size=16,
-                 lr=2e-3, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
+                 lr=2e-3, warmup=0, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
 }  # fmt: skip
 
 
@@ -108,6 +114,7 @@ class Settings:
     eval_every: int
     eval_size: int
     lr: float
+    warmup: int
     temperature: float
     sft_steps: int
     hint_drill: int
@@ -311,6 +318,7 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
     policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
     policy.load_state_dict(state)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / max(1, settings.warmup)))
     algo, loss = algo_config(arm), loss_setup(arm, settings)
     eval_set = problems_for(seed, -1, settings.eval_size, settings.task_steps)
     teacher_rng = random.Random(f"teacher/{seed}")
@@ -322,6 +330,7 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
     for step in range(1, settings.steps + 1):
         problems = problems_for(seed, step, settings.prompts, settings.task_steps)
         out = rl_step(policy, optimizer, problems, arm, algo, loss, settings, teacher_rng, generator)
+        scheduler.step()
         for key in totals:
             totals[key] += out[key]
         rewards.append(out["reward"])
@@ -359,6 +368,8 @@ def run_all(
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
+                    if future.exception() is not None:  # stop at the first failure, not after every queued run
+                        pool.shutdown(wait=False, cancel_futures=True)
                     result = future.result()
                     bar.update()
                     if "arm" in result:
@@ -380,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda selects the gpu preset)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="default: cpu, or gpu with --device cuda")
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+    parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (processes)")
     parser.add_argument("--teacher-error", type=float, default=0.15, help="chance the teacher's verdict on a step "
                         "is wrong")  # fmt: skip
@@ -405,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         names.insert(0, "grpo")  # every figure is paired against GRPO
     if settings.prime_rl_src and not (Path(settings.prime_rl_src) / "src" / "prime_rl").is_dir():
         parser.error(f"--prime-rl-src {settings.prime_rl_src}: no src/prime_rl there; point it at a PRIME-RL checkout")
+    if settings.prime_rl_src and "grpo" in names:
+        try:  # before any work: a missing dependency would otherwise surface with the first GRPO run's result
+            loss_setup(ARMS["grpo"], settings)
+        except ImportError as err:
+            parser.error(f"--prime-rl-src {settings.prime_rl_src}: PRIME-RL's loss does not import ({err}); install "
+                         "its dependencies with pip install -e '.[contract]'")  # fmt: skip
     workers = 1 if args.device.startswith("cuda") else max(1, args.workers)
 
     start = time.perf_counter()

@@ -104,11 +104,12 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
     warm = [w["accuracy"] for w in results["warm_start"]]
     reading = {case: [w["hint_reading"][case] for w in results["warm_start"]] for case in READING}
     s = results["settings"]
+    warmup = f" ({s['warmup']}-step warmup)" if s.get("warmup") else ""
     head = (
         f"{len(seeds)} seeds (paired), warm start {_ms(warm, 100)} % held-out accuracy; {s['steps']} RL steps x "
         f"{s['prompts']} prompts x {s['group']} samples at temperature {s['temperature']:g}, GRU hidden "
-        f"{s['hidden']} x {s['layers']}, lr {s['lr']}, {s['task_steps']}-step problems, teacher wrong on "
-        f"{s['teacher_error']:.0%} of steps, device {s['device']}; {results['wall_seconds']:.0f} s wall with "
+        f"{s['hidden']} x {s['layers']}, lr {s['lr']}{warmup}, hint drill {s['hint_drill']} steps, "
+        f"{s['task_steps']}-step problems, teacher wrong on {s['teacher_error']:.0%} of steps, device {s['device']}; {results['wall_seconds']:.0f} s wall with "
         f"{results['workers']} worker(s).\n\nHint reading of the warm start (greedy step in a right context, % right): "
         + ", ".join(f"{label} {_ms(reading[case], 100)}" for case, label in READING.items())
         + "."

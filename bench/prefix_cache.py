@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.algorithm import make_trace, render  # noqa: E402 - after the path insert
-from composer_prime.algorithm.config import ComposerAlgoConfig  # noqa: E402
+from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig  # noqa: E402
 from composer_prime.algorithm.credit import step_credit  # noqa: E402
 from composer_prime.algorithm.hints import score_hints  # noqa: E402
 
@@ -138,7 +138,7 @@ async def measure(urls: dict[str, str], count: int, turns: int, vocab: int) -> d
     warm-up on each server and is not counted."""
     import httpx
 
-    config = ComposerAlgoConfig()
+    config = ComposerAlgoConfig(hints=HintConfig(enabled=True))
     rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in urls}
     async with httpx.AsyncClient(timeout=600) as client:
         for k in range(count + 1):

@@ -47,20 +47,19 @@ class OutcomeConfig(_Section):
 class HintConfig(_Section):
     """Channel 2: hint self-distillation on the error-site message of a trace."""
 
-    enabled: bool = True
-    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. On as in
-    Composer's recipe, which the TOMLs run, although docs/evidence.md's CPU table does not support it: with a policy
-    that reads hints, `full` is behind `replay` on every seed (-3.5 +- 1.1 points of AUC) and `hints` does not beat
-    `grpo`. The TOMLs cannot set it themselves (the baseline overlays replace the algorithm, whose config would refuse
-    a `hints` table), so the default carries the recipe; the evidence lowers `hint_coef` instead (loss_config.py).
-    `recipes/no-hint.toml` is the ablation that decides at model scale."""
+    enabled: bool = False
+    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. Off by default
+    because docs/evidence.md's CPU table does not support the channel: with a policy that reads hints, `hints` vs
+    `grpo` is -1.0 +- 1.7 points of AUC (ahead on 2 seeds of 5) and `full` is behind `replay` on every seed (-1.3 +-
+    0.9). Composer's recipe has it on; `recipes/hints.toml` turns it on over any composer TOML, and is the run that
+    decides at model scale."""
 
     max_targets_per_trace: int = Field(2, ge=1, le=64)
     """At most this many target messages per trace, most informative first (see `kinds`). Targeting a few error
     sites, not whole failed traces, keeps the hint channel a correction: with hints on every token of failed traces
-    the hint gradient dominated GRPO's by 10-20x in the evidence of docs/loss.md. 1 and 4 do not differ from 2 in
-    docs/evidence.md (CPU table: `full-targets1`, `full-targets4` both -1.0 points of AUC against `full`, +- 3.4 and
-    2.1)."""
+    the hint gradient dominated GRPO's by 10-20x in the evidence of docs/loss.md. In docs/evidence.md (CPU table,
+    with hints on) 4 does not differ from 2 (`full-targets4` vs `full`: -0.1 +- 1.3 points of AUC) and 1 is slightly
+    behind (`full-targets1`: -1.0 +- 1.0, behind on 4 seeds of 5)."""
 
     kinds: list[TargetKind] = Field(default_factory=lambda: ["teacher_hint", "edit_then_failure", "tool_error"])
     """Evidence that makes a step a target, in priority order (earlier kinds are picked first). `test_failure` is
@@ -119,8 +118,9 @@ class ReplayConfig(_Section):
     replay_coef: float = Field(0.5, ge=0)
     """Per-token advantage of a scored step is `A_outcome + replay_coef * A_step`, with `A_step` the aggregate
     teacher score in [-1, 1]. 0.5 keeps a unanimous verdict at half a pass/fail swing of a group of mixed outcomes;
-    at 0.5 replay is the channel that beats GRPO in docs/evidence.md (CPU table, row `replay`: +6.8 +- 3.4 points of
-    AUC over `grpo`, ahead on every seed); other values were not measured."""
+    at 0.5 replay is the channel that beats GRPO in docs/evidence.md (CPU table, row `replay`: +5.9 +- 1.0 points of
+    AUC over `grpo`, ahead on every seed, +20 points on 5 seeds of 5 against GRPO's 3); other values were not
+    measured."""
 
     aggregate: Aggregation = "mean"
     """How teachers' scores of one step combine: `mean`, `weighted_mean` (by each teacher's `weight` in the info

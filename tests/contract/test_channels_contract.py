@@ -44,8 +44,10 @@ def test_a_launch_whose_replay_has_no_teachers_is_refused_by_prime_rls_parse(tmp
 def test_the_hint_channel_needs_composer_loss_in_prime_rls_parse(tmp_path, verifiers_snapshot):
     overlay = tmp_path / "default-loss.toml"
     overlay.write_text('[trainer.loss]\nimport_path = "composer_prime.loss.prime_rl_default_loss"\n')
-    result = parse(TOMLS[0], overlay)
+    # hints are off by default (docs/evidence.md): the default loss is fine until recipes/hints.toml turns them on
+    result = parse(TOMLS[0], ROOT / "recipes" / "hints.toml", overlay)
     assert result.returncode != 0 and "ignores the hint reference stream" in result.stderr
+    assert parse(TOMLS[0], overlay).returncode == 0
 
 
 @pytest.mark.parametrize("reward", [0.0, 1.0], ids=["all-fail", "all-pass"])
@@ -57,7 +59,9 @@ def test_equal_reward_groups_keep_their_hint_gradient_through_the_filter(reward,
     from prime_rl.orchestrator.trajectories import trace_to_samples
     from pydantic import TypeAdapter
 
-    algorithm = build_algorithm(TypeAdapter(AlgoConfig).validate_python({"type": "composer"}), Scorer())
+    algorithm = build_algorithm(
+        TypeAdapter(AlgoConfig).validate_python({"type": "composer", "hints": {"enabled": True}}), Scorer()
+    )
     algorithm.renderer = Renderer()
     traces = [episode_trace(reward, teacher=False) for _ in range(2)]
     episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in traces]

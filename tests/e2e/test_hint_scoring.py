@@ -25,7 +25,7 @@ def render(role: str, text: str) -> list[int]:
 
 def config(**hints: object) -> ComposerAlgoConfig:
     # one target per trace: the failed tool call of five_step_trace (node 2)
-    return ComposerAlgoConfig(hints=HintConfig(kinds=["tool_error"], max_targets_per_trace=1, **hints))
+    return ComposerAlgoConfig(hints=HintConfig(enabled=True, kinds=["tool_error"], max_targets_per_trace=1, **hints))
 
 
 async def consume(server: PrefillServer, algo: ComposerAlgoConfig, episodes: int) -> tuple[list, float, float]:

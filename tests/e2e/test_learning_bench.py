@@ -126,3 +126,18 @@ def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
     assert results["preset"] == "gpu" and results["settings"]["layers"] == 2 and results["settings"]["task_steps"] == 5
     assert {r["arm"] for r in results["runs"]} == {"grpo", "full"}
     assert all(len(r["curve"]) == 2 for r in results["runs"])
+
+
+def test_a_prime_rl_checkout_whose_loss_does_not_import_is_refused_before_any_work(tmp_path):
+    # A checkout without the loss module (or without PRIME-RL's dependencies) fails at the first GRPO run's result
+    # otherwise, after every queued run of the pool.
+    (tmp_path / "src" / "prime_rl").mkdir(parents=True)
+    (tmp_path / "src" / "prime_rl" / "__init__.py").write_text("")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "learning.py"), "--preset", "tiny", "--prime-rl-src", str(tmp_path),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "PRIME-RL's loss does not import" in done.stderr and "pip install -e '.[contract]'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

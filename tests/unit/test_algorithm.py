@@ -277,7 +277,7 @@ def test_annotate_hints_uses_teacher_hints_records_metrics_and_respects_off():
         return [5, 5]
 
     trace = compacted_trace(teacher_info([{"node": 9, "scores": {"t1": -1.0}, "hint": "shorter"}]))
-    config = ComposerAlgoConfig(hints=HintConfig(kinds=["teacher_hint", "tool_error"]))
+    config = ComposerAlgoConfig(hints=HintConfig(enabled=True, kinds=["teacher_hint", "tool_error"]))
     (stats,) = asyncio.run(annotate_hints([trace], config, render, score))
     # node 9 is the summary: its teacher hint is not a target; the failed tool call (node 2) is
     assert stats.targets == 1 and trace.nodes[2].reference_logprobs == [-0.25] * 3

@@ -47,7 +47,7 @@ def load(path: Path) -> dict:
 def test_shipped_tomls_exist():
     assert [p.name for p in TOMLS] == ["qwen3-0.6b-composer.toml", "qwen3-32b-composer.toml", "qwen3-4b-composer.toml"]
     names = {p.stem for p in RECIPES}
-    assert {"rlvr-only", "no-hint", "no-replay", "no-compaction", "grpo-baseline", "opsd-baseline"} <= names
+    assert {"rlvr-only", "hints", "no-replay", "no-compaction", "grpo-baseline", "opsd-baseline"} <= names
 
 
 @pytest.mark.parametrize("path", TOMLS + RECIPES, ids=lambda p: p.name)

@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
 
+from composer_prime.pidns import NS_VAR
+from composer_prime.reaper import BOX_VAR
+
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import ProgramResult, Runtime
 
@@ -137,6 +140,9 @@ async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView
     finally:
         await runtime.run(["rm", "-f", "--", archive], {})
     box = make_runtime(runtime.config, name=f"composer-grader-{token[:12]}")
+    # the taskset's environment for commands (swe-gym: the image's conda env on PATH), held by the host, not the box;
+    # the rollout's own markers stay behind
+    box.env = {k: v for k, v in runtime.env.items() if k not in (BOX_VAR, NS_VAR)}
     try:
         await box.start()
         await box.write(archive, data)

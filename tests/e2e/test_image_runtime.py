@@ -307,3 +307,30 @@ def test_attack_scores_zero_in_a_container(red_team_envs, env_name, attack):
     trace = image_rollout(env.task, ATTACKS[attack](env))
     assert trace.reward == 0.0, json.dumps(trace.info["grading"])[:3000]
     assert trace.info["grading"]["isolation"] == "container", trace.info["grading"]["isolation_note"]
+
+
+def test_the_grader_box_keeps_the_tasksets_environment_not_the_rollouts_markers():
+    """swe-gym puts the image's conda env on PATH through the runtime's environment: the grader box runs its commands
+    with it too (the suite must find the same interpreter), but not the rollout's reaper token or namespace."""
+    from composer_prime.grading.private_copy import grader_box_copy
+    from composer_prime.pidns import NS_VAR
+    from composer_prime.reaper import BOX_VAR
+
+    config = vf.PodmanConfig(image=IMAGE, workdir="/app")
+
+    async def go():  # type: ignore[no-untyped-def]
+        runtime = make_runtime(config, name=f"image-{new_token()}")
+        runtime.env = {"COMPOSER_TASK_MARK": "kept", BOX_VAR: new_token(), NS_VAR: "1"}
+        await runtime.start()
+        try:
+            await runtime.write("pkg/mod.py", b"X = 1\n")
+            view = await grader_box_copy(runtime, "python3")
+            try:
+                probe = 'echo "$COMPOSER_TASK_MARK|${COMPOSER_BOX:-none}|${COMPOSER_PIDNS:-none}"; cat pkg/mod.py'
+                return (await view.run(["sh", "-c", probe], {})).stdout
+            finally:
+                await view.remove()
+        finally:
+            await runtime.stop()
+
+    assert asyncio.run(asyncio.wait_for(go(), 300)).splitlines() == ["kept|none|none", "X = 1"]

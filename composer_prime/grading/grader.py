@@ -3,7 +3,8 @@
 `grade(runtime, suite, baseline)` runs these steps:
 
 0. end the rollout's processes (its PID namespace killed whole, then the reaper: `runtime.end_rollout`) and copy the
-   work tree to a fresh folder the agent never saw (`private_copy`); every later step works on that copy;
+   work tree to a fresh folder the agent never saw (`private_copy`; on a docker or podman box, in a grader box: a
+   second container from the same image, `private_copy.grader_box_copy`); every later step works on that copy;
 1. list the box's files and remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth`
    files, links, bytecode); write the files the task owns (held-out tests, restored test files);
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;

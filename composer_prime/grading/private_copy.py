@@ -76,11 +76,11 @@ GRADER_BOX_BYTES = 1 << 30
 class CopyView:
     """`runtime`, rooted at the private copy `root`: what the grader sees of the tree."""
 
-    def __init__(self, runtime: Runtime, root: str, box: Runtime | None = None):
+    def __init__(self, runtime: Runtime, root: str, grader_box: bool = False):
         self.runtime = runtime
         self.root = root
-        self.box = box
-        """The grader box `runtime` is, when the copy lives in one (removed with the copy)."""
+        self.grader_box = grader_box
+        """`runtime` is a grader box made for this copy, removed with it."""
 
     def __getattr__(self, name: str):
         return getattr(self.runtime, name)
@@ -98,10 +98,10 @@ class CopyView:
         await self.runtime.write(self._path(path), data)
 
     async def remove(self) -> None:
-        if self.box is None:
-            await self.runtime.run(["rm", "-rf", "--", self.root], {})
+        if self.grader_box:
+            await _remove_box(self.runtime)
         else:
-            _remove_box(self.box)
+            await self.runtime.run(["rm", "-rf", "--", self.root], {})
 
 
 async def private_copy(runtime: Runtime) -> CopyView:
@@ -118,11 +118,14 @@ async def private_copy(runtime: Runtime) -> CopyView:
     return CopyView(runtime, root)
 
 
-def _remove_box(box: Runtime) -> None:
-    """Remove a grader box without waiting for it: `cleanup` (verifiers' synchronous `rm --force`) in a thread."""
+async def _remove_box(box: Runtime) -> None:
+    """Remove a grader box: docker's and podman's `cleanup` (a synchronous `rm --force`, which waits out the box's
+    keep-alive) in a thread, without waiting for it; `stop()` for a runtime without one."""
     cleanup = getattr(box, "cleanup", None)
     if callable(cleanup):
         threading.Thread(target=cleanup, name="composer-prime-grader-box-rm").start()
+    else:
+        await box.stop()
 
 
 async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView:
@@ -155,6 +158,6 @@ async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView
                 f"grading: unpacking the tree in the grader box failed: {(result.stderr or '')[-300:]}"
             )
     except BaseException:
-        _remove_box(box)
+        await _remove_box(box)
         raise
-    return CopyView(box, root, box)
+    return CopyView(box, root, grader_box=True)

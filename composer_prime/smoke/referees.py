@@ -102,3 +102,16 @@ class Referees:
              "input_usd_per_mtok": 0.40, "output_usd_per_mtok": 1.60, "timeout_s": 30.0}
             for rule in RULES
         ]  # fmt: skip
+
+
+def serve(port: int) -> None:
+    """Serve the rules on 127.0.0.1:`port` until SIGTERM (the smoke runs this as a process of its own)."""
+    web.run_app(Referees().app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m composer_prime.smoke.referees", description=serve.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    serve(parser.parse_args().port)

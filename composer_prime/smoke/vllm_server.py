@@ -20,6 +20,7 @@ every flag after ours goes to `vllm serve`'s parser.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route signatures (`request: Request`) at run time.
+import json
 import os
 import sys
 import time
@@ -146,14 +147,41 @@ def patch_launcher() -> None:
     entry.build_app = build_app
 
 
+def prime_rl_args(config: dict[str, Any]) -> list[str]:
+    """`vllm serve` flags from PRIME-RL's resolved inference config (`inference.json`, what its launcher passes as
+    `inference @ FILE`): `[inference.vllm]` under vLLM's own names, as PRIME-RL's `to_namespace` passes them, and
+    `[inference.server]`'s host and port. Settings that only PRIME-RL's own server reads (router, fp32 LM-head patch,
+    weight-broadcast type, which is filesystem here) have no vLLM flag and are dropped."""
+    server = config.get("server") or {}
+    flags: list[str] = []
+    for key, value in (config.get("vllm") or {}).items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, list):
+            flags += [flag, *map(str, value)]
+        elif isinstance(value, dict):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    if server.get("host"):
+        flags += ["--host", str(server["host"])]
+    return [*flags, "--port", str(server.get("port", 8000))]
+
+
 def main(argv: list[str] | None = None) -> int:
     import uvloop
     from vllm.entrypoints.launchers.api_server.entry import run_server
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["@"] and len(argv) == 2:  # PRIME-RL's launcher: `inference @ <config_dir>/inference.json`
+        argv = prime_rl_args(json.loads(Path(argv[1]).read_text()))
     parser = make_arg_parser(FlexibleArgumentParser(prog="python -m composer_prime.smoke.vllm_server"))
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     validate_parsed_serve_args(args)
     args.worker_extension_cls = WORKER_EXTENSION
     os.environ["COMPOSER_SMOKE_MODEL"] = str(args.model)

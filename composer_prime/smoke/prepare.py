@@ -1,0 +1,101 @@
+"""The smoke's inputs, made in the PRIME-RL venv before `rl` starts: the tasks and the warm-started tiny policy.
+
+1. Mine Feature Deletion tasks from the bundled repository (`composer-prime mine-features`) and keep the first
+   `tasks` function-level ones in `tasks.jsonl` (what `tomls/cpu-smoke.toml`'s taskset reads).
+2. Build the tiny Qwen3-architecture policy (`policy.py`: tokenizer trained on the run's text, random weights) and
+   warm-start it on demonstrations of those tasks (`warmstart.py`), so its first groups have reward variance (a
+   random policy emits no tool calls: every reward 0, and PRIME-RL's orchestrator stops after 10 empty batches).
+   It is saved as an HF model dir, `model/` (what `[model] name` reads), with the probe prompt the report scores
+   after every reload (`probe.json`: token ids of the first demonstration).
+
+Run as `python -m composer_prime.smoke.prepare SETTINGS.json WORK_DIR`; prints one JSON line of figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer_prime.smoke.policy import PolicyShape
+from composer_prime.smoke.warmstart import WarmStartConfig
+
+AGENT_TOOLS_OFF = ["view", "search", "str_replace"]
+"""Tools the smoke policy is not offered (a shorter prompt for a tiny model; its demonstrations use `create`);
+`tomls/cpu-smoke.toml` disables the same ones in composer-agent."""
+
+
+class PrepareConfig(BaseModel):
+    """What the inputs are made from (a part of the smoke's config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: int = Field(2, ge=1, le=4)
+    seed: int = 0
+    policy: PolicyShape = PolicyShape()
+    warm_start: WarmStartConfig = WarmStartConfig()
+
+
+def mine(work: Path, count: int) -> list[Any]:
+    """Mine the bundled repository into `work/tasks.jsonl`, keeping the first `count` function-level tasks."""
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    from composer_prime.atomic import write_atomic
+    from composer_prime.smoke import TOYREPO
+
+    mined = work / "mined.jsonl"
+    argv = [sys.executable, "-m", "composer_prime", "mine-features", "--repo", str(TOYREPO), "--out", str(mined)]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"mine-features failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    lines = [line for line in mined.read_text().splitlines() if line.strip()]
+    env = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(mined)}})
+    kept = [k for k, t in enumerate(load_taskset(env.taskset)) if t.data.mined.feature.kind == "function"][:count]
+    write_atomic(work / "tasks.jsonl", "".join(lines[k] + "\n" for k in kept))
+    env = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(work / "tasks.jsonl")}})
+    return list(load_taskset(env.taskset))
+
+
+def build_policy(config: PrepareConfig, tasks: list[Any], model_dir: Path) -> dict[str, Any]:
+    import torch
+    from renderers import Qwen3RendererConfig, create_renderer
+
+    from composer_agent import ComposerAgentConfig, ComposerAgentHarness
+    from composer_agent.tools import tool_specs
+    from composer_prime.smoke import TOYREPO, policy, warmstart
+
+    torch.manual_seed(config.seed)
+    harness = ComposerAgentHarness(ComposerAgentConfig(disabled_tools=AGENT_TOOLS_OFF))
+    specs = tool_specs(AGENT_TOOLS_OFF)
+    branches = [warmstart.wire(b, specs) for t in tasks for b in warmstart.demonstration(t, harness, specs, TOYREPO)]
+    files = [p.read_text() for p in sorted(TOYREPO.rglob("*.py"))]
+    corpus = warmstart.corpus([m for m, _ in branches], branches[0][1], files)
+    tokenizer = policy.build_tokenizer(corpus, config.policy.vocab_size)
+    renderer = create_renderer(tokenizer, Qwen3RendererConfig(enable_thinking=False))
+    model = policy.build_model(tokenizer, config.policy)
+
+    def progress(step: int, loss: float) -> None:
+        print(json.dumps({"progress": f"warm start: step {step}, loss {loss:.3f}"}), flush=True)
+
+    stats = warmstart.warm_start(model, renderer, branches, config.warm_start, progress=progress)
+    policy.save_policy(model, tokenizer, model_dir)
+    probe = renderer.render_ids(branches[0][0], tools=branches[0][1])
+    (model_dir / "probe.json").write_text(json.dumps({"token_ids": probe}))
+    return stats
+
+
+def main(argv: list[str]) -> int:
+    settings, work = Path(argv[0]), Path(argv[1])
+    config = PrepareConfig.model_validate_json(settings.read_text())
+    tasks = mine(work, config.tasks)
+    stats = build_policy(config, tasks, work / "model")
+    print(json.dumps({"tasks": [t.data.name for t in tasks], "warm_start": stats}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """`[trainer.loss.kwargs]` of `composer_prime.loss.composer_loss`: its config, with no torch import.
 
 The loss parses its kwargs with this on its first call in the trainer; the import hook validates the same kwargs when
-PRIME-RL parses a TOML (`composer_prime/algorithm/plugin.py`), so a typo fails at launch, before any GPU is touched.
+PRIME-RL parses a TOML (`composer_prime/seam/checks.py`), so a typo fails at launch, before any GPU is touched.
 Errors name the key, the value and what is allowed.
 """
 

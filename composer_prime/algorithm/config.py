@@ -1,7 +1,7 @@
 """`[orchestrator.algo] type = "composer"`: the settings of the composer algorithm, with no PRIME-RL import.
 
-PRIME-RL's own config class for the algorithm (`plugin.py`) inherits these fields next to PRIME-RL's
-`BaseAlgoConfig` (sampling, loss routing); the pure core (`credit.py`, `hints.py`) reads only what is here, so it
+PRIME-RL's own config class for the algorithm (`composer_prime/seam/algorithm.py`) inherits these fields next to
+PRIME-RL's `BaseAlgoConfig` (sampling, loss routing); the pure core (`credit.py`, `hints.py`) reads only what is here, so it
 runs and is tested without PRIME-RL. Defaults rest on the evidence in docs/loss.md ("Choosing hint_coef") and
 docs/evidence.md (the learning benchmark's CPU table).
 """

@@ -40,7 +40,7 @@ members = []
 
 PARSE = """
 import sys, tomllib
-from composer_prime.algorithm.hook import _Finder
+from composer_prime.seam.hook import _Finder
 assert any(isinstance(f, _Finder) for f in sys.meta_path), "the .pth hook did not load"
 from composer_prime.algorithm.channels import refusals, source_channels
 from composer_prime.algorithm.config import ComposerAlgoConfig

@@ -9,9 +9,6 @@ arrays of tables included, is replaced).
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -100,38 +97,3 @@ def test_every_launch_toml_has_the_same_sources_and_no_compaction_changes_only_c
         mine = copy.deepcopy(mine)
         mine["env"]["agent"]["harness"]["compaction"]["enabled"] = True
         assert mine == base
-
-
-def test_the_import_hook_is_installed_and_costs_nothing_without_prime_rl():
-    # A fresh interpreter of this environment: the .pth has run, the finder waits, nothing heavy is imported.
-    code = (
-        "import sys; from composer_prime.algorithm.hook import _Finder; "
-        "print(sum(isinstance(f, _Finder) for f in sys.meta_path), "
-        "[m for m in ('torch', 'prime_rl', 'pydantic', 'verifiers') if m in sys.modules])"
-    )
-    probe = "import sys; print(sorted(m for m in sys.modules if m.startswith('composer_prime')))"
-    before = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert "composer_prime.algorithm.hook" in before.stdout, "composer_prime_algorithm.pth is not installed"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert result.stdout.split() == ["1", "[]"]
-
-
-def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
-    # A `prime_rl` whose algorithm config module lacks the AlgoConfig union the hook extends.
-    package = tmp_path / "prime_rl" / "configs"
-    package.mkdir(parents=True)
-    (tmp_path / "prime_rl" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "algorithm.py").write_text(
-        "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", "import prime_rl.configs.algorithm"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        check=False,
-        timeout=60,
-    )
-    assert result.returncode != 0
-    assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr

@@ -102,8 +102,8 @@ def test_uv_add_editable_survives_the_sbatch_sync_and_parses_a_composer_toml(tmp
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    # (source, hints, replay): hints are off by default (docs/evidence.md; recipes/hints.toml turns them on)
-    assert result.stdout.strip() == "[('feature-deletion', False, True), ('swe-gym', False, True)]"
+    # (source, hints, replay): the launch configs run all three channels
+    assert result.stdout.strip() == "[('feature-deletion', True, True), ('swe-gym', True, True)]"
 
 
 @pytest.mark.slow

@@ -81,8 +81,8 @@ def installed_layout(dist: Path) -> None:
     except importlib.metadata.PackageNotFoundError:
         pass
     (algo,) = importlib.metadata.entry_points(group="prime_rl.algorithms", name="composer")
-    check(algo.value == "composer_prime.algorithm.entry_point:ComposerAlgoConfig", f"entry point {algo}")
-    check((site / "composer_prime_algorithm.pth").is_file(), "the .pth hook (fallback for PRIME-RL 559b447) is missing")
+    check(algo.value == "composer_prime.seam.entry_point:ComposerAlgoConfig", f"entry point {algo}")
+    check((site / "composer_prime_seam.pth").is_file(), "the .pth hook (fallback for PRIME-RL 559b447) is missing")
     check(harness_class("composer-agent") is composer_agent.ComposerAgentHarness, "harness id composer-agent")
     check(harness_class("someone/composer-agent@0.1") is composer_agent.ComposerAgentHarness, "hub-style harness id")
     for taskset in ("feature-deletion", "swe-gym"):

@@ -1,7 +1,7 @@
 """`[orchestrator.algo] type = "composer"`: the settings of the composer algorithm, with no PRIME-RL import.
 
-PRIME-RL's own config class for the algorithm (`plugin.py`) inherits these fields next to PRIME-RL's
-`BaseAlgoConfig` (sampling, loss routing); the pure core (`credit.py`, `hints.py`) reads only what is here, so it
+PRIME-RL's own config class for the algorithm (`composer_prime/seam/algorithm.py`) inherits these fields next to
+PRIME-RL's `BaseAlgoConfig` (sampling, loss routing); the pure core (`credit.py`, `hints.py`) reads only what is here, so it
 runs and is tested without PRIME-RL. Defaults rest on the evidence in docs/loss.md ("Choosing hint_coef") and
 docs/evidence.md (the learning benchmark's CPU table).
 """
@@ -47,12 +47,14 @@ class OutcomeConfig(_Section):
 class HintConfig(_Section):
     """Channel 2: hint self-distillation on the error-site message of a trace."""
 
-    enabled: bool = False
-    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. Off by default
-    because docs/evidence.md's CPU table does not support the channel: with a policy that reads hints, `hints` vs
-    `grpo` is -1.0 +- 1.7 points of AUC (ahead on 2 seeds of 5) and `full` is behind `replay` on every seed (-1.3 +-
-    0.9). Composer's recipe has it on; `recipes/hints.toml` turns it on over any composer TOML, and is the run that
-    decides at model scale."""
+    enabled: bool = True
+    """Select hint targets and prefill-score them under the live policy. Off ships no reference stream. On, as in
+    Composer's recipe (the launch configs in tomls/ run all three channels); `recipes/no-hint.toml` turns it off.
+    docs/evidence.md's CPU table does not support the channel for its small GRU (`hints` vs `grpo`: -1.0 +- 1.7
+    points of AUC, ahead on 2 seeds of 5; `full` behind `replay` on every seed, -1.3 +- 0.9) and says why that does
+    not decide it for an LLM; the no-hint ablation at model scale does. The default is written in no launch config:
+    a TOML key here would follow `recipes/grpo-baseline.toml` and `opsd-baseline.toml` into PRIME-RL's grpo and opsd
+    configs, which refuse it, and an overlay cannot remove a key."""
 
     max_targets_per_trace: int = Field(2, ge=1, le=64)
     """At most this many target messages per trace, most informative first (see `kinds`). Targeting a few error

@@ -6,10 +6,10 @@ runs it, the train sink turns the episode's traces into samples. This taskset is
 (`BundleStream`) reads the spool through the durable cursor (`spool.advance`), turns ready sessions into episodes
 (`join.build_episodes`: PII hooks, the reward model, staleness judged against the served version before anything is
 yielded) and yields them in bundles, one task per bundle of `bundle_size` sessions of one baseline group (a `group`
-the product sets, or the sessions read together when no group has enough). While no bundle is ready the stream
-raises `TaskNotReady` instead of waiting, which composer-prime's hook lets PRIME-RL's `TrainSource` answer as "source
-empty for now" (`readiness.py`), so the orchestrator's event loop never waits for live data. The replay env and
-harness (`replay.py`) answer a bundle without calling a model: one trace per session, its logged token stream with
+the product sets, or the sessions read together when no group has enough). While no bundle is ready the stream raises
+`TaskNotReady` instead of waiting, which composer-prime's seam lets PRIME-RL's `TrainSource` answer as "source empty for
+now" (`composer_prime/seam/train_source.py`), so the orchestrator's event loop never waits for live data. The replay env
+and harness (`replay.py`) answer a bundle without calling a model: one trace per session, its logged token stream with
 the serving logprobs, its reward on `trace.rewards`. With `group_size = 1` the bundle is the group, so the composer
 algorithm's baseline is the bundle's mean reward, as `join.assign_advantages` computes it for the single-process
 trainer.
@@ -387,7 +387,7 @@ class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
 
     def __iter__(self) -> Iterator[BundleTask]:
         """What PRIME-RL's orchestrator iterates (`orchestrator/envs.py`): a stream that raises `TaskNotReady` instead
-        of waiting (`readiness.py`). A `head(n)` view iterates `load()`, which waits."""
+        of waiting (`seam/train_source.py`). A `head(n)` view iterates `load()`, which waits."""
         if self.transform is not None:
             return super().__iter__()
         return BundleStream(self)

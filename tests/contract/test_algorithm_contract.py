@@ -48,7 +48,7 @@ print(json.dumps(out))
 
 def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(verifiers_snapshot):
     combos = [[str(t)] for t in TOMLS] + [[str(t), str(r)] for t in TOMLS for r in RECIPES]
-    assert len(TOMLS) == 3 and len(RECIPES) >= 6
+    assert len(TOMLS) == 4 and len(RECIPES) >= 6
     src = prime_rl_src()
     env = {**os.environ, "PYTHONPATH": contract_pythonpath(src)}
     # No import of composer_prime here: only the installed .pth line can register the algorithm.
@@ -71,14 +71,15 @@ def test_every_toml_alone_and_with_every_recipe_parses_in_a_fresh_interpreter(ve
         assert item["built"] == [cls] * 3, item
         expected_loss = "prime_rl_default_loss" if recipe == "grpo-baseline" else "composer_loss"
         assert item["loss"] == ["custom", f"composer_prime.loss.{expected_loss}"], item
+        hints, replay = item["algo"].get("hints", {}).get("enabled"), item["algo"].get("replay", {}).get("enabled")
+        if recipe is None:  # the launch configs run all three channels (hints on by the code default)
+            assert hints and replay, item
         if recipe == "rlvr-only":
-            assert not item["algo"]["hints"]["enabled"] and not item["algo"]["replay"]["enabled"]
-        if recipe is None:  # hints off by default (docs/evidence.md); recipes/hints.toml turns them on
-            assert not item["algo"]["hints"]["enabled"] and item["algo"]["replay"]["enabled"]
-        if recipe == "hints":
-            assert item["algo"]["hints"]["enabled"] and item["algo"]["replay"]["enabled"]
+            assert not hints and not replay, item
+        if recipe == "no-hint":
+            assert not hints and replay, item
         if recipe == "no-replay":
-            assert not item["algo"]["hints"]["enabled"] and not item["algo"]["replay"]["enabled"]
+            assert hints and not replay, item
 
 
 SEAM_SCRIPT = """
@@ -424,3 +425,69 @@ def test_train_sink_consumer_is_not_serialised_by_hint_scoring(verifiers_snapsho
     targets = [e.traces[0].nodes[2].reference_logprobs for e in episodes]
     assert targets == [[-0.25] * 3] * 8
     assert all(e.traces[0].metrics["composer/algo/hint/targets"] == 1.0 for e in episodes)
+
+
+# --- router replay (tomls/qwen3-30b-a3b-composer.toml): routed experts through the composer algorithm -----------------
+
+LAYERS, TOP_K = 3, 2
+
+
+def experts_of(token_id: int) -> list[list[int]]:
+    """The experts vLLM routed a token to, per layer: distinct per token and per layer, so a shifted, dropped or
+    reordered row fails."""
+    return [[(token_id * 7 + layer * 3 + k) % 128 for k in range(TOP_K)] for layer in range(LAYERS)]
+
+
+def with_routed_experts(trace):
+    """Every node carries its tokens' routing as verifiers attributes it from vLLM's answer (`MessageNode.
+    routed_experts`, uint8 `[len(token_ids), layers, top_k]`)."""
+    import numpy as np
+
+    for node in trace.nodes:
+        node.routed_experts = np.array([experts_of(t) for t in node.token_ids], dtype=np.uint8)
+    return trace
+
+
+def test_routed_experts_survive_the_composer_algorithm_through_train_sink(verifiers_snapshot):
+    """With router replay on, PRIME-RL ships each branch's routed experts on its training sample
+    (`trace_to_samples`) and the trainer replays them token by token (`prepare_sample` asserts they align with
+    input_ids). Through PRIME-RL's `TrainSink.add` with the composer algorithm (hint targets scored and replay credit
+    assigned on the nodes), every sample of every branch carries, at each position, the experts of exactly the token
+    there: the branch with the hint target (its reference stream), the branch with teacher replay credit, and the
+    branch after the summary. The hint's own prefill request is scored, never trained, so it needs no routing."""
+    import numpy as np
+    import verifiers.v1 as vf
+    from prime_rl.configs.orchestrator import OrchestratorConfig
+    from prime_rl.orchestrator.algo import build_algorithm
+    from prime_rl.trainer.batch import prepare_sample
+
+    config = OrchestratorConfig.model_validate(
+        {"algo": {"type": "composer", "hints": {"enabled": True}, "replay": {"replay_coef": 0.5, "min_teachers": 2}}}
+    )
+    run = vf.TrainRunInfo(id="run", work=vf.TrainWorkInfo(step=1, policy=vf.PolicySpan(start=0, end=0)))
+    traces = [with_routed_experts(episode_trace(1.0, teacher=True)), with_routed_experts(episode_trace(0.0, False))]
+    episodes = [vf.Episode(task=t.task, traces=[t], ok=True, env=vf.EnvInfo(name="env"), group=vf.GroupInfo(id="g"),
+                           run=run) for t in traces]  # fmt: skip
+    scorer = Scorer()
+
+    async def orchestrate():
+        algorithm = build_algorithm(config.algo, scorer)
+        algorithm.renderer = Renderer()
+        return await consume_through_train_sink(config, algorithm, episodes, group_size=2)
+
+    _, batch = asyncio.run(orchestrate())
+
+    assert batch is not None and len(batch.samples) == 4  # two traces, two branches each (before/after the summary)
+    assert len(scorer.requests) == 2  # one hint target per trace was scored
+    hinted = [s for s in batch.samples if any(v != 0.0 for v in s.ref_logprobs or [])]
+    replayed = [s for s in batch.samples if any(m and a == 0.0 for m, a in zip(s.mask, s.advantages, strict=True))]
+    assert len(hinted) == 2 and len(replayed) == 1  # node 2 of each trace; node 4 of the passing one (0.5 - 0.5)
+    for sample in batch.samples:
+        routed = sample.routed_experts
+        assert routed is not None, "the sample lost its routed experts"
+        assert routed.shape == [len(sample.token_ids), LAYERS, TOP_K] and routed.dtype == "uint8"
+        rows = np.frombuffer(routed.data, dtype=routed.dtype).reshape(routed.shape)
+        assert rows.tolist() == [experts_of(t) for t in sample.token_ids]
+        micro = prepare_sample(sample, seq_len=4096)  # the trainer's side: its alignment asserts run here
+        assert micro.routed_experts.shape[0] == len(micro.input_ids) == len(sample.token_ids)
+        assert micro.routed_experts.data == routed.data

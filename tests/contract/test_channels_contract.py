@@ -44,10 +44,10 @@ def test_a_launch_whose_replay_has_no_teachers_is_refused_by_prime_rls_parse(tmp
 def test_the_hint_channel_needs_composer_loss_in_prime_rls_parse(tmp_path, verifiers_snapshot):
     overlay = tmp_path / "default-loss.toml"
     overlay.write_text('[trainer.loss]\nimport_path = "composer_prime.loss.prime_rl_default_loss"\n')
-    # hints are off by default (docs/evidence.md): the default loss is fine until recipes/hints.toml turns them on
-    result = parse(TOMLS[0], ROOT / "recipes" / "hints.toml", overlay)
+    # the launch configs run hints: the default loss is refused until recipes/no-hint.toml turns them off
+    result = parse(TOMLS[0], overlay)
     assert result.returncode != 0 and "ignores the hint reference stream" in result.stderr
-    assert parse(TOMLS[0], overlay).returncode == 0
+    assert parse(TOMLS[0], ROOT / "recipes" / "no-hint.toml", overlay).returncode == 0
 
 
 @pytest.mark.parametrize("reward", [0.0, 1.0], ids=["all-fail", "all-pass"])

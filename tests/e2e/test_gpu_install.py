@@ -40,7 +40,7 @@ members = []
 
 PARSE = """
 import sys, tomllib
-from composer_prime.algorithm.hook import _Finder
+from composer_prime.seam.hook import _Finder
 assert any(isinstance(f, _Finder) for f in sys.meta_path), "the .pth hook did not load"
 from composer_prime.algorithm.channels import refusals, source_channels
 from composer_prime.algorithm.config import ComposerAlgoConfig
@@ -102,8 +102,8 @@ def test_uv_add_editable_survives_the_sbatch_sync_and_parses_a_composer_toml(tmp
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    # (source, hints, replay): hints are off by default (docs/evidence.md; recipes/hints.toml turns them on)
-    assert result.stdout.strip() == "[('feature-deletion', False, True), ('swe-gym', False, True)]"
+    # (source, hints, replay): the launch configs run all three channels
+    assert result.stdout.strip() == "[('feature-deletion', True, True), ('swe-gym', True, True)]"
 
 
 @pytest.mark.slow

@@ -29,9 +29,8 @@ def smoke(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_one_step_shows_every_stage(tmp_path):
     out = tmp_path / "smoke"
-    # hints are off by default (docs/evidence.md); recipes/hints.toml turns the third channel on
-    result = smoke("@", str(REPO / "recipes" / "hints.toml"), "--steps", "1", "--group-size", "6", "--out", str(out),
-                   "--no-live")  # fmt: skip
+    # the three channels are on by default, as in the launch configs
+    result = smoke("--steps", "1", "--group-size", "6", "--out", str(out), "--no-live")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     tasks = report["setup"]["tasks"]
@@ -91,7 +90,7 @@ def test_one_step_shows_every_stage(tmp_path):
 def test_the_same_seed_gives_the_same_run(tmp_path):
     """Concurrent rollouts reach the server in a different order each run; per-rollout seeds make that not matter.
     Two steps, so the second samples from the reloaded weights."""
-    args = ("@", str(REPO / "recipes" / "hints.toml"), "--steps", "2", "--tasks", "1", "--group-size", "3", "--no-live")
+    args = ("--steps", "2", "--tasks", "1", "--group-size", "3", "--no-live")
     reports = []
     for name in ("a", "b"):
         result = smoke(*args, "--out", str(tmp_path / name))

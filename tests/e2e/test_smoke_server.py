@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from composer_prime.smoke import policy, services
-from composer_prime.smoke.orchestrator import prefill
+from composer_prime.smoke.reloads import prefill
 from composer_prime.smoke.trainer import broadcast
 
 pytestmark = pytest.mark.slow

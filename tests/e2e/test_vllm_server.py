@@ -21,7 +21,7 @@ import torch
 from composer_prime.algorithm.config import HintConfig
 from composer_prime.algorithm.hints import HintStats, score_hints
 from composer_prime.smoke import policy, services
-from composer_prime.smoke.orchestrator import prefill
+from composer_prime.smoke.reloads import prefill
 from composer_prime.vllm_plugin import CACHED_LOGPROB, ENV
 from tests.support.traces import SYSTEM, TASK, assistant, build_trace, exchange, tool, tool_call
 

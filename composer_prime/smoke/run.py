@@ -1,0 +1,238 @@
+"""One smoke run, start to end (the steps are listed in `command.py`'s docstring and docs/smoke.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from composer_prime.smoke.config import SmokeConfig
+from composer_prime.smoke.launch import ProcessFailed, group, run
+
+LOCK = ".smoke.lock"
+RULE_FOR = {
+    "COMPOSER_TEACHER_OPENAI_URL": "checker",
+    "COMPOSER_TEACHER_GEMINI_URL": "skeptic",
+    "COMPOSER_TEACHER_DEEPSEEK_URL": "checker",
+}
+"""The launch config's teachers (their `base_url_var`s) and the rule-based local teacher each is routed to."""
+TEACHER_KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
+
+
+class Busy(RuntimeError):
+    """Another smoke holds the lock on this `--out`."""
+
+
+class Status:
+    """Progress on the console: a rich spinner with the stage and the elapsed time, or plain timestamped lines."""
+
+    def __init__(self, live: bool) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.start = time.monotonic()
+        self.live = live and self.console.is_terminal
+        self._status: Any = None
+
+    def __enter__(self) -> Status:
+        if self.live:
+            self._status = self.console.status("starting")
+            self._status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def stage(self, text: str) -> None:
+        line = f"[{time.monotonic() - self.start:6.1f}s] {text}"
+        if self._status is not None:
+            self._status.update(line)
+        else:
+            self.console.print(line, highlight=False)
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[{time.monotonic() - self.start:6.1f}s] {text}", highlight=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: Any, what: str, log: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ProcessFailed(f"{what} exited (code {process.returncode}) before it listened; see {log}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise ProcessFailed(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s; see {log}")
+
+
+def fresh(work: Path) -> None:
+    """An empty work folder (the lock is held, so an existing one is a finished or killed earlier run's)."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+
+
+def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
+    from filelock import FileLock, Timeout
+
+    out = config.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise Busy(f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
+                   "to end or pass another --out") from None  # fmt: skip
+    try:
+        for stale in ("report.json", "report.png"):
+            (out / stale).unlink(missing_ok=True)
+        with Status(config.live) as status:
+            return _execute(config, overlays, project, out, status)
+    finally:
+        lock.release()
+
+
+def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path, status: Status) -> int:
+    from composer_prime.smoke import reloads
+    from composer_prime.smoke.cpu.tree import private_copy
+    from composer_prime.smoke.cpu.venvs import ensure_venv, requirement_sets, write_wrappers
+
+    started = time.monotonic()
+    work, logs, cache = out / "work", out / "logs", config.cache.expanduser().resolve()
+    fresh(work)
+    if logs.exists():
+        shutil.rmtree(logs)
+    logs.mkdir()
+    meta: dict[str, Any] = {"config": config.model_dump(mode="json"), "overlays": [str(p) for p in overlays],
+                            "timings": {}}  # fmt: skip
+
+    status.stage("patching a private copy of PRIME-RL for CPU")
+    tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
+    t0 = time.monotonic()
+    sets = requirement_sets(project, tree)
+    venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note) for name, steps in sets.items()}
+    meta["timings"]["venvs_s"] = time.monotonic() - t0
+    bin_dir = write_wrappers(work / "bin", venvs["prime-rl"], venvs["vllm"], tree)
+    python = str(venvs["prime-rl"] / "bin" / "python")
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+
+    if config.dry_run:
+        status.stage("PRIME-RL's rl --dry-run")
+        argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, 8000), "--dry-run"]
+        run(argv, logs / "rl.log", "PRIME-RL's rl --dry-run", cwd=work, env=env)
+        configs = run_dir(work)
+        print(f"dry run: PRIME-RL accepted the launch config; its sub-configs are in {configs / 'configs' if configs else work}")
+        return 0
+
+    status.stage("mining tasks and warm-starting the tiny policy")
+    t0 = time.monotonic()
+    settings = work / "prepare.json"
+    settings.write_text(json.dumps({"tasks": config.tasks, "seed": config.seed,
+                                    "policy": config.policy.model_dump(), "warm_start": config.warm_start.model_dump()}))  # fmt: skip
+    lines = run([python, "-m", "composer_prime.smoke.prepare", str(settings), str(work)], logs / "prepare.log",
+                "the input preparation (mining, warm start)", env=env,
+                on_json=lambda line: "progress" in line and status.stage(line["progress"]))  # fmt: skip
+    meta["setup"] = lines[-1]
+    meta["timings"]["prepare_s"] = time.monotonic() - t0
+
+    teacher_port = free_port()
+    with group([python, "-m", "composer_prime.smoke.referees", "--port", str(teacher_port)], logs / "teachers.log",
+               env=env) as teachers:  # fmt: skip
+        if config.teacher_url is None:
+            wait_for_port(teacher_port, teachers, "the local teachers", logs / "teachers.log")
+            env |= {var: f"http://127.0.0.1:{teacher_port}/{rule}/v1" for var, rule in RULE_FOR.items()}
+            env |= {key: "smoke" for key in TEACHER_KEYS}
+        else:
+            env |= {var: config.teacher_url for var in RULE_FOR}
+        port = config.port or free_port()
+        url = f"http://127.0.0.1:{port}"
+        # PRIME-RL's launcher maps its processes to GPU ids it reads from CUDA_VISIBLE_DEVICES (one for inference, one
+        # for the trainer); on CPU they only label the processes.
+        env |= {"CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled"}
+        argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, port)]
+        meta["rl_command"] = argv
+        status.stage("PRIME-RL's rl: starting inference server, env server, orchestrator and trainer")
+        t0 = time.monotonic()
+        probe_ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
+        probes = reloads.Watcher(url, probe_ids, "model", work, work / "reloads")
+        with group(argv, logs / "rl.log", cwd=work, env=env) as rl:
+            shown = ""
+            while rl.poll() is None:
+                probes.poll()
+                line = progress_line(work, config.steps)
+                if line != shown:
+                    status.stage(line)
+                    shown = line
+                time.sleep(0.5)
+        meta["timings"]["rl_s"] = time.monotonic() - t0
+        meta["probes"], meta["probes_missed"] = probes.records, probes.missed
+    link_logs(work, logs)
+    if rl.returncode != 0:
+        raise ProcessFailed(f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
+                            f"processes' logs are in {logs / 'prime-rl'}")  # fmt: skip
+    meta["seconds"] = time.monotonic() - started
+    (work / "meta.json").write_text(json.dumps(meta, indent=1))
+    status.stage("building the report from PRIME-RL's outputs")
+    run([python, "-m", "composer_prime.smoke.report", str(work), str(out)], logs / "report.log", "the report", env=env)
+    sys.stdout.write((out / "report.txt").read_text())
+    return 0
+
+
+def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:
+    """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides (steps, port)."""
+    args = ["@", str(project / "tomls" / "cpu-smoke.toml")]
+    for overlay in overlays:
+        args += ["@", str(overlay)]
+    return [*args, "--max-steps", str(steps), "--inference.server.host", "127.0.0.1", "--inference.server.port",
+            str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1"]  # fmt: skip
+
+
+def run_dir(work: Path) -> Path | None:
+    """PRIME-RL's run folder (`<output_dir>/<run name>`) in `work`, once the launcher made it."""
+    found = sorted((work / "run").glob("*/configs"))
+    return found[0].parent if found else None
+
+
+def progress_line(work: Path, steps: int) -> str:
+    """The newest step line of PRIME-RL's orchestrator log, or what it is waiting for."""
+    folder = run_dir(work)
+    log = folder / "logs" / "latest" / "orchestrator.log" if folder else None
+    if log is None or not log.is_file():
+        return "PRIME-RL's rl: starting its processes"
+    last = ""
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - 8192))
+        for raw in f.read().decode("utf-8", "replace").splitlines():
+            text = strip_ansi(raw)
+            if " Step " in text or "Waiting" in text or "Train batch" in text:
+                last = text.split(" ", 1)[-1].strip()
+    return f"PRIME-RL's rl ({steps} steps): {last or 'orchestrator starting'}"
+
+
+def strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def link_logs(work: Path, logs: Path) -> None:
+    """`--out/logs/prime-rl`: PRIME-RL's own logs (orchestrator, trainer, inference, env servers) of the run."""
+    folder = run_dir(work)
+    if folder is not None and (folder / "logs").is_dir():
+        target = logs / "prime-rl"
+        target.unlink(missing_ok=True)
+        target.symlink_to(os.path.relpath(folder / "logs" / "latest", logs))

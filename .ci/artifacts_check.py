@@ -7,7 +7,8 @@
 2. feature-deletion's quickstart, `vf-eval feature-deletion` with no tasks file (the bundled toolz sample), against a
    scripted model on 127.0.0.1 that applies each task's gold patch through composer-agent's tools: 3 traces, reward 1.
 3. swe-gym's quickstart in local mode on a small git project with a real fix commit: reward 1.
-4. `composer-prime smoke --steps 1`.
+4. `composer-prime smoke` from the installed wheel: it refuses with what it needs (a clone of composer-prime and
+   `--prime-rl PATH`), exit 2, no traceback.
 
 Each stage prints its wall time. The scripted server and the toy project are the test suite's (`tests/support`),
 loaded by path: they are stdlib-only and put nothing of the clone on `sys.path`.
@@ -170,12 +171,11 @@ def main() -> None:
         run()
         stage(name, started)
     started = time.monotonic()
-    smoke = ["composer-prime", "smoke", "--steps", "1", "--out", str(args.out / "smoke")]
-    result = subprocess.run(smoke, capture_output=True, text=True, timeout=900, check=False)
-    check(result.returncode == 0, f"{' '.join(smoke)} exited {result.returncode}:\n{result.stderr[-4000:]}")
-    check((args.out / "smoke" / "report.json").is_file(), "smoke wrote no report.json")
-    stage("composer-prime smoke --steps 1", started)
-
+    smoke = ["composer-prime", "smoke", "--prime-rl", str(args.out / "no-prime-rl"), "--out", str(args.out / "smoke")]
+    result = subprocess.run(smoke, capture_output=True, text=True, timeout=300, check=False)
+    check(result.returncode == 2 and "from a clone of composer-prime" in result.stderr and "Traceback" not in
+          result.stderr, f"{' '.join(smoke)} exited {result.returncode}:\n{result.stderr[-4000:]}")  # fmt: skip
+    stage("composer-prime smoke refuses outside a clone", started)
 
 if __name__ == "__main__":
     main()

@@ -1,12 +1,13 @@
-"""The README opens with the two fresh-machine commands: CI runs the second verbatim, and the first installs what
-`composer-prime smoke` names when a dependency is missing."""
+"""The README opens with the two fresh-machine commands: CI runs the second verbatim, and the first fetches PRIME-RL
+at the pinned commit and runs the smoke on it with the torch index the smoke's venvs need."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from composer_prime.smoke.command import INSTALL, VLLM_UNINSTALL
+from composer_prime.smoke.cpu.tree import FETCH, PINNED_COMMIT
+from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,8 +20,8 @@ def opening_commands() -> list[str]:
 
 def test_readme_opens_with_smoke_then_tests_and_ci_runs_the_tests_command():
     smoke, tests = opening_commands()
-    assert smoke.endswith("&& .venv/bin/composer-prime smoke")
-    assert INSTALL in smoke and f"&& .venv/bin/{VLLM_UNINSTALL} &&" in smoke
+    assert smoke.startswith(FETCH) and f"checkout {PINNED_COMMIT}" in smoke
+    assert smoke.endswith(f"&& .venv/bin/composer-prime smoke --prime-rl ../prime-rl --torch-index {TORCH_CPU_INDEX}")
     assert tests.endswith("&& .venv/bin/python -m pytest")
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert tests in ci

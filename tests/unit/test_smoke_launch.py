@@ -186,3 +186,22 @@ def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
     assert figures["groups_all_equal"] == 2  # g2 (1, 1) and g3 (0, 0) carry no outcome signal
     assert figures["teacher_failed_queries"] == 4
     assert figures["teacher_verdicts"] == 2
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "composer_prime", "smoke", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)  # fmt: skip
+
+
+def test_bad_invocations_name_the_fix_without_a_traceback(tmp_path: Path) -> None:
+    done = _cli("--out", str(tmp_path / "o"))
+    assert done.returncode == 2 and "--prime-rl PATH is required" in done.stderr and "checkout 559b447" in done.stderr
+    done = _cli("--prime-rl", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2 and "not a PRIME-RL source tree" in done.stderr
+    done = _cli("--prime-rl", str(tmp_path), "--steps", "0")
+    assert done.returncode == 2 and "steps" in done.stderr
+    done = _cli("--prime-rl", str(_tree(tmp_path / "t")), "--teacher-url", "ftp://x")
+    assert done.returncode == 2 and "teacher_url" in done.stderr
+    for result in (done,):
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "o").exists()  # nothing was written before the inputs were checked

@@ -10,7 +10,7 @@ import torch
 
 from composer_prime.smoke import policy
 from composer_prime.smoke.referees import FINISH_HINT, FIX_HINT, TEST_HINT, verdict
-from composer_prime.smoke.trainer import assign_advantages, broadcast, trace_samples
+from composer_prime.smoke.trainer import Sample, TrainerConfig, assign_advantages, broadcast, trace_samples, train_step
 from tests.support.traces import assistant, build_trace, tool, tool_call
 
 TOOLS = [
@@ -133,11 +133,29 @@ def test_broadcast_writes_prime_rl_layout(tokenizer, tmp_path):
     json.dumps(model.config.to_dict())  # the config the server loads is plain JSON
 
 
-def test_unknown_loss_keys_are_refused_when_the_config_is_built():
-    import pydantic
+def test_loss_channels_add_up_to_the_loss():
+    """pg + hint + kl, each weighted by its sample's share of the rl tokens, is the loss; PRIME-RL's per-sample-mean
+    metrics are not (two samples of different lengths and a non-zero kl_tau make sure of it)."""
+    torch.manual_seed(0)
 
-    from composer_prime.smoke.config import SmokeConfig
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(16, 16)
 
-    with pytest.raises(pydantic.ValidationError, match="unknown key 'hint_coeff' = 0.1; allowed keys: .*hint_coef"):
-        SmokeConfig(loss={"hint_coeff": 0.1})
-    assert SmokeConfig(loss={"hint_coef": 0.1}).loss == {"hint_coef": 0.1}
+        def forward(self, input_ids):
+            return type("Out", (), {"logits": self.emb(input_ids) @ self.emb.weight.T})()
+
+    model = Tiny()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    short = Sample(token_ids=[1, 2, 3], mask=[False, True, True], logprobs=[0.0, -2.0, -3.0],
+                   advantages=[0.0, 1.0, 1.0], ref_logprobs=None)  # fmt: skip
+    long = Sample(token_ids=[4, 5, 6, 7, 8, 9], mask=[False, True, True, True, True, True],
+                  logprobs=[0.0, -2.5, -2.0, -3.0, -2.0, -1.5], advantages=[0.0, -0.5, -0.5, -0.5, -0.5, -0.5],
+                  ref_logprobs=[0.0, -1.0, 0.0, 0.0, -0.5, 0.0])  # fmt: skip
+    out = train_step(model, optimizer, [short, long], {"hint_coef": 0.5, "kl_tau": 0.1}, TrainerConfig())
+    assert out["loss/pg"] + out["loss/hint"] + out["loss/kl"] == pytest.approx(out["loss"], rel=1e-6, abs=1e-9)
+    assert out["loss/hint"] != 0 and out["loss/kl"] > 0
+    assert out["hint_share"] == pytest.approx(2 / 7)  # 2 hint tokens of 7 rl tokens
+    plain = out["composer/rl/pg_loss"] + out["composer/hint/loss"] + out["composer/drift/log_ratio_sq"]
+    assert plain != pytest.approx(out["loss"], rel=1e-3)

@@ -177,5 +177,6 @@ def main() -> None:
           result.stderr, f"{' '.join(smoke)} exited {result.returncode}:\n{result.stderr[-4000:]}")  # fmt: skip
     stage("composer-prime smoke refuses outside a clone", started)
 
+
 if __name__ == "__main__":
     main()

@@ -199,7 +199,9 @@ def text(report: dict[str, Any]) -> str:
             if header == "adv min/max":
                 cells.append(f"{s.get('advantage_min', 0):+.2f}/{s.get('advantage_max', 0):+.2f}")
             elif header == "env s":
-                cells.append(f"{sum(s.get(k, 0.0) for k in ('time_env_setup_s', 'time_env_harness_s', 'time_env_scoring_s')):.1f}")
+                cells.append(
+                    f"{sum(s.get(k, 0.0) for k in ('time_env_setup_s', 'time_env_harness_s', 'time_env_scoring_s')):.1f}"
+                )
             else:
                 cells.append(fmt.format(s[key]) if key in s else "-")
         table.add_row(*cells)

@@ -135,18 +135,13 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, 8000), "--dry-run"]
         run(argv, logs / "rl.log", "PRIME-RL's rl --dry-run", cwd=work, env=env)
         configs = run_dir(work)
-        print(f"dry run: PRIME-RL accepted the launch config; its sub-configs are in {configs / 'configs' if configs else work}")
+        print(
+            f"dry run: PRIME-RL accepted the launch config; its sub-configs are in {configs / 'configs' if configs else work}"
+        )
         return 0
 
-    status.stage("mining tasks and warm-starting the tiny policy")
     t0 = time.monotonic()
-    settings = work / "prepare.json"
-    settings.write_text(json.dumps({"tasks": config.tasks, "seed": config.seed,
-                                    "policy": config.policy.model_dump(), "warm_start": config.warm_start.model_dump()}))  # fmt: skip
-    lines = run([python, "-m", "composer_prime.smoke.prepare", str(settings), str(work)], logs / "prepare.log",
-                "the input preparation (mining, warm start)", env=env,
-                on_json=lambda line: "progress" in line and status.stage(line["progress"]))  # fmt: skip
-    meta["setup"] = lines[-1]
+    meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()
@@ -190,6 +185,62 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     run([python, "-m", "composer_prime.smoke.report", str(work), str(out)], logs / "report.log", "the report", env=env)
     sys.stdout.write((out / "report.txt").read_text())
     return 0
+
+
+INPUTS = ("tasks.jsonl", "mined.jsonl", "model", "setup.json")
+
+
+def inputs_key(settings: dict[str, Any]) -> str:
+    """The prepared inputs depend on the settings and on the code that makes them (mining, the policy, the warm
+    start, the harness, the bundled repository): any change to those files makes new inputs."""
+    import hashlib
+
+    import composer_agent
+    import composer_prime
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for package in (Path(composer_prime.__file__).parent, Path(composer_agent.__file__).parent):
+        for file in sorted(package.rglob("*")):
+            if file.is_file() and file.suffix != ".pyc" and "__pycache__" not in file.parts:
+                digest.update(str(file.relative_to(package)).encode() + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepare_inputs(config: SmokeConfig, python: str, env: dict[str, str], work: Path, cache: Path, logs: Path,
+                   status: Status) -> dict[str, Any]:  # fmt: skip
+    """Mine the tasks and warm-start the policy into `work` (`prepare.py`), or copy them from the cache, where a run
+    with the same settings and code left them (the warm start is most of a smoke's set-up)."""
+    settings = {"tasks": config.tasks, "seed": config.seed, "policy": config.policy.model_dump(),
+                "warm_start": config.warm_start.model_dump()}  # fmt: skip
+    kept = cache / f"inputs-{inputs_key(settings)}"
+    if not (kept / ".complete").is_file():
+        status.stage("mining tasks and warm-starting the tiny policy")
+        (work / "prepare.json").write_text(json.dumps(settings))
+        lines = run([python, "-m", "composer_prime.smoke.prepare", str(work / "prepare.json"), str(work)],
+                    logs / "prepare.log", "the input preparation (mining, warm start)", env=env,
+                    on_json=lambda line: "progress" in line and status.stage(line["progress"]))  # fmt: skip
+        (work / "setup.json").write_text(json.dumps(lines[-1]))
+        if kept.exists():
+            shutil.rmtree(kept)
+        kept.mkdir(parents=True)
+        for name in INPUTS:
+            copy(work / name, kept / name)
+        for extra in work.glob("mined.jsonl.*"):  # the miner's repository snapshot the tasks point at
+            copy(extra, kept / extra.name)
+        (kept / ".complete").write_text("")
+    else:
+        status.stage(f"reusing the mined tasks and the warm-started policy ({kept})")
+        for item in kept.iterdir():
+            if item.name != ".complete":
+                copy(item, work / item.name)
+    return json.loads((work / "setup.json").read_text())
+
+
+def copy(src: Path, dest: Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dest)
+    else:
+        shutil.copy2(src, dest)
 
 
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:

@@ -62,12 +62,21 @@ def interrupt_when(process: subprocess.Popen, marker: str, timeout_s: float = 90
     raise AssertionError(f"never reached {marker!r}:\n{''.join(lines[-20:])}")
 
 
+def venvs_only(cache: Path) -> str:
+    """A cache with the built venvs and the patched PRIME-RL copy of `CACHE` but no prepared inputs, so the run
+    mines and warm-starts again."""
+    cache.mkdir()
+    for item in Path(str(CACHE)).iterdir():
+        if item.name.startswith(("venv-", "prime-rl-")) and item.is_dir():
+            (cache / item.name).symlink_to(item.resolve())
+    return str(cache)
+
+
 @needs
-@pytest.mark.parametrize(
-    "marker", ["warm start", "PRIME-RL's rl (", "Train batch"], ids=["warm-start", "rl-starting", "rl-running"]
-)
+@pytest.mark.parametrize("marker", ["warm start", "PRIME-RL's rl (", "Train batch"])
 def test_ctrl_c_stops_every_process_within_5_s(tmp_path: Path, marker: str) -> None:
-    process = smoke(tmp_path / "out", str(CACHE))
+    cache = venvs_only(tmp_path / "cache") if marker == "warm start" else str(CACHE)
+    process = smoke(tmp_path / "out", cache)
     interrupt_when(process, marker)
     start = time.monotonic()
     code = process.wait(timeout=30)

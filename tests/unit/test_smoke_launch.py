@@ -3,7 +3,6 @@ stand-ins, the tree checks, the lock and stale report, process groups, reload sn
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

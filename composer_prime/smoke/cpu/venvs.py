@@ -80,8 +80,14 @@ def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
             ["--no-deps", *NO_DEPS],
         ],
         "vllm": [
-            [TORCH, "-e", f"{project}[loss,envs,vllm]", "-e", str(project / "environments" / "feature_deletion"),
-             *VLLM_PACKAGES],
+            [
+                TORCH,
+                "-e",
+                f"{project}[loss,envs,vllm]",
+                "-e",
+                str(project / "environments" / "feature_deletion"),
+                *VLLM_PACKAGES,
+            ],
         ],  # fmt: skip
     }
 

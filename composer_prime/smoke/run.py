@@ -259,19 +259,30 @@ def run_dir(work: Path) -> Path | None:
 
 
 def progress_line(work: Path, steps: int) -> str:
-    """The newest step line of PRIME-RL's orchestrator log, or what it is waiting for."""
+    """Where PRIME-RL's run is: the orchestrator's and the trainer's newest step lines (or what they wait for)."""
     folder = run_dir(work)
-    log = folder / "logs" / "latest" / "orchestrator.log" if folder else None
-    if log is None or not log.is_file():
+    logs = folder / "logs" / "latest" if folder else None
+    if logs is None or not (logs / "orchestrator.log").is_file():
         return "PRIME-RL's rl: starting its processes"
-    last = ""
+    parts = []
+    for name, path in (("orchestrator", logs / "orchestrator.log"), ("trainer", logs / "trainer.log")):
+        last = newest(path, (" Step ", "Waiting for", "Train batch", "Starting")) if path.is_file() else ""
+        parts.append(f"{name}: {last or 'starting'}")
+    return f"PRIME-RL's rl ({steps} steps) | " + " | ".join(parts)
+
+
+def newest(log: Path, markers: tuple[str, ...]) -> str:
+    """The last line of `log`'s tail holding one of `markers`, shortened (its time stamp and level dropped)."""
     with log.open("rb") as f:
-        f.seek(max(0, log.stat().st_size - 8192))
-        for raw in f.read().decode("utf-8", "replace").splitlines():
-            text = strip_ansi(raw)
-            if " Step " in text or "Waiting" in text or "Train batch" in text:
-                last = text.split(" ", 1)[-1].strip()
-    return f"PRIME-RL's rl ({steps} steps): {last or 'orchestrator starting'}"
+        f.seek(max(0, log.stat().st_size - 16384))
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    for raw in reversed(lines):
+        text = strip_ansi(raw)
+        if any(m in text for m in markers):
+            text = text.split("]:", 1)[-1].strip()  # torchrun's rank prefix
+            words = text.split(maxsplit=2)
+            return (words[2] if len(words) == 3 and words[1] in ("INFO", "SUCCESS", "WARNING") else text)[:90]
+    return ""
 
 
 def strip_ansi(text: str) -> str:

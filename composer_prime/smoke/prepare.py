@@ -5,8 +5,8 @@
 2. Build the tiny Qwen3-architecture policy (`policy.py`: tokenizer trained on the run's text, random weights) and
    warm-start it on demonstrations of those tasks (`warmstart.py`), so its first groups have reward variance (a
    random policy emits no tool calls: every reward 0, and PRIME-RL's orchestrator stops after 10 empty batches).
-   It is saved as an HF model dir, `model/` (what `[model] name` reads), with the probe prompt the report scores
-   after every reload (`probe.json`: token ids of the first demonstration).
+   It is saved as an HF model dir, `model/` (what `[model] name` reads), with the token ids of the probe prompt
+   the smoke scores after every reload (`probe.json`, `probe.py`).
 
 Run as `python -m composer_prime.smoke.prepare SETTINGS.json WORK_DIR`; prints one JSON line of figures.
 """
@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.smoke.policy import PolicyShape
+from composer_prime.smoke.probe import probe_ids
 from composer_prime.smoke.warmstart import WarmStartConfig
 
 AGENT_TOOLS_OFF = ["view", "search", "str_replace"]
@@ -83,8 +84,7 @@ def build_policy(config: PrepareConfig, tasks: list[Any], model_dir: Path) -> di
 
     stats = warmstart.warm_start(model, renderer, branches, config.warm_start, progress=progress)
     policy.save_policy(model, tokenizer, model_dir)
-    probe = renderer.render_ids(branches[0][0], tools=branches[0][1])
-    (model_dir / "probe.json").write_text(json.dumps({"token_ids": probe}))
+    (model_dir / "probe.json").write_text(json.dumps({"token_ids": probe_ids(model_dir)}))
     return stats
 
 

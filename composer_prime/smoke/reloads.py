@@ -2,18 +2,16 @@
 
 PRIME-RL's orchestrator makes the server load `broadcasts/step_N` (`POST /update_weights`); the smoke's server
 answers `GET /weights` with the folder it loaded last and how many reloads it made. `Watcher.poll`, called by the smoke
-twice a second while `rl` runs, sees each new reload, prefill-scores the probe prompt through the same route PRIME-RL
-scores hints with (`/inference/v1/generate` + `prompt_logprobs`), and keeps the answer only if no other reload
-happened meanwhile. The report compares each record with the trainer's own forward of that folder's weights
-(`served_vs_trainer_logprob_diff`).
+twice a second while `rl` runs, sees each new reload, keeps the weights it loaded (the trainer removes old broadcast
+folders), scores the probe prompt through the server (`probe.served_logprobs`), and keeps the answer only if no
+other reload happened meanwhile. The report compares each record with the trainer's own forward of those weights
+(`probe.py`, `served_vs_trainer_logprob_diff`). `prefill` is the client of the same route that hint scoring uses.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -60,45 +58,41 @@ def snapshot(weight_dir: Path, dest: Path) -> bool:
 
 
 class Watcher:
-    """Records, per reload of the server at `url`, the served logprobs of `token_ids` under `model`, and keeps the
-    weights it loaded under `keep/reload_<n>/` (relative weight folders are the server's: under `cwd`)."""
+    """Records, per reload of the server at `url`, what it serves as `model` on the probe prompt `ids`
+    (`probe.served_logprobs`), and keeps the weights it loaded under `keep/reload_<n>/` (relative weight folders are
+    the server's: under `cwd`)."""
 
-    def __init__(self, url: str, token_ids: list[int], model: str, cwd: Path, keep: Path) -> None:
-        self.url, self.token_ids, self.model, self.cwd, self.keep = url, token_ids, model, cwd, keep
+    def __init__(self, url: str, ids: list[int], model: str, cwd: Path, keep: Path) -> None:
+        self.url, self.ids, self.model, self.cwd, self.keep = url, ids, model, cwd, keep
         self.seen = 0
         self.records: list[dict[str, Any]] = []
-        """One per reload it caught: `reloads`, `weight_dir`, `served` (logprobs), `at` (unix time)."""
+        """One per reload it caught: `reloads`, `weight_dir`, `kept`, `served` (per position: token id -> logprob)."""
         self.missed = 0
-        """Reloads that happened between two polls or during a probe (no record)."""
+        """Reloads that happened between two polls or during a probe, or whose weights were already gone."""
 
     def poll(self) -> None:
-        try:
-            asyncio.run(self._poll())
-        except OSError:
-            pass  # the server is not up yet, or is gone
-        except Exception as err:  # noqa: BLE001 - an HTTP error of a server still starting: the next poll retries
-            if "ConnectError" not in type(err).__name__ and "HTTPStatusError" not in type(err).__name__:
-                raise
-
-    async def _poll(self) -> None:
         import httpx
 
-        async with httpx.AsyncClient(timeout=30.0) as client:
-            before = (await client.get(f"{self.url}/weights")).json()
-            if before["reloads"] <= self.seen:
-                return
-            kept = self.keep / f"reload_{before['reloads']}"
-            if not snapshot(self.cwd / before["weights"], kept):
-                self.missed += before["reloads"] - self.seen
-                self.seen = before["reloads"]
-                return
-            served = await prefill(client, self.url, self.model, self.token_ids)
-            after = (await client.get(f"{self.url}/weights")).json()
-        self.missed += after["reloads"] - self.seen - 1
-        self.seen = after["reloads"]
-        if after == before:
-            self.records.append({"reloads": after["reloads"], "weight_dir": after["weights"], "kept": str(kept),
-                                 "served": served, "at": time.time()})  # fmt: skip
-        else:
-            self.missed += 1
+        from composer_prime.smoke.probe import served_logprobs
+
+        try:
+            before = httpx.get(f"{self.url}/weights", timeout=5.0).json()
+        except (httpx.HTTPError, ValueError):
+            return  # the server is not up yet, or is gone
+        if before["reloads"] <= self.seen:
+            return
+        kept = self.keep / f"reload_{before['reloads']}"
+        missed = before["reloads"] - self.seen - 1
+        self.seen = before["reloads"]
+        if not snapshot(self.cwd / before["weights"], kept):
+            self.missed += missed + 1
+            return
+        served = served_logprobs(self.url, self.model, self.ids)
+        after = httpx.get(f"{self.url}/weights", timeout=5.0).json()
+        if after != before:  # another reload landed while it was scored: not attributable
+            self.missed += missed + 1
             shutil.rmtree(kept, ignore_errors=True)
+            return
+        self.missed += missed
+        self.records.append({"reloads": after["reloads"], "weight_dir": after["weights"], "kept": str(kept),
+                             "served": [{str(k): v for k, v in p.items()} for p in served]})  # fmt: skip

@@ -12,7 +12,8 @@ inference server served after each reload, `reloads.py`). Per step it reports:
 - where the time went, from PRIME-RL's own timings: inference (the model's share of the rollouts), env (setup,
   harness and scoring), the orchestrator's step, the trainer's forward-backward and its weight broadcast;
 - `served_vs_trainer_logprob_diff`: after each reload, the largest |difference| in nats between the server's prompt
-  logprobs on the probe prompt and the trainer's own forward (HF Qwen3, fp32) of the broadcast weights it loaded.
+  logprobs on the probe prompt and the trainer's own forward (HF, fp32) of the broadcast weights it loaded
+  (`probe.py`).
 
 Run as `python -m composer_prime.smoke.report WORK OUT` (in the smoke's PRIME-RL venv).
 """
@@ -97,43 +98,17 @@ PICK = {
 trainer's when both write it, the orchestrator's otherwise)."""
 
 
-def trainer_logprobs(model_dir: Path, weight_dir: Path, token_ids: list[int]) -> list[float]:
-    """The trainer's view: HF Qwen3 in fp32 with the broadcast weights of `weight_dir`; logprob of each token given
-    the ones before it (0.0 for the first, as the server reports it)."""
-    import torch
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
-    state: dict[str, Any] = {}
-    for file in sorted(weight_dir.glob("*.safetensors")):
-        state.update(load_file(file))
-    if not state:
-        raise FileNotFoundError(f"no *.safetensors in {weight_dir}")
-    missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-    tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
-    if set(missing) - tied or unexpected:
-        raise ValueError(f"{weight_dir}: weights do not match the model (missing {sorted(set(missing) - tied)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]})")  # fmt: skip
-    model.tie_weights()
-    model.eval()
-    with torch.no_grad():
-        logits = model(torch.tensor([token_ids])).logits[0].float()
-    logprobs = torch.log_softmax(logits[:-1], dim=-1).gather(1, torch.tensor(token_ids[1:])[:, None])[:, 0]
-    return [0.0, *logprobs.tolist()]
-
-
 def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
-    token_ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
+    """Per probed reload: the served logprobs against the trainer's forward of the weights the server loaded."""
+    from composer_prime.smoke.probe import largest_difference, trainer_logprobs, trainer_model
+
+    ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
     out = []
     for record in meta.get("probes") or []:
-        weight_dir = Path(record["kept"])
-        mine = trainer_logprobs(work / "model", weight_dir, token_ids)
-        served = record["served"]
-        diff = max(abs(a - b) for a, b in zip(served[1:], mine[1:], strict=True))
+        served = [{int(k): v for k, v in position.items()} for position in record["served"]]
+        trainer = trainer_logprobs(trainer_model(work / "model", Path(record["kept"])), ids)
         out.append({"reload": record["reloads"], "weights": record["weight_dir"],
-                    "served_vs_trainer_logprob_diff": diff})  # fmt: skip
+                    "served_vs_trainer_logprob_diff": largest_difference(served, trainer)})  # fmt: skip
     return out
 
 
@@ -209,6 +184,9 @@ def text(report: dict[str, Any]) -> str:
     worst = report["served_vs_trainer_logprob_diff"]
     console.print(f"served vs trainer after {len(report['reloads'])} reload(s): max |dlogp| "
                   + ("n/a (no reload probed)" if worst is None else f"{worst:.4f} nats"))  # fmt: skip
+    if worst is not None and worst > PROBE_LIMIT:
+        console.print(f"warning: after a reload the server served logprobs {worst:.3f} nats from the trainer's own "
+                      "forward of the same weights: it serves a model the trainer does not have (see `reloads`)")  # fmt: skip
     if report["teacher_failed_queries"]:
         console.print(f"warning: {report['teacher_failed_queries']:.0f} teacher queries failed (a teacher could not be "
                       "reached or answered an error); see the env server's log")  # fmt: skip

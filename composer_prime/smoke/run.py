@@ -162,8 +162,8 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         meta["rl_command"] = argv
         status.stage("PRIME-RL's rl: starting inference server, env server, orchestrator and trainer")
         t0 = time.monotonic()
-        probe_ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
-        probes = reloads.Watcher(url, probe_ids, "model", work, work / "reloads")
+        ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
+        probes = reloads.Watcher(url, ids, "model", work, work / "reloads")
         with group(argv, logs / "rl.log", cwd=work, env=env) as rl:
             shown = ""
             while rl.poll() is None:

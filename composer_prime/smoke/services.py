@@ -5,18 +5,23 @@ the policy server is vLLM (`python -m composer_prime.smoke.vllm_server`: vLLM's 
 routes) or, as the named fallback where vLLM is not installed, the aiohttp stand-in (`python -m
 composer_prime.smoke.server`); the relay is `composer-prime relay origin|client`. Starting one waits until it
 answers over HTTP (or exits, which raises with the log's tail); `stop` ends it by its own PID (SIGTERM, then SIGKILL
-to its process group after a grace period, which also ends vLLM's engine process).
+to its process group after a grace period, which also ends vLLM's engine process). On Linux the kernel also sends
+each one SIGTERM when this process dies (PR_SET_PDEATHSIG), from whichever thread it was started: every service is
+forked from one long-lived thread, because the kernel ties that signal to the forking thread, not the process.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import os
 import platform
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,14 +49,64 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> Any:
-    """On Linux, a function for `preexec_fn` that has the kernel send the child SIGTERM when the process that started
-    it dies, even by SIGKILL (a timed-out test, a killed terminal): no server outlives its run."""
+    """On Linux, a function for `preexec_fn` that has the kernel send the child SIGTERM when the thread that forked
+    it ends, even by SIGKILL of the process (a timed-out test, a killed terminal): no server outlives its run. The
+    kernel ties PR_SET_PDEATHSIG to the forking *thread*, not the process, so `spawn` forks every child from one
+    thread that lives as long as the process. A parent gone before `prctl` ran (no signal would come) is checked
+    with `getppid` right after."""
     if sys.platform != "linux":
         return None
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
-    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
+class _Forker:
+    """The one thread every service is forked from, started on first use, a daemon that lives until the process
+    exits: a child's death signal fires when the process ends, not when the (possibly short-lived) thread that asked
+    for the child ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[Any, concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while True:
+            call, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as e:  # noqa: BLE001 - handed to the caller, who re-raises it
+                    future.set_exception(e)
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="composer-services-forker", daemon=True)
+                self._thread.start()
+        if threading.current_thread() is self._thread:
+            return subprocess.Popen(argv, **kwargs)
+        future: concurrent.futures.Future[subprocess.Popen[bytes]] = concurrent.futures.Future()
+        self._jobs.put((lambda: subprocess.Popen(argv, **kwargs), future))
+        return future.result()
+
+
+_FORKER = _Forker()
+
+
+def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen(argv, **kwargs)` in a session of its own, killed (SIGTERM) by the kernel when this process
+    dies, whichever thread calls it."""
+    return _FORKER.popen(argv, start_new_session=True, preexec_fn=_die_with_parent(), **kwargs)
 
 
 class Service:
@@ -64,9 +119,8 @@ class Service:
         self._log = log.open("ab")
         self.url = url
         ready_url = url + ready_path
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                     start_new_session=True, preexec_fn=_die_with_parent())  # fmt: skip
+        self.proc = spawn(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:

@@ -16,7 +16,9 @@ and gives `/inference/v1/generate`'s sampled-token logprobs the `"token": "token
 
 PRIME-RL's own module cannot be imported here (docs/smoke.md says what blocks it); this one is the same routes over
 vLLM's current launcher. Run it as `python -m composer_prime.smoke.vllm_server --model DIR --port N [vLLM flags]`;
-every flag after ours goes to `vllm serve`'s parser.
+every flag after ours goes to `vllm serve`'s parser. `--worker-extension-cls` picks another worker extension with
+the same RPC (PRIME-RL's `prime_rl.inference.vllm.worker.filesystem.FileSystemWeightUpdateWorker`, whose reload is
+PRIME-RL's own); the default is the one below.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route signatures (`request: Request`) at run time.
@@ -183,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = make_arg_parser(FlexibleArgumentParser(prog="python -m composer_prime.smoke.vllm_server"))
     args = parser.parse_args(argv)
     validate_parsed_serve_args(args)
-    args.worker_extension_cls = WORKER_EXTENSION
+    # PRIME-RL's own FileSystemWeightUpdateWorker (`--worker-extension-cls`) has the same RPC, `update_weights_from_path`
+    args.worker_extension_cls = args.worker_extension_cls or WORKER_EXTENSION
     os.environ["COMPOSER_SMOKE_MODEL"] = str(args.model)
     patch_launcher()
     uvloop.run(run_server(args))

@@ -376,3 +376,24 @@ def test_a_caller_that_hangs_up_after_the_status_line_is_not_an_upstream_failure
     finally:
         upstream.shutdown()
         upstream.server_close()
+
+
+def test_an_idle_client_logs_state_changes_not_polls(tmp_path):
+    """The proxy polls the listing every `poll_interval_s`: idle, its log stays still; an origin gone away is one
+    warning, not one per poll."""
+    import time
+
+    trainer = Trainer(tmp_path / "run")
+    trainer.next()
+    origin, url = start_origin(tmp_path / "run", tmp_path / "origin", tmp_path / "origin.log")
+    with origin, AdminStandIn() as vllm:
+        client, _ = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log", poll_interval_s=0.1)
+        with client:
+            wait_until(lambda: "built step_0" in client.log(), 30, "the prefetch of step_0")
+            lines = len(client.log().splitlines())
+            time.sleep(1.5)  # about 15 polls, nothing new on the relay
+            assert client.log().splitlines()[lines:] == []
+            origin.stop()
+            time.sleep(1.5)  # about 15 polls of an origin that is gone
+            new = client.log().splitlines()[lines:]
+            assert len(new) == 1 and "WARNING prefetch:" in new[0] and "logged once" in new[0], new

@@ -64,7 +64,7 @@ def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
     index = ["--extra-index-url", torch_index] if torch_index else []
     cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *index, *args]
     # A source tarball of verifiers has no git tags for hatch-vcs: the version its checkout reports.
-    env = {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VERIFIERS": "0.3.1.dev62"}
+    env = {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION": "0.3.1.dev62"}
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
     run(cmd, log, f"pip install into {venv}", env=env)

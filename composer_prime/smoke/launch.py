@@ -1,22 +1,23 @@
 """Running the smoke's processes: each in a session of its own, stopped as a group within seconds.
 
 Everything the smoke runs (pip, the input preparation, the teachers, PRIME-RL's `rl` with the inference server, env
-server, orchestrator and torchrun trainer it starts) is a child process in a new session, so the smoke's own process
-only waits and polls: Ctrl-C reaches it at once, and `stop` sends the child's whole process group SIGTERM, then
-SIGKILL after `GRACE_S`, which ends vLLM's engine core and torchrun's ranks with it (PRIME-RL's launcher alone waits
-up to 60 s per process on SIGTERM).
+server, orchestrator and torchrun trainer it starts) is a child process in a new session (`services.spawn`, which
+also has the kernel send it SIGTERM if the smoke itself is killed), so the smoke's own process only waits and polls:
+Ctrl-C reaches it at once, and `services.stop_group` sends the child SIGTERM, then its whole process group SIGKILL
+after `GRACE_S`, which ends vLLM's engine core and torchrun's ranks with it (PRIME-RL's launcher alone waits up to
+60 s per process on SIGTERM).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from composer_prime.smoke.services import spawn, stop_group
 
 GRACE_S = 2.0
 """Seconds a stopped process group gets between SIGTERM and SIGKILL."""
@@ -26,39 +27,18 @@ class ProcessFailed(RuntimeError):
     """A child process ended with a non-zero status; the message names it and its log."""
 
 
-def stop(process: subprocess.Popen) -> None:
-    """End `process` and every process in its group (it leads a session of its own)."""
-    if process.poll() is not None:
-        _kill_group(process.pid, signal.SIGKILL)  # leftovers of a leader that already exited
-        return
-    _kill_group(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(process.pid, signal.SIGKILL)
-    process.wait(timeout=10)
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 @contextmanager
 def group(argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
           stdout_pipe: bool = False) -> Iterator[subprocess.Popen]:  # fmt: skip
     """`argv` as the leader of a new session, its output appended to `log` (or piped); stopped on the way out."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as sink:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE if stdout_pipe else sink,
-                                   stderr=sink, start_new_session=True, text=stdout_pipe)  # fmt: skip
+        process = spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE if stdout_pipe else sink, stderr=sink,
+                        stdin=subprocess.DEVNULL, text=stdout_pipe)  # fmt: skip
         try:
             yield process
         finally:
-            stop(process)
+            stop_group(process, GRACE_S)
 
 
 def run(argv: list[str], log: Path, what: str, cwd: Path | None = None, env: dict[str, str] | None = None,

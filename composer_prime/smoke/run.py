@@ -178,7 +178,7 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     link_logs(work, logs)
     if rl.returncode != 0:
         raise ProcessFailed(f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
-                            f"processes' logs are in {logs / 'prime-rl'}")  # fmt: skip
+                            f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}")  # fmt: skip
     meta["seconds"] = time.monotonic() - started
     (work / "meta.json").write_text(json.dumps(meta, indent=1))
     status.stage("building the report from PRIME-RL's outputs")
@@ -283,6 +283,22 @@ def newest(log: Path, markers: tuple[str, ...]) -> str:
             words = text.split(maxsplit=2)
             return (words[2] if len(words) == 3 and words[1] in ("INFO", "SUCCESS", "WARNING") else text)[:90]
     return ""
+
+
+def failure_detail(work: Path, logs: Path, lines: int = 15) -> str:
+    """What PRIME-RL's launcher said failed, and the end of that process's own log."""
+    said = [strip_ansi(line).strip() for line in (logs / "rl.log").read_text(errors="replace").splitlines()
+            if "failed with exit code" in line or "Error" in line][-3:]  # fmt: skip
+    folder = run_dir(work)
+    names = {"orchestrator": "orchestrator.log", "trainer": "trainer.log", "inference": "inference.log"}
+    detail = "".join(f"\n  {line}" for line in said)
+    for key, name in names.items():
+        if any(key in line.lower() for line in said) and folder is not None:
+            log = folder / "logs" / "latest" / name
+            if log.is_file():
+                tail = [strip_ansi(x) for x in log.read_text(errors="replace").splitlines()[-lines:]]
+                detail += f"\nthe end of {log}:\n" + "\n".join(f"  {x}" for x in tail)
+    return detail
 
 
 def strip_ansi(text: str) -> str:

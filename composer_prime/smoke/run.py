@@ -243,13 +243,30 @@ def copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
+def free_port_pair() -> int:
+    """A port P with P + 1 also free on 127.0.0.1 (PRIME-RL's ZMQ rollout transport binds both)."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise OSError("no two consecutive free ports on 127.0.0.1")
+
+
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:
-    """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides (steps, port)."""
+    """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides: steps, and free
+    ports for everything PRIME-RL binds (the inference server, the ZMQ rollout transport's pair, the env servers), so
+    smokes into different `--out` folders run side by side."""
     args = ["@", str(project / "tomls" / "cpu-smoke.toml")]
     for overlay in overlays:
         args += ["@", str(overlay)]
     return [*args, "--max-steps", str(steps), "--inference.server.host", "127.0.0.1", "--inference.server.port",
-            str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1"]  # fmt: skip
+            str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1",
+            "--rollout-transport.type", "zmq", "--rollout-transport.port", str(free_port_pair()),
+            "--orchestrator.env-server-base-port", str(free_port())]  # fmt: skip
 
 
 def run_dir(work: Path) -> Path | None:

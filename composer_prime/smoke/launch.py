@@ -3,8 +3,8 @@
 Everything the smoke runs (pip, the input preparation, the teachers, PRIME-RL's `rl` with the inference server, env
 server, orchestrator and torchrun trainer it starts) is a child process in a new session (`services.spawn`, which
 also has the kernel send it SIGTERM if the smoke itself is killed), so the smoke's own process only waits and polls:
-Ctrl-C reaches it at once, and `services.stop_group` sends the child SIGTERM, then its whole process group SIGKILL
-after `GRACE_S`, which ends vLLM's engine core and torchrun's ranks with it (PRIME-RL's launcher alone waits up to
+Ctrl-C reaches it at once, and `services.stop_group` sends the child SIGTERM, then its process group and every
+process below it SIGKILL after `GRACE_S`, which ends vLLM's engine core, torchrun's ranks and sandbox keepers (PRIME-RL's launcher alone waits up to
 60 s per process on SIGTERM).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from composer_prime.smoke.services import spawn, stop_group
 
-GRACE_S = 2.0
+GRACE_S = 1.0
 """Seconds a stopped process group gets between SIGTERM and SIGKILL."""
 
 

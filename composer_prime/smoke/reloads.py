@@ -68,12 +68,14 @@ class Watcher:
         self.records: list[dict[str, Any]] = []
         """One per reload it caught: `reloads`, `weight_dir`, `kept`, `served` (per position: token id -> logprob)."""
         self.missed = 0
-        """Reloads that happened between two polls or during a probe, or whose weights were already gone."""
+        """Reloads that happened between two polls or during a probe, whose weights were already gone, or whose
+        probe failed (`errors`)."""
+        self.errors: list[str] = []
 
     def poll(self) -> None:
         import httpx
 
-        from composer_prime.smoke.probe import served_logprobs
+        from composer_prime.smoke.probe import ProbeError, served_logprobs
 
         try:
             before = httpx.get(f"{self.url}/weights", timeout=5.0).json()
@@ -87,8 +89,14 @@ class Watcher:
         if not snapshot(self.cwd / before["weights"], kept):
             self.missed += missed + 1
             return
-        served = served_logprobs(self.url, self.model, self.ids)
-        after = httpx.get(f"{self.url}/weights", timeout=5.0).json()
+        try:
+            served = served_logprobs(self.url, self.model, self.ids)
+            after = httpx.get(f"{self.url}/weights", timeout=5.0).json()
+        except (ProbeError, httpx.HTTPError, ValueError) as err:
+            self.errors.append(f"reload {before['reloads']}: {err}"[:300])
+            self.missed += missed + 1
+            shutil.rmtree(kept, ignore_errors=True)
+            return
         if after != before:  # another reload landed while it was scored: not attributable
             self.missed += missed + 1
             shutil.rmtree(kept, ignore_errors=True)

@@ -89,13 +89,12 @@ PICK = {
     "time_env_setup_s": AGG + "timing/setup/mean",
     "time_env_harness_s": AGG + "timing/agent/harness/mean",
     "time_env_scoring_s": AGG + "timing/scoring/mean",
-    "time_orchestrator_step_s": "time/step",
     "time_trainer_s": "time/forward_backward",
     "time_broadcast_s": "time/broadcast_weights",
     "time_wait_for_batch_s": "time/wait_for_batch",
 }
-"""Report key -> PRIME-RL metric (the orchestrator's and the trainer's rows share a step; `time/step` is the
-trainer's when both write it, the orchestrator's otherwise)."""
+"""Report key -> PRIME-RL metric (the orchestrator's and the trainer's rows share a step; a name both write, such as
+`time/step`, is not taken)."""
 
 
 def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
@@ -144,6 +143,7 @@ def build(work: Path) -> dict[str, Any]:
         "reloads": reloads,
         "served_vs_trainer_logprob_diff": worst,
         "reloads_not_probed": meta.get("probes_missed", 0),
+        "probe_errors": meta.get("probe_errors", []),
         "teacher_failed_queries": sum(s.get("teacher_failed_queries", 0.0) for s in steps),
     }
 
@@ -162,7 +162,7 @@ def text(report: dict[str, Any]) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(record=True, width=140, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
+    console = Console(record=True, width=170, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
     run = report["run"]
     table = Table(title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed "
                         f"{run['seed']}", box=box.SIMPLE_HEAD)  # fmt: skip
@@ -182,8 +182,9 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(*cells)
     console.print(table)
     worst = report["served_vs_trainer_logprob_diff"]
-    console.print(f"served vs trainer after {len(report['reloads'])} reload(s): max |dlogp| "
-                  + ("n/a (no reload probed)" if worst is None else f"{worst:.4f} nats"))  # fmt: skip
+    console.print(f"served vs trainer after {len(report['reloads'])} probed reload(s) ({report['reloads_not_probed']} "
+                  "not probed; the last step's weights are never served, the run ends): max |dlogp| "
+                  + ("n/a" if worst is None else f"{worst:.2e} nats"))  # fmt: skip
     if worst is not None and worst > PROBE_LIMIT:
         console.print(f"warning: after a reload the server served logprobs {worst:.3f} nats from the trainer's own "
                       "forward of the same weights: it serves a model the trainer does not have (see `reloads`)")  # fmt: skip

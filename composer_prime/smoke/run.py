@@ -8,6 +8,8 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,10 @@ from composer_prime.smoke.config import SmokeConfig
 from composer_prime.smoke.launch import ProcessFailed, group, run
 
 LOCK = ".smoke.lock"
+MARKER = ".composer-smoke"
+"""Marks an `--out` a smoke wrote, whose `work/` and `logs/` a later smoke may replace."""
+CACHE_LOCK = ".lock"
+"""Held in `--cache` while a smoke builds or reads the venvs, the patched copy and the prepared inputs."""
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",
     "COMPOSER_TEACHER_GEMINI_URL": "skeptic",
@@ -90,6 +96,10 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
 
     out = config.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    foreign = [name for name in ("work", "logs") if (out / name).exists() and not (out / MARKER).exists()]
+    if foreign:
+        raise Busy(f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
+                   "folders, so pass an empty or new --out")  # fmt: skip
     lock = FileLock(out / LOCK)
     try:
         lock.acquire(timeout=0)
@@ -97,7 +107,8 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
         raise Busy(f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
                    "to end or pass another --out") from None  # fmt: skip
     try:
-        for stale in ("report.json", "report.png"):
+        (out / MARKER).touch()
+        for stale in ("report.json", "report.png", "report.txt"):
             (out / stale).unlink(missing_ok=True)
         with Status(config.live) as status:
             return _execute(config, overlays, project, out, status)
@@ -119,12 +130,18 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     meta: dict[str, Any] = {"config": config.model_dump(mode="json"), "overlays": [str(p) for p in overlays],
                             "timings": {}}  # fmt: skip
 
-    status.stage("patching a private copy of PRIME-RL for CPU")
-    tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
-    t0 = time.monotonic()
-    sets = requirement_sets(project, tree)
-    venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note) for name, steps in sets.items()}
-    meta["timings"]["venvs_s"] = time.monotonic() - t0
+    from filelock import FileLock
+
+    cache.mkdir(parents=True, exist_ok=True)
+    cache_lock = FileLock(cache / CACHE_LOCK)
+    with cache_lock:  # another smoke building into the same cache: wait for it
+        status.stage("patching a private copy of PRIME-RL for CPU")
+        tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
+        t0 = time.monotonic()
+        sets = requirement_sets(project, tree)
+        venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note)
+                 for name, steps in sets.items()}  # fmt: skip
+        meta["timings"]["venvs_s"] = time.monotonic() - t0
     bin_dir = write_wrappers(work / "bin", venvs["prime-rl"], venvs["vllm"], tree)
     python = str(venvs["prime-rl"] / "bin" / "python")
     env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
@@ -141,7 +158,8 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         return 0
 
     t0 = time.monotonic()
-    meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
+    with cache_lock:
+        meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()
@@ -164,7 +182,7 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         t0 = time.monotonic()
         ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
         probes = reloads.Watcher(url, ids, "model", work, work / "reloads")
-        with group(argv, logs / "rl.log", cwd=work, env=env) as rl:
+        with group(argv, logs / "rl.log", cwd=work, env=env) as rl, linked_logs(work, logs):
             shown = ""
             while rl.poll() is None:
                 probes.poll()
@@ -174,8 +192,7 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
                     shown = line
                 time.sleep(0.5)
         meta["timings"]["rl_s"] = time.monotonic() - t0
-        meta["probes"], meta["probes_missed"] = probes.records, probes.missed
-    link_logs(work, logs)
+        meta["probes"], meta["probes_missed"], meta["probe_errors"] = probes.records, probes.missed, probes.errors
     if rl.returncode != 0:
         raise ProcessFailed(f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
                             f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}")  # fmt: skip
@@ -195,11 +212,9 @@ def inputs_key(settings: dict[str, Any]) -> str:
     start, the harness, the bundled repository): any change to those files makes new inputs."""
     import hashlib
 
-    import composer_agent
-    import composer_prime
-
+    root = Path(__file__).resolve().parents[2]  # the checkout the venvs install (command.project_root)
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    for package in (Path(composer_prime.__file__).parent, Path(composer_agent.__file__).parent):
+    for package in (root / "composer_prime", root / "composer_agent", root / "environments" / "feature_deletion"):
         for file in sorted(package.rglob("*")):
             if file.is_file() and file.suffix != ".pyc" and "__pycache__" not in file.parts:
                 digest.update(str(file.relative_to(package)).encode() + file.read_bytes())
@@ -324,10 +339,15 @@ def strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
-def link_logs(work: Path, logs: Path) -> None:
-    """`--out/logs/prime-rl`: PRIME-RL's own logs (orchestrator, trainer, inference, env servers) of the run."""
-    folder = run_dir(work)
-    if folder is not None and (folder / "logs").is_dir():
-        target = logs / "prime-rl"
-        target.unlink(missing_ok=True)
-        target.symlink_to(os.path.relpath(folder / "logs" / "latest", logs))
+@contextmanager
+def linked_logs(work: Path, logs: Path) -> Iterator[None]:
+    """On the way out (an end, a failure, Ctrl-C): `--out/logs/prime-rl`, PRIME-RL's own logs (orchestrator, trainer,
+    inference, env servers) of the run."""
+    try:
+        yield
+    finally:
+        folder = run_dir(work)
+        if folder is not None and (folder / "logs").is_dir():
+            target = logs / "prime-rl"
+            target.unlink(missing_ok=True)
+            target.symlink_to(os.path.relpath(folder / "logs" / "latest", logs))

@@ -147,19 +147,48 @@ class Service:
         self._log.close()
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` now (Linux: parent links read from /proc), whatever session or group it made for
+    itself: torch elastic starts its ranks in new sessions, sandboxes their keepers."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """End `proc`, a session leader from `spawn`, and everything in its process group: SIGTERM to it, then SIGKILL to
-    the group after `grace_s` (what it started, vLLM's engine core or torchrun's ranks, goes with it)."""
+    """End `proc`, a session leader from `spawn`, its process group and every process below it: SIGTERM to it, then
+    after `grace_s` SIGKILL to its group and to all its descendants seen before or after the SIGTERM (vLLM's engine
+    core, torchrun's ranks in their own sessions, a sandbox keeper that ignores SIGTERM)."""
+    below = descendants(proc.pid) if sys.platform == "linux" else set()
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            pass
+            below |= descendants(proc.pid) if sys.platform == "linux" else set()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     proc.wait(timeout=10)
 
 

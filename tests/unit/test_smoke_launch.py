@@ -20,7 +20,6 @@ from composer_prime.smoke.launch import GRACE_S, group
 from composer_prime.smoke.reloads import snapshot
 from composer_prime.smoke.report import rollout_figures
 from composer_prime.smoke.services import stop_group
-from composer_prime.smoke.vllm_server import prime_rl_args
 
 
 def test_an_overlay_that_restates_the_train_sources_is_refused_and_at_needs_a_file(tmp_path: Path) -> None:
@@ -39,20 +38,6 @@ def test_overlays_go_to_rl_and_flags_to_the_smoke(tmp_path: Path) -> None:
     assert overlays == [recipe.resolve()]
     with pytest.raises(UsageError, match="missing.toml"):
         split_overlays(["@", str(tmp_path / "missing.toml")])
-
-
-def test_prime_rl_inference_config_becomes_vllm_flags() -> None:
-    config = {
-        "server": {"host": "127.0.0.1", "port": 18600},
-        "router": None,
-        "vllm": {"model": "model", "dtype": "float32", "max_model_len": 4096, "enforce_eager": True,
-                 "enable_lora": False, "quantization": None, "seed": 0},
-        "enable_fp32_lm_head": False,
-    }  # fmt: skip
-    assert prime_rl_args(config) == [
-        "--model", "model", "--dtype", "float32", "--max-model-len", "4096", "--enforce-eager", "--seed", "0",
-        "--host", "127.0.0.1", "--port", "18600",
-    ]  # fmt: skip
 
 
 STUB_PROBE = """

@@ -123,7 +123,7 @@ def write_wrappers(bin_dir: Path, prime_venv: Path, vllm_venv: Path, tree: Path)
     stubs = Path(__file__).with_name("stubs")
     sources = f"{tree / 'src'}:{tree / 'packages' / 'prime-rl-configs' / 'src'}"
     scripts = {
-        "inference": (vllm_venv, sources, "-m composer_prime.smoke.vllm_server"),
+        "inference": (vllm_venv, sources, "-m composer_prime.smoke.cpu.inference"),
         "env-server": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.env_server"),
         "orchestrator": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.orchestrator"),
         "rl": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.rl"),

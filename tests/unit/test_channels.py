@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from composer_agent.config import COMPACTION_ENV, ComposerAgentConfig
 from composer_prime.algorithm.channels import loss_refusals, refusals, source_channels
 from composer_prime.algorithm.config import ComposerAlgoConfig
 from composer_prime.algorithm.credit import HINT_MARK, NonFiniteReward, group_advantages, token_advantages
@@ -116,14 +117,14 @@ def test_each_ablation_changes_exactly_the_channel_it_names(toml, recipe, change
     assert refusals(ablated["orchestrator"]) == []
 
 
-def test_no_compaction_changes_compaction_only():
+def test_no_compaction_changes_compaction_only(monkeypatch):
     for toml in TOMLS:
         base, ablated = merged(toml), merged(toml, RECIPE["no-compaction"])
         assert channels(base) == channels(ablated)
-        harness = [
-            s["env"]["agent"]["harness"]["compaction"]["enabled"] for s in ablated["orchestrator"]["train"]["source"]
-        ]
-        assert harness == [False, False]
+        assert ablated["orchestrator"]["train"] == base["orchestrator"]["train"]
+        harnesses = [s["env"]["agent"]["harness"] for s in ablated["orchestrator"]["train"]["source"]]
+        monkeypatch.setenv(COMPACTION_ENV, ablated["orchestrator"]["env_vars"][COMPACTION_ENV])
+        assert [ComposerAgentConfig.model_validate(h).compaction.enabled for h in harnesses] == [False, False]
 
 
 def test_baselines_train_what_they_name():

@@ -16,7 +16,7 @@ import pytest
 from feature_deletion.taskset import FeatureDeletionConfig
 from swe_gym.taskset import SWEGymTasksetConfig
 
-from composer_agent.config import ComposerAgentConfig
+from composer_agent.config import COMPACTION_ENV, ComposerAgentConfig
 from composer_prime.algorithm.config import ComposerAlgoConfig
 from composer_prime.loss_config import ComposerLossConfig
 
@@ -91,17 +91,29 @@ def test_composer_blocks_validate_after_the_overlay_merge(combo):
         ComposerAgentConfig.model_validate(env["agent"]["harness"])
 
 
-def test_every_launch_toml_has_the_same_sources_and_no_compaction_changes_only_compaction():
-    bases = [load(t) for t in TOMLS]
-    sources = [b["orchestrator"]["train"]["source"] for b in bases]
-    assert all(s == sources[0] for s in sources[1:])
-    assert all(s["env"]["agent"]["harness"]["compaction"]["enabled"] for s in sources[0])
-    restated = load(ROOT / "recipes" / "no-compaction.toml")["orchestrator"]["train"]["source"]
-    assert [s["env"]["agent"]["harness"]["compaction"] for s in restated] == [{"enabled": False}] * len(restated)
-    for mine, base in zip(restated, sources[0], strict=True):
-        mine = copy.deepcopy(mine)
-        mine["env"]["agent"]["harness"]["compaction"]["enabled"] = True
-        assert mine == base
+def test_no_compaction_turns_compaction_off_in_every_source_without_restating_them(monkeypatch):
+    recipe = load(ROOT / "recipes" / "no-compaction.toml")
+    assert recipe == {"orchestrator": {"env_vars": {COMPACTION_ENV: "off"}}}
+    for path in TOMLS:
+        base = load(path)
+        ablated = deep_merge(base, recipe)
+        assert ablated["orchestrator"]["train"] == base["orchestrator"]["train"]
+        harnesses = [s["env"]["agent"]["harness"] for s in base["orchestrator"]["train"]["source"]]
+        assert all(ComposerAgentConfig.model_validate(h).compaction.enabled for h in harnesses)
+        # what an env server started with the overlay's env_vars builds
+        monkeypatch.setenv(COMPACTION_ENV, ablated["orchestrator"]["env_vars"][COMPACTION_ENV])
+        assert not any(ComposerAgentConfig.model_validate(h).compaction.enabled for h in harnesses)
+        monkeypatch.delenv(COMPACTION_ENV)
+
+
+def test_a_bad_compaction_switch_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv(COMPACTION_ENV, "false")
+    with pytest.raises(
+        ValueError, match=r"COMPOSER_AGENT_COMPACTION='false' is not a compaction switch: set it to 'off'"
+    ):
+        ComposerAgentConfig.model_validate({})
+    monkeypatch.setenv(COMPACTION_ENV, "ON")
+    assert ComposerAgentConfig.model_validate({"compaction": {"enabled": False}}).compaction.enabled is False
 
 
 @pytest.mark.parametrize("path", TOMLS, ids=lambda p: p.name)

@@ -23,9 +23,10 @@ from composer_prime.smoke.services import stop_group
 
 
 def test_an_overlay_that_restates_the_train_sources_is_refused_and_at_needs_a_file(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
+    restating = tmp_path / "mine.toml"  # e.g. a user's overlay with the cluster's sources
+    restating.write_text('[[orchestrator.train.source]]\nname = "feature-deletion"\n')
     with pytest.raises(UsageError, match=r"restates \[\[orchestrator.train.source\]\]"):
-        split_overlays(["@", str(root / "recipes" / "no-compaction.toml")])
+        split_overlays(["@", str(restating)])
     with pytest.raises(UsageError, match="takes a launch overlay"):
         split_overlays(["@", "--torch-index", ""])
 

@@ -13,12 +13,14 @@ divides the returned token *sum* by the global rl-token count. Composer puts thr
 Per token t on the loss mask, with r = exp(trainer - inference) the importance ratio and p = exp(logprob):
 
     pg_adv[t]   = adv_tau * advantages[t]                     if the DPPO trust region keeps t, else 0
-    hint_adv[t] = w * (ref[t] - trainer[t]).detach()          if t is a hint token kept by its trust region, else 0
+    hint_adv[t] = w * g[t] * (ref[t] - trainer[t]).detach()   if t is a hint token kept by its trust region, else 0
     loss[t]     = -(pg_adv[t] + hint_adv[t]) * r[t] + kl_tau * log(r[t])**2
 
 with w = min(hint_coef * n_loss / n_hint, hint_token_cap) per sample (n_loss loss-mask tokens, n_hint hint tokens):
 the hint channel's total weight in a sample is at most `hint_coef` times its rl tokens however many tokens were
-targeted (`hint_norm = "token"` makes w = hint_coef instead).
+targeted (`hint_norm = "token"` makes w = hint_coef instead), and g[t] = 1, or with `hint_gate = "sigmoid"` SDAR's
+detached gate g[t] = sigmoid(hint_gate_alpha * (ref[t] - trainer[t])) (Lu et al., arXiv 2605.15155): tokens the
+hint-conditioned policy endorses are distilled strongly, tokens it rejects softly attenuated.
 
 The trust regions follow PRIME-RL's default loss (DPPO-Binary TV, arXiv:2602.04879): a token is dropped when its
 probability already moved past the bound in the direction the update pushes it (up for a positive signal, down
@@ -180,7 +182,9 @@ class _Hint:
     masked: Bool[Tensor, " seq"]
     """Hint tokens dropped by the hint trust region."""
     signal: Float[Tensor, " seq"]
-    """Per-token hint advantage w * gap on kept hint tokens, 0 elsewhere."""
+    """Per-token hint advantage w * g * gap on kept hint tokens, 0 elsewhere."""
+    gate: Float[Tensor, " seq"]
+    """g: sigmoid(hint_gate_alpha * gap) with `hint_gate = "sigmoid"`, else 1."""
 
 
 def _hint_term(
@@ -202,18 +206,22 @@ def _hint_term(
         up, down = probs_diff > config.hint_mask_high, probs_diff < -config.hint_mask_low
     masked = hint & (((gap > 0) & up) | ((gap < 0) & down))
     weight = _hint_weight(hint, loss_mask, config, gap.dtype)
-    return _Hint(hint, gap, masked, torch.where(hint & ~masked, weight * gap, torch.zeros_like(gap)))
+    # gap is detached, so the gate is too: it scales the hint advantage, it is not trained
+    gate = torch.sigmoid(config.hint_gate_alpha * gap) if config.hint_gate == "sigmoid" else torch.ones_like(gap)
+    signal = torch.where(hint & ~masked, weight * gate * gap, torch.zeros_like(gap))
+    return _Hint(hint, gap, masked, signal, gate)
 
 
 def _hint_metrics(hint: _Hint | None, ratio: Tensor, n: Tensor, zero: Tensor) -> dict[str, Tensor]:
     if hint is None:
-        return {f"composer/hint/{name}": zero for name in ("loss", "token_frac", "is_masked", "ref_gap")}
+        return {f"composer/hint/{name}": zero for name in ("loss", "token_frac", "is_masked", "ref_gap", "gate")}
     n_hint = hint.tokens.sum().clamp_min(1)
     return {
         "composer/hint/loss": -(hint.signal * ratio).sum() / n,
         "composer/hint/token_frac": hint.tokens.sum() / n,
         "composer/hint/is_masked": _masked_mean(hint.masked.float(), hint.tokens, n_hint),
         "composer/hint/ref_gap": _masked_mean(hint.gap, hint.tokens, n_hint),
+        "composer/hint/gate": _masked_mean(hint.gate, hint.tokens, n_hint),
     }
 
 

@@ -49,6 +49,15 @@ class ComposerLossConfig(BaseModel):
     """With `hint_norm = "sample"`: the most one hint token may weigh, in units of advantage per nat of hint gap.
     Keeps a sample with a handful of hint tokens from concentrating its whole hint share on them."""
 
+    hint_gate: Literal["none", "sigmoid"] = "none"
+    """Per-token gate on the hint term. `none`: every kept hint token weighs w. `sigmoid`: SDAR's gate (Lu et al.,
+    arXiv 2605.15155): each kept hint token weighs w * g, g = sigmoid(hint_gate_alpha * (ref - trainer)), detached,
+    so tokens the hint-conditioned policy endorses (ref above trainer) are distilled strongly and tokens it rejects
+    are softly attenuated; the policy-gradient term is untouched."""
+
+    hint_gate_alpha: float = Field(1.0, gt=0)
+    """Sharpness of the sigmoid gate, per nat of hint gap (`hint_gate = "sigmoid"`)."""
+
     hint_mask_low: float = Field(0.2, ge=0)
     """Hint trust region, downward: a hint token whose reference is below the trainer is dropped once
     p_trainer - p_inference < -hint_mask_low (the bound PRIME-RL's ref_kl component hard-codes)."""

@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 TargetKind = Literal["teacher_hint", "edit_then_failure", "tool_error", "test_failure"]
 """Evidence that makes a step a hint target (`composer_prime.evidence`, plus a teacher's hint on the step)."""
 
+HintKind = Literal["teacher_hint", "edit_then_failure", "tool_error", "test_failure", "sibling"]
+"""Where a hint's text comes from: a target kind above, or a successful sibling trace (`hints.siblings`)."""
+
 Aggregation = Literal["mean", "weighted_mean", "median", "min"]
 
 DEFAULT_TEMPLATES: dict[str, str] = {
@@ -25,6 +28,7 @@ DEFAULT_TEMPLATES: dict[str, str] = {
     ),
     "tool_error": "Hint: the tool call you are about to make fails with:\n{detail}\nMake a call that works.",
     "test_failure": "Hint: the tests fail at this point with:\n{detail}\nFix the cause before running them again.",
+    "sibling": "Another attempt at this same task succeeded. What it did:\n{detail}",
 }
 
 
@@ -68,9 +72,20 @@ class HintConfig(_Section):
     off by default: the step that runs the tests is rarely the one that is wrong; `edit_then_failure` targets the
     edit before it with the failure's output."""
 
-    templates: dict[TargetKind, str] = Field(default_factory=dict)
+    templates: dict[HintKind, str] = Field(default_factory=dict)
     """Hint text per kind, overriding the built-in template; `{detail}` receives the evidence (the error text or the
     failing test output, trimmed). A teacher's own hint is used verbatim through the `teacher_hint` template."""
+
+    siblings: bool = False
+    """Also hint failed traces from a successful sibling of their group (SDPO's implicit feedback, Hübotter et al.,
+    arXiv 2601.20802; `composer_prime/algorithm/siblings.py`): in a group where some trace reached
+    `sibling_min_reward`, each trace below it gets targets on its latest untargeted steps (up to
+    `max_targets_per_trace` with its other targets), the hint being what the sibling did (its diff,
+    `trace.info["patch"]`, else its message at the same turn). A group without a success keeps the other sources
+    only. Scored at group time, after the episodes' own hints; its share is `composer/algo/hint/sibling_targets`."""
+
+    sibling_min_reward: float = 1.0
+    """The reward at or above which a trace counts as a success for `siblings` (1.0: solved)."""
 
     placement: Literal["before_target", "system_prefix"] = "before_target"
     """Where the hint goes in the scored context. `before_target`: a message inserted just before the target

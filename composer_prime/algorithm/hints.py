@@ -144,10 +144,22 @@ async def score_hints(
     of `config.max_concurrent_scores` slots when None). Each target must get a slot and its answer within
     `config.score_timeout_s` of this call: `queue_timeout` when no slot came in time, `score_timeout` when the
     pool did not answer in time."""
-    stats = HintStats()
     targets = [
         t for t in select_targets(trace, config, teacher_hints) if trace.nodes[t.node].reference_logprobs is None
     ]
+    return await score_targets(trace, targets, config, render, score, gate)
+
+
+async def score_targets(
+    trace: Any,
+    targets: list[HintTarget],
+    config: HintConfig,
+    render: Callable[[str, str], list[int]],
+    score: Callable[[list[int]], Awaitable[list[float]]],
+    gate: asyncio.Semaphore | None = None,
+) -> HintStats:
+    """Score `targets` of `trace` and write their references (see `score_hints`, which selects them)."""
+    stats = HintStats()
     if not targets:
         return stats
     gate = gate or asyncio.Semaphore(config.max_concurrent_scores)

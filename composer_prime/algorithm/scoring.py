@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from composer_prime.algorithm.hints import HintStats, annotate_hints
+from composer_prime.algorithm.siblings import annotate_siblings
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,20 @@ class HintScoring:
         pending = [task for key in keys if (task := self._tasks.get(key)) is not None]
         if pending:
             await asyncio.gather(*pending)
+
+    async def siblings(self, traces: list[Any], rewards: list[float]) -> list[HintStats]:
+        """Sibling hints of one whole group (`siblings.py`), through the same request limit; never raises."""
+        if not (self.config.hints.enabled and self.config.hints.siblings):
+            return [HintStats() for _ in traces]
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.config.hints.max_concurrent_scores)
+        try:
+            return await annotate_siblings(traces, rewards, self.config.hints, self.render, self.score, self._gate)
+        except Exception:  # noqa: BLE001 - as for an episode's own hints
+            logger.exception("composer sibling hint scoring raised; the group keeps its other hints")
+            for trace in traces:
+                trace.metrics[ERROR_METRIC] = 1.0
+            return [HintStats() for _ in traces]
 
     async def _run(self, traces: list[Any], gate: asyncio.Semaphore) -> list[HintStats]:
         try:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from composer_prime.algorithm.config import ComposerAlgoConfig
-from composer_prime.algorithm.credit import group_advantages
+from composer_prime.algorithm.credit import check_rewards, group_advantages
 from composer_prime.algorithm.scoring import HintScoring
 from composer_prime.seam.errors import seam_moved
 
@@ -131,6 +131,8 @@ def _algorithm_class() -> type:
             """The group's hint references are written before its samples are compiled (right after this hook)."""
             await self.scoring.wait(str(episode.id) for episode in episodes)
             traces = [trace for _, trace in iter_trainable_traces(episodes)]
+            if self.config.hints.enabled and self.config.hints.siblings:
+                await self.scoring.siblings(traces, check_rewards(traces))
             for trace, values in zip(traces, group_advantages(traces, self.config), strict=True):
                 assign_advantages(trace, values)
 

@@ -288,6 +288,48 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
     assert math.isfinite(loss.item())
 
 
+def test_sibling_hints_through_prime_rl_hooks_reach_the_failed_traces_samples(verifiers_snapshot):
+    """`hints.siblings`: at `finalize_group` the failed trace of a group with a success gets sibling targets on its
+    latest steps (after its own evidence target), scored through the pool, and PRIME-RL's `trace_to_samples` ships
+    them in the reference stream; the passing trace gets none."""
+    import verifiers.v1 as vf
+    from prime_rl.configs.algorithm import AlgoConfig
+    from prime_rl.orchestrator.algo import build_algorithm
+    from prime_rl.orchestrator.trajectories import trace_to_samples
+    from pydantic import TypeAdapter
+
+    config = TypeAdapter(AlgoConfig).validate_python(
+        {"type": "composer", "hints": {"siblings": True, "max_targets_per_trace": 3}, "replay": {"enabled": False}}
+    )
+    scorer = Scorer()
+    algorithm = build_algorithm(config, scorer)
+    algorithm.renderer = Renderer()
+    passing, failing = episode_trace(1.0, teacher=False), episode_trace(0.0, teacher=False)
+    episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in (passing, failing)]
+
+    async def orchestrate():
+        for episode in episodes:
+            await algorithm.finalize_episode(episode)
+        await algorithm.finalize_group(episodes)
+
+    asyncio.run(orchestrate())
+    targeted = [
+        [n for n, node in enumerate(t.nodes) if node.reference_logprobs is not None] for t in episodes_of(episodes)
+    ]
+    # each trace's own evidence target (the failed tool call, node 2); the failing one also its two latest
+    # non-summary steps (node 9, the finish after the summary, and node 4)
+    assert targeted == [[2], [2, 4, 9]]
+    assert len(scorer.requests) == 4
+    assert failing.metrics["composer/algo/hint/sibling_targets"] == 2.0
+    assert passing.metrics["composer/algo/hint/sibling_targets"] == 0.0
+    hinted = [v for sample in trace_to_samples(failing) for v in (sample.ref_logprobs or []) if v != 0.0]
+    assert len(hinted) == 3 * 3
+
+
+def episodes_of(episodes):
+    return [e.traces[0] for e in episodes]
+
+
 def test_a_loss_kwargs_typo_fails_when_prime_rl_parses_the_toml(tmp_path, verifiers_snapshot):
     # The hook validates [trainer.loss.kwargs] of composer_loss at config parse (the launcher), not at the first loss
     # call on the trainer.

@@ -133,6 +133,26 @@ def test_compute_loss_on_a_mixed_packed_batch_matches_hand_values(prl):
     assert metrics["composer/rl/is_masked_high"].tolist() == pytest.approx([0.0, 0.0, 1.0])
 
 
+def test_the_sigmoid_gate_through_compute_loss_matches_hand_values(prl):
+    batch = packed_batch()
+    gated = composer_fn(prl, hint_gate="sigmoid", hint_gate_alpha=2.0)
+    loss, metrics = prl.loss.compute_loss(
+        **batch, rl_weights=None, ce_weights=None, ref_kl_weights=None, rl_loss_fn=gated, rl_scale=6, ce_scale=1,
+        ref_kl_scale=1,
+    )  # fmt: skip
+    ln2, r, w = math.log(2), 1.25, 0.03
+    # As in the ungated test, each hint advantage times g = sigmoid(2 * gap): gap +ln2 -> g = 4/5, gap -ln2 -> 1/5.
+    s0 = -(0.5 + w * 0.8 * ln2) - 0.5 - (0.5 - w * 0.2 * ln2) * r + KL * math.log(r) ** 2
+    s1, s2 = 2.0, KL * math.log(1.8) ** 2
+    assert loss.item() == pytest.approx((s0 + s1 + s2) / 6)
+    loss.backward()
+    g0 = batch["trainer_logprobs"][0].grad.tolist()
+    assert g0 == pytest.approx(
+        [0.0, -(0.5 + w * 0.8 * ln2) / 6, -0.5 / 6, (-(0.5 - w * 0.2 * ln2) * r + 2 * KL * math.log(r)) / 6]
+    )
+    assert metrics["composer/hint/gate"].tolist() == pytest.approx([0.5, 0.0, 0.0])  # (4/5 + 1/5) / 2
+
+
 def test_matches_prime_rl_default_loss_without_hints(prl):
     # With no hint tokens composer_loss is PRIME-RL's default DPPO + KL loss: same value, same gradients.
     gen = torch.Generator().manual_seed(0)

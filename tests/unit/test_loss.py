@@ -96,6 +96,35 @@ def test_hint_gradient_pulls_trainer_toward_reference():
     assert out.metrics["composer/hint/ref_gap"].item() == pytest.approx(0.0)
 
 
+def test_sigmoid_gate_weights_endorsed_tokens_more_and_leaves_rl_untouched():
+    # SDAR's gate g = sigmoid(alpha * gap), detached, alpha = 1. Per-token weighting with hint_coef = 1.
+    # token 0: p_t = p_i = 0.3, ref = log 0.6: gap = ln 2, g = sigmoid(ln 2) = 2/3 (endorsed).
+    #   hint loss = -g * gap * ratio = -(2/3) ln 2; gradient -(2/3) ln 2 (the gate is not differentiated).
+    # token 1: p_t = p_i = 0.6, ref = log 0.3: gap = -ln 2, g = sigmoid(-ln 2) = 1/3 (rejected, attenuated).
+    #   hint loss = +(1/3) ln 2; gradient +(1/3) ln 2.
+    # token 2: no hint (ref 0.0), A = 2, p_t = 0.5, p_i = 0.4: pg loss -A * ratio = -2.5, gradient -2.5 as ungated.
+    inputs = make([0.3, 0.6, 0.5], [0.3, 0.6, 0.4], [0.0, 0.0, 2.0], ref=[math.log(0.6), math.log(0.3), 0.0])
+    out, grad = run(inputs, kl_tau=0.0, hint_norm="token", hint_coef=1.0, hint_gate="sigmoid")
+    assert out.loss.item() == pytest.approx(-(2 / 3) * LN2 + (1 / 3) * LN2 - 2.5)
+    assert grad.tolist() == pytest.approx([-(2 / 3) * LN2, (1 / 3) * LN2, -2.5])
+    assert out.metrics["composer/hint/gate"].item() == pytest.approx(0.5)  # (2/3 + 1/3) / 2 hint tokens
+    # alpha = 3: g = sigmoid(3 ln 2) = 8/9 and sigmoid(-3 ln 2) = 1/9
+    out, grad = run(make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]), kl_tau=0.0,
+                    hint_norm="token", hint_coef=1.0, hint_gate="sigmoid", hint_gate_alpha=3.0)  # fmt: skip
+    assert grad.tolist() == pytest.approx([-(8 / 9) * LN2, (1 / 9) * LN2])
+    # "none" is the ungated term: gradients -ln 2 and +ln 2, gate metric 1
+    out, grad = run(make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]), kl_tau=0.0,
+                    hint_norm="token", hint_coef=1.0)  # fmt: skip
+    assert grad.tolist() == pytest.approx([-LN2, LN2]) and out.metrics["composer/hint/gate"].item() == 1.0
+
+
+def test_a_bad_gate_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"hint_gate = 'sdar'"):
+        run(make([0.5], [0.4], [1.0]), hint_gate="sdar")
+    with pytest.raises(ValueError, match=r"hint_gate_alpha = 0"):
+        run(make([0.5], [0.4], [1.0]), hint_gate="sigmoid", hint_gate_alpha=0)
+
+
 def test_hint_coef_scales_the_hint_gradient():
     # gradient = -hint_coef * ln 2 with hint_coef = 0.25.
     out, grad = run(make([0.3], [0.3], [0.0], ref=[math.log(0.6)]), kl_tau=0.0, hint_coef=0.25, hint_norm="token")
@@ -223,6 +252,7 @@ def test_metrics_are_namespaced_zero_dim_and_detached():
         "composer/hint/token_frac",
         "composer/hint/is_masked",
         "composer/hint/ref_gap",
+        "composer/hint/gate",
     }
     assert set(out.metrics) == expected
     for value in out.metrics.values():

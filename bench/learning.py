@@ -20,7 +20,9 @@ show equal to it in value and gradient. The table says which one ran.
 Arms (`--arms`, default all but `full-coef0.5`): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full
 (both, hints on and the defaults of ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step of
 a failed trace scored, per-token weight); full with hint_coef 0.05/0.15 (0.5 on request: it lost to `full` on every
-seed of the earlier table, docs/evidence.md); full with 1 or 4 targets per trace. All arms of a seed start from the
+seed of the earlier table, docs/evidence.md); full with 1 or 4 targets per trace; hints and full with SDAR's sigmoid
+gate on the hint term (`-gated`) and with sibling hints, a solved trace of the group lending its step to the failed
+ones (`-sibling`). All arms of a seed start from the
 same supervised warm start and see the same prompts; every seed's warm start starts from one base policy drilled
 briefly to read hints (bench/learning_task.py). Rollouts sample at the preset's temperature (0.3: at 1 the warm start
 passes 2-3 % of its samples and GRPO gets almost no signal); the RL learning rate warms up linearly over the first
@@ -69,6 +71,10 @@ class Arm:
     """None: ComposerLossConfig's default."""
     targets: int | None = None
     """None: HintConfig's default max_targets_per_trace."""
+    gate: bool = False
+    """SDAR's sigmoid gate on the hint term (`hint_gate = "sigmoid"`, alpha 1)."""
+    siblings: bool = False
+    """Sibling hints (`hints.siblings`): a solved trace of the group lends its step to the failed ones."""
 
 
 ARMS = {
@@ -84,11 +90,15 @@ ARMS = {
         Arm("full-coef0.5", hints=True, replay=True, hint_coef=0.5),
         Arm("full-targets1", hints=True, replay=True, targets=1),
         Arm("full-targets4", hints=True, replay=True, targets=4),
+        Arm("hints-gated", hints=True, gate=True),
+        Arm("hints-sibling", hints=True, siblings=True),
+        Arm("full-gated", hints=True, replay=True, gate=True),
+        Arm("full-sibling", hints=True, replay=True, siblings=True),
     )
 }
 
 DEFAULT_ARMS = [name for name in ARMS if name != "full-coef0.5"]
-"""Every arm the issue names, with the hint_coef sweep at 0.05 and 0.15 around the 0.02 default (0.5 by `--arms`)."""
+"""Every arm the issues name, with the hint_coef sweep at 0.05 and 0.15 around the 0.02 default (0.5 by `--arms`)."""
 
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 160 x 12 x 8 = 15k episodes per run; 9 arms x 5 seeds. lr 2e-3 collapsed GRPO; at
@@ -127,7 +137,8 @@ class Settings:
 def algo_config(arm: Arm):
     from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig, ReplayConfig
 
-    hints = HintConfig(enabled=arm.hints)
+    # a sibling's hint is its own line for the step, in the form the policy was drilled to read (a teacher's hint)
+    hints = HintConfig(enabled=arm.hints, siblings=arm.siblings, templates={"sibling": task.HINT_TEMPLATE})
     if arm.whole:
         hints = HintConfig(enabled=True, max_targets_per_trace=64, placement="system_prefix")
     elif arm.targets is not None:
@@ -154,6 +165,8 @@ def loss_setup(arm: Arm, settings: Settings):
         kwargs["hint_coef"] = arm.hint_coef
     if arm.whole:
         kwargs["hint_norm"] = "token"
+    if arm.gate:
+        kwargs["hint_gate"] = "sigmoid"
     label = "composer_loss (no reference stream)" if arm.prime_rl_loss else "composer_loss"
     return composer_loss, kwargs, LossInputs, label
 
@@ -224,6 +237,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
 
     from composer_prime.algorithm.credit import group_advantages
     from composer_prime.algorithm.hints import annotate_hints
+    from composer_prime.algorithm.siblings import annotate_siblings
     from composer_prime.smoke.trainer import assign_advantages, trace_samples
 
     episodes = task.rollout(
@@ -239,9 +253,19 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
             for step in block["steps"]:
                 step["hint"] = text
         traces.append(build_trace(e, reward, {"teacher": block}))
-    stats = asyncio.run(annotate_hints(traces, algo, task.render, BatchScorer(policy, settings.temperature)))
-    for g in range(0, len(traces), settings.group):
-        group = traces[g : g + settings.group]
+    scorer = BatchScorer(policy, settings.temperature)
+    stats = asyncio.run(annotate_hints(traces, algo, task.render, scorer))
+    groups = [traces[g : g + settings.group] for g in range(0, len(traces), settings.group)]
+    if algo.hints.siblings:  # at group time, as the algorithm's score_group runs them
+
+        async def siblings() -> list[Any]:
+            found = await asyncio.gather(
+                *(annotate_siblings(g, [float(t.reward) for t in g], algo.hints, task.render, scorer) for g in groups)
+            )
+            return [s for group_stats in found for s in group_stats]
+
+        stats = [*stats, *asyncio.run(siblings())]
+    for group in groups:
         for trace, values in zip(group, group_advantages(group, algo), strict=True):
             assign_advantages(trace, values)
     samples = [s for t in traces for s in trace_samples(t)]

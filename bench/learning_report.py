@@ -81,8 +81,9 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
     summary: dict[str, dict[str, Any]] = {}
     header = (
         "| arm | loss | steps to +10 pts | steps to +20 pts | speedup to +20 vs GRPO | final acc % | "
-        "Δ final vs GRPO (pts) | AUC (pts) | Δ AUC vs GRPO (pts) | hint tokens / rl tokens |"
+        "Δ final vs GRPO (pts) | AUC (pts) | Δ AUC vs GRPO (pts) | Δ AUC vs replay (pts) | hint tokens / rl tokens |"
     )
+    replay = by_arm.get("replay")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for name in names:
         runs = [by_arm[name][s] for s in seeds]
@@ -90,15 +91,17 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         r20 = [r["reach"][0.20] for r in runs]
         d_final = [by_arm[name][s]["final"] - base[s]["final"] for s in seeds]
         d_auc = [by_arm[name][s]["auc"] - base[s]["auc"] for s in seeds]
+        d_replay = [by_arm[name][s]["auc"] - replay[s]["auc"] for s in seeds] if replay else []
         summary[name] = {
             "reach10": r10, "reach20": r20, "final": [r["final"] for r in runs], "auc": [r["auc"] for r in runs],
-            "d_final": d_final, "d_auc": d_auc,
+            "d_final": d_final, "d_auc": d_auc, "d_auc_replay": d_replay,
         }  # fmt: skip
         lines.append(
             f"| {name} | {losses[name]} | {_steps(r10, steps)} | {_steps(r20, steps)} | "
             f"{'—' if name == 'grpo' else _speedup(r20, [base[s]['reach'][0.20] for s in seeds])} | "
             f"{_ms([r['final'] for r in runs], 100)} | {'—' if name == 'grpo' else _ms(d_final, 100)} | "
             f"{_ms([r['auc'] for r in runs])} | {'—' if name == 'grpo' else _ms(d_auc)} | "
+            f"{'—' if name == 'replay' or not replay else _ms(d_replay)} | "
             f"{statistics.fmean(r['hint_share'] for r in runs):.3f} |"
         )
     warm = [w["accuracy"] for w in results["warm_start"]]

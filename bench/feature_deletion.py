@@ -146,8 +146,9 @@ def pytest_venv(spec: str, into: Path) -> str:
 
 
 def bench_repo(name: str, repo: Path, scratch: Path, args: argparse.Namespace, python: str = sys.executable) -> None:
+    from composer_prime.mining.config import MineConfig
     from composer_prime.mining.copies import NEAR_COPY
-    from composer_prime.mining.miner import MineConfig, Miner
+    from composer_prime.mining.miner import Miner
 
     bare = statistics.median(bare_pytest(repo, python) for _ in range(2))
     out = scratch / f"{name}.jsonl"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 import tempfile
 import time
@@ -24,13 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall
 from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import record_behaviour
-from composer_prime.mining.copies import HINT_LIMIT, NEAR_COPY, CopyIndex, installed_copies
+from composer_prime.mining.config import MineConfig, check_inputs
+from composer_prime.mining.copies import HINT_LIMIT, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
 from composer_prime.mining.features import Feature, discover, is_protected_file, is_source_file, is_test_file
 from composer_prime.mining.patch import unified_patch
@@ -46,46 +44,8 @@ class MiningError(Exception):
     """The run cannot start or go on (bad repository, failing baseline, changed repository on resume)."""
 
 
-class MineConfig(BaseModel):
-    """What `composer-prime mine-features` mines and how."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    repo: Path
-    """The repository to mine (a folder; a git work tree or not). It is only read."""
-    out: Path
-    """The tasks file (JSON lines) to write; an existing one is resumed."""
-    max_tasks: int | None = Field(None, ge=1)
-    """Stop after this many tasks in the file (resumed ones included); None mines every candidate."""
-    min_tests: int = Field(1, ge=1)
-    """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
-    test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
-    """The pytest launcher, a list or one shell-quoted string (e.g. 'poetry run pytest'); mining and grading append
-    their own arguments."""
-    near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
-    """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
-    min_body_lines: int = Field(3, ge=0)
-    """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
-    test_timeout_s: float | None = Field(None, gt=0)
-    """Wall-clock limit for one run of the suite per candidate (and in the task), in seconds; a run past it is killed
-    and the candidate skipped. None sizes it from the untraced baseline run: 4x its time, at least 60 s."""
-    baseline_timeout_s: float = Field(1800.0, gt=0)
-    """Wall-clock limit for the first, untraced baseline run, in seconds."""
-    min_replayed_calls: int = Field(1, ge=0)
-    """Keep a task only if at least this many calls into the feature were recorded and replay as recorded: grading
-    replays them against the candidate outside the test suite's interpreter (0 keeps tasks graded by tests alone)."""
-
-    @field_validator("test_cmd", mode="before")
-    @classmethod
-    def _split_command(cls, value: object) -> object:
-        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and " " in value[0]:
-            value = value[0]  # one quoted flag value on the command line
-        if isinstance(value, str):
-            try:
-                return shlex.split(value)
-            except ValueError as err:
-                raise ValueError(f"{value!r} is not a valid shell command ({err}); balance its quotes") from None
-        return value
+class MiningInputError(MiningError):
+    """The command's input is unusable (`config.check_inputs`), found before any work; the CLI exits 2."""
 
 
 @dataclass(frozen=True)
@@ -213,9 +173,11 @@ class Miner:
 
     def run(self) -> list[MinedTask]:
         config = self.config
+        try:
+            check_inputs(config)
+        except ValueError as err:
+            raise MiningInputError(str(err)) from None
         repo = config.repo.expanduser().resolve()
-        if not repo.is_dir():
-            raise MiningError(f"--repo {config.repo}: no such directory; pass the root of a Python repository")
         files = list_files(repo)
         repo_fp = fingerprint(files)
         tasks, skipped = self._load_previous(repo_fp)
@@ -228,9 +190,20 @@ class Miner:
         texts = {path: data.decode("utf-8") for path, data in files.items() if _is_text(data)}
         self.base_name = f"{config.out.name}.{repo_fp}.tar.gz"
         base_path = config.out.with_name(self.base_name)
-        if not base_path.exists():
-            config.out.parent.mkdir(parents=True, exist_ok=True)
+        made = [path for path in (base_path, self.skipped_path) if not path.exists()]
+        if base_path in made:
             write_atomic(base_path, pack_tree(files))
+        try:
+            return self._mine(repo, files, repo_fp, texts, tasks, done, skipped)
+        except BaseException:
+            if not config.out.exists():  # a run that wrote no task leaves nothing behind
+                for path in made:
+                    path.unlink(missing_ok=True)
+            raise
+
+    def _mine(self, repo: Path, files: dict[str, bytes], repo_fp: str, texts: dict[str, str],
+              tasks: list[MinedTask], done: set[str], skipped: dict[str, str]) -> list[MinedTask]:  # fmt: skip
+        config = self.config
         with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
             work = Path(scratch) / repo.name
             write_tree(work, files)

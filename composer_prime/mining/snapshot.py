@@ -52,6 +52,11 @@ def _git(args: list[str], cwd: Path) -> str:
 
 def list_files(repo: Path) -> dict[str, bytes]:
     """Repository-relative path -> bytes of every file worth copying (symlinks and scrubbed paths left out)."""
+    return {path: (repo / path).read_bytes() for path in list_paths(repo)}
+
+
+def list_paths(repo: Path) -> list[str]:
+    """Repository-relative paths of every file worth copying (symlinks and scrubbed paths left out), sorted."""
     if (repo / ".git").exists():
         listing = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], repo).split("\0")
         paths = sorted({path for path in listing if path})
@@ -62,13 +67,9 @@ def list_files(repo: Path) -> dict[str, bytes]:
             rel = Path(dirpath).relative_to(repo)
             paths += [(rel / name).as_posix() for name in filenames]
         paths.sort()
-    files: dict[str, bytes] = {}
-    for path in paths:
-        full = repo / path
-        if is_scrubbed(path) or full.is_symlink() or not full.is_file():
-            continue
-        files[path] = full.read_bytes()
-    return files
+    return [
+        path for path in paths if not (is_scrubbed(path) or (repo / path).is_symlink() or not (repo / path).is_file())
+    ]
 
 
 def fingerprint(files: dict[str, bytes]) -> str:

@@ -15,7 +15,8 @@ import pytest
 from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
 from composer_prime.cli import main
-from composer_prime.mining.miner import MineConfig, Miner, MiningError
+from composer_prime.mining.config import MineConfig
+from composer_prime.mining.miner import Miner, MiningError
 from composer_prime.mining.record import load_rows
 from composer_prime.reaper import new_token
 from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
@@ -178,7 +179,7 @@ def test_failing_baseline_tests_are_excluded_and_recorded(tmp_path, capsys):
 
 
 def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
-    assert main(["mine-features", "--repo", str(tmp_path / "nope"), "--out", str(tmp_path / "t.jsonl")]) == 1
+    assert main(["mine-features", "--repo", str(tmp_path / "nope"), "--out", str(tmp_path / "t.jsonl")]) == 2
     assert "--repo " + str(tmp_path / "nope") + ": no such directory" in capsys.readouterr().err
     repo = build_shop_repo(tmp_path)
     not_pytest = f"{sys.executable} -c 'import time; time.sleep(60)'"
@@ -190,6 +191,50 @@ def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
     assert "did not finish within 2s" in capsys.readouterr().err
     assert main(["mine-features", "--repo", str(repo), "--out", "x", "--min-tests", "0"]) == 2
     assert "--min-tests\n  Input should be greater than or equal to 1 (got '0')" in capsys.readouterr().err
+
+
+def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.md").write_text("# notes\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "core.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "a-file").write_text("")
+    repo = build_shop_repo(tmp_path)
+    cases = [
+        (tmp_path / "empty", out / "t.jsonl", [], "the folder is empty"),
+        (tmp_path / "docs", out / "t.jsonl", [], "none of its 1 file(s) is Python (*.py)"),
+        (tmp_path / "lib", out / "t.jsonl", [], "no test files (test_*.py, *_test.py, tests/) among its 1 Python"),
+        (repo, tmp_path / "a-file" / "t.jsonl", [], "a-file is a file, not a folder"),
+        (repo, out / "t.jsonl", ["--test-cmd", "./run-tests.sh"], "'./run-tests.sh' is neither a file of the repo"),
+    ]
+    if shutil.which("poetry") is None:  # the example other docs give: a launcher this machine does not have
+        cases.append((repo, out / "t.jsonl", ["--test-cmd", "poetry run pytest"], "'poetry' is not on PATH"))
+    for folder, tasks, extra, message in cases:
+        assert main(["mine-features", "--repo", str(folder), "--out", str(tasks), *extra]) == 2, message
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.splitlines()) <= 3, err
+        assert list(out.iterdir()) == [], (message, list(out.iterdir()))
+    # a run that fails after it started (every test fails at baseline) removes what it wrote
+    (repo / "tests" / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n    raise RuntimeError\n"
+    )
+    assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl")]) == 1
+    assert "found no passing tests" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+
+def test_help_answers_without_loading_the_miner():
+    code = (
+        "import sys\nfrom composer_prime.cli import main\ntry:\n    main(['mine-features', '--help'])\n"
+        "except SystemExit:\n    pass\nheavy = sorted(m for m in ('verifiers', 'composer_prime.grading', 'torch') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--test-cmd" in done.stdout and "HEAVY []" in done.stdout, done.stdout[-500:]
 
 
 LOOP = '''\

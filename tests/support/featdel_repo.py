@@ -200,7 +200,8 @@ def mined_shop(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     Every candidate is mined (nine tasks); the tests that read the result must not modify it.
     """
     if "shop" not in _MINED:
-        from composer_prime.mining.miner import MineConfig, Miner
+        from composer_prime.mining.config import MineConfig
+        from composer_prime.mining.miner import Miner
 
         root = tmp_path_factory.mktemp("featdel-shop")
         repo = build_shop_repo(root)

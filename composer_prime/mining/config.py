@@ -1,0 +1,103 @@
+"""`composer-prime mine-features`'s settings (`MineConfig`), with no heavy import: `--help` and a bad flag answer at once,
+before the miner (which imports the grader and verifiers) is loaded."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from composer_prime.mining.copies import NEAR_COPY
+from composer_prime.mining.features import is_test_file
+from composer_prime.mining.snapshot import list_paths
+
+
+class MineConfig(BaseModel):
+    """What `composer-prime mine-features` mines and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: Path
+    """The repository to mine (a folder; a git work tree or not). It is only read."""
+    out: Path
+    """The tasks file (JSON lines) to write; an existing one is resumed."""
+    max_tasks: int | None = Field(None, ge=1)
+    """Stop after this many tasks in the file (resumed ones included); None mines every candidate."""
+    min_tests: int = Field(1, ge=1)
+    """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
+    test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
+    """The pytest launcher, a list or one shell-quoted string (e.g. 'python -m pytest -p no:cacheprovider'); mining and grading append
+    their own arguments."""
+    near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
+    """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
+    min_body_lines: int = Field(3, ge=0)
+    """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
+    test_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit for one run of the suite per candidate (and in the task), in seconds; a run past it is killed
+    and the candidate skipped. None sizes it from the untraced baseline run: 4x its time, at least 60 s."""
+    baseline_timeout_s: float = Field(1800.0, gt=0)
+    """Wall-clock limit for the first, untraced baseline run, in seconds."""
+    min_replayed_calls: int = Field(1, ge=0)
+    """Keep a task only if at least this many calls into the feature were recorded and replay as recorded: grading
+    replays them against the candidate outside the test suite's interpreter (0 keeps tasks graded by tests alone)."""
+
+    @field_validator("test_cmd", mode="before")
+    @classmethod
+    def _split_command(cls, value: object) -> object:
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and " " in value[0]:
+            value = value[0]  # one quoted flag value on the command line
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as err:
+                raise ValueError(f"{value!r} is not a valid shell command ({err}); balance its quotes") from None
+        return value
+
+
+def check_inputs(config: MineConfig) -> None:
+    """Refuse, before any work, a repository the miner cannot use and an --out or --test-cmd that cannot work.
+    Raises ValueError naming the flag, the value and the fix."""
+    repo = config.repo.expanduser()
+    if not repo.is_dir():
+        raise ValueError(f"--repo {config.repo}: no such directory; pass the root of a Python repository")
+    files = list_paths(repo)
+    if not files:
+        raise ValueError(f"--repo {config.repo}: the folder is empty; pass the root of a Python repository with a "
+                         "pytest suite")  # fmt: skip
+    python = [path for path in files if path.endswith(".py")]
+    if not python:
+        raise ValueError(f"--repo {config.repo}: none of its {len(files)} file(s) is Python (*.py); mine-features "
+                         "mines Python repositories with a pytest suite")  # fmt: skip
+    if not any(is_test_file(path) for path in python):
+        raise ValueError(
+            f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests/) among its {len(python)} Python "
+            "file(s); a task is graded by the tests that fail without its feature, so the repository needs a suite"
+        )
+    launcher = config.test_cmd[0]
+    search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])  # as `testrun` runs it
+    if "/" not in launcher and shutil.which(launcher, path=search) is None:
+        raise ValueError(
+            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is not on PATH; install it, name the launcher "
+            "by its path, or use the interpreter that runs composer-prime (--test-cmd 'python -m pytest')"
+        )
+    if "/" in launcher and not (repo / launcher).is_file() and not Path(launcher).is_file():
+        raise ValueError(f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is neither a file of the repository "
+                         "nor of this machine")  # fmt: skip
+    out = config.out.expanduser()
+    if out.parent.exists() and not out.parent.is_dir():
+        raise ValueError(f"--out {config.out}: {out.parent} is a file, not a folder; pass a path in a writable folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+        if out.exists() and not os.access(out, os.W_OK):
+            raise PermissionError(13, "the file is read-only")
+    except OSError as err:
+        raise ValueError(
+            f"--out {config.out}: cannot write there ({err.strerror or err}); pass a path in a writable folder"
+        ) from None

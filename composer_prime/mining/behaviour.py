@@ -3,6 +3,7 @@ answers as recorded (see `composer_prime.grading.behaviour` for how grading uses
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -30,3 +31,26 @@ def record_behaviour(
     answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
     kept = [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
     return kept, skipped + len(calls) - len(kept)
+
+
+def blind(calls: list[RecordedCall]) -> str | None:
+    """Why a stub that ignores its input would replay exactly as the gold code does, or None when some call tells
+    them apart. Blind: every call leaves its arguments as they were and answers None, or raises one exception type (a
+    stub needs no knowledge to do that: a feature whose effect is module state), or gives one value for different
+    inputs (a constant)."""
+    if not calls:
+        return None
+    if any(c.args_after != c.args or c.kwargs_after != c.kwargs for c in calls):
+        return None
+    answers = {json.dumps(["raised", c.raised[1]] if c.raised else c.result, sort_keys=True) for c in calls}
+    if len(answers) > 1:
+        return None
+    first = calls[0]
+    if first.raised:
+        return f"raises {first.raised[1]}"
+    if first.result == ["none"]:
+        return "returns None"
+    inputs = {json.dumps([c.args, c.kwargs], sort_keys=True) for c in calls}
+    if len(inputs) > 1:  # different inputs, one answer: `return <it>` replays them all
+        return f"returns the same value ({json.dumps(first.result)[:80]})"
+    return None  # one input and its answer: a stub must know that answer

@@ -26,7 +26,7 @@ from pathlib import Path
 from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall
 from composer_prime.grading.grader import scan_texts
-from composer_prime.mining.behaviour import record_behaviour
+from composer_prime.mining.behaviour import blind, record_behaviour
 from composer_prime.mining.config import MineConfig, check_inputs
 from composer_prime.mining.copies import HINT_LIMIT, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -340,6 +340,13 @@ class Miner:
                 "no behaviour",
                 f"{len(calls)} call(s) into it replay as recorded ({not_kept} skipped; need "
                 f"{self.config.min_replayed_calls}, --min-replayed-calls)",
+            )
+        why = blind(calls)
+        if why and self.config.min_replayed_calls > 0:
+            raise _Skip(
+                "replay blind",
+                f"each of its {len(calls)} replayable call(s) {why} and leaves its arguments unchanged: a stub that "
+                "ignores its input would replay as recorded (its effect is elsewhere, e.g. module state)",
             )
         return MinedTask(
             task_id=task_id,

@@ -298,6 +298,81 @@ def test_a_hanging_candidate_is_skipped_and_the_batch_goes_on(tmp_path):
     assert load_rows(Path(out))[0] == tasks
 
 
+REGISTRY = '''\
+_handlers = {}
+
+
+def register(name, handler):
+    """Register `handler` under `name` (module state: returns nothing, changes no argument)."""
+    key = name.strip().lower()
+    _handlers[key] = handler
+
+
+def handler_for(name):
+    """The handler registered under `name`, or None."""
+    key = name.strip().lower()
+    return _handlers.get(key)
+
+
+def answer(seed=0):
+    """Always the same value."""
+    value = 6 * 7
+    return value
+
+
+def normalise(name):
+    """`name` as a registry key."""
+    key = name.strip()
+    return key.lower()
+'''
+
+REGISTRY_TESTS = """\
+from reg import core
+
+
+def test_register_then_find():
+    core.register(" Add ", "plus")
+    assert core.handler_for("add") == "plus"
+
+
+def test_unknown_is_none():
+    assert core.handler_for("nothing") is None
+
+
+def test_answer():
+    assert core.answer() == 42
+
+
+def test_answer_ignores_its_input():
+    assert core.answer(1) == core.answer(2) == 42
+
+
+def test_normalise():
+    assert core.normalise(" Add ") == "add"
+    assert core.normalise("x") == "x"
+"""
+
+
+def test_replay_blind_features_are_refused_and_counted(tmp_path):
+    """A feature whose every replayable call answers alike with its arguments untouched (`register`: None, its effect
+    is the module's dict; `handler_for`: only its None answer replays in a fresh process, the other depends on the
+    registry; `answer`: a constant) would let a stub that ignores its input pass the replay."""
+    repo = one_module_repo(tmp_path, "reg", REGISTRY, REGISTRY_TESTS)
+    lines: list[str] = []
+    out = tmp_path / "tasks.jsonl"
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert skipped["reg/core.py::register"].startswith("replay blind: each of its 1 replayable call(s) returns None")
+    assert skipped["reg/core.py::answer"].startswith("replay blind: each of its 3 replayable call(s) returns the same")
+    assert skipped["reg/core.py::handler_for"].startswith("replay blind: each of its 1 replayable call(s) returns None")
+    assert [task.feature.qualname for task in tasks] == ["normalise"]
+    assert any("skipped: 3 replay blind" in line for line in lines if line.startswith("done:"))
+    # with replay not required (tests-only grading, the user's choice) they are kept
+    again = Miner(MineConfig(repo=repo, out=tmp_path / "t0.jsonl", test_timeout_s=60, min_body_lines=0,
+                             min_replayed_calls=0), log=lambda line: None).run()  # fmt: skip
+    assert {t.feature.qualname for t in again} == {"register", "handler_for", "answer", "normalise"}
+
+
 def test_near_copy_of_the_deleted_code_refuses_the_task(tmp_path):
     """A vendored copy with a line changed (boltons' `urlutils.OrderedMultiDict` case) is found by shingle overlap."""
     repo = build_shop_repo(tmp_path)

@@ -13,7 +13,8 @@
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
    allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
-5. read the recorder's per-test records from the run's stdout and compare against FAIL_TO_PASS / PASS_TO_PASS.
+5. read the recorder's per-test records from the run's stdout (`stream.read_stream`) and compare against
+   FAIL_TO_PASS / PASS_TO_PASS.
 
 The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
 way they will be graded.
@@ -40,6 +41,7 @@ from composer_prime.grading.launch import launch_argv, marks
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import end_rollout, reap, run_checked
+from composer_prime.grading.stream import read_stream
 from composer_prime.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
@@ -247,67 +249,6 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
     elif grade.exit_code is None:
         grade.error = f"pytest did not finish its session (exit {result.exit_code}); see output_tail"
     return grade, outcomes_from_records(records), canaries
-
-
-def read_stream(stdout: str, nonce: str) -> tuple[list[dict], list[str], str]:
-    """The recorder's report records from the run's stdout (lines `<nonce> <json>`: one per test, written as it
-    finished, one per failed collection, then the session's end), flattened to one record per kind of report; the
-    void reasons of the stream (a test recorded twice, a report other than a `subTest` block's made twice for one
-    phase, a record after the session's end); and the other lines."""
-    records: list[dict] = []
-    void: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    rest: list[str] = []
-    for line in stdout.splitlines():
-        if not line.startswith(nonce + " "):
-            rest.append(line)
-            continue
-        try:
-            record = json.loads(line[len(nonce) + 1 :])
-        except json.JSONDecodeError:
-            void.append("a malformed record in the outcome stream")
-            continue
-        if not isinstance(record, dict):
-            continue
-        if records and "exit" in records[-1]:
-            void.append("records after the end of the session in the outcome stream")
-        if "id" not in record:
-            key, flat = ("", "exit"), [record]
-        elif isinstance(record.get("reports"), list):
-            key, flat = (str(record["id"]), "test"), _test_reports(record, void)
-        elif record.get("when") == "collect":
-            key, flat = (str(record["id"]), "collect"), [record]
-        else:  # the recorder sends reports only inside a test's line
-            void.append("a malformed record in the outcome stream")
-            continue
-        if key in seen:
-            void.append(f"{key[0] or 'the session end'} ({key[1]}) recorded twice in the outcome stream")
-        seen.add(key)
-        records += flat
-    return records, list(dict.fromkeys(void)), "\n".join(rest)
-
-
-def _test_reports(record: dict, void: list[str]) -> list[dict]:
-    """One test's record as one flat record per kind of report (outcomes fold to the worst); a phase reported more
-    than once outside `subTest` blocks voids (a `subTest` block may only add a failure to its test)."""
-    flat, plain = [], {}
-    for entry in record["reports"]:
-        if not isinstance(entry, dict):
-            void.append("a malformed record in the outcome stream")
-            continue
-        if not entry.get("sub"):
-            when = str(entry.get("when"))
-            plain[when] = plain.get(when, 0) + (entry.get("n") if isinstance(entry.get("n"), int) else 2)
-        flat.append(
-            {
-                "id": record["id"],
-                "when": entry.get("when"),
-                "outcome": entry.get("outcome"),
-                "xfail": entry.get("xfail"),
-            }
-        )
-    void += [f"{record['id']} ({when}) reported twice in the outcome stream" for when, n in plain.items() if n != 1]
-    return flat
 
 
 async def grade(

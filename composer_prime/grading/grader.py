@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.grading import behaviour, tree
 from composer_prime.grading import canaries as canary_source
+from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import launch_argv, marks
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
@@ -89,14 +90,17 @@ class Suite(BaseModel):
 
 @dataclass
 class Baseline:
-    """The work tree before the agent ran, as the grader may trust it."""
+    """The work tree before the agent ran, as the grader may trust it: held on the host, never read from the box."""
 
     files: tree.Manifest
-    """Path -> sha256 of every file of the starting tree."""
-    original: Callable[[str], Awaitable[str | None]]
-    """The starting text of a path in `files` (for the scan's added lines)."""
+    """Path -> sha256 (or a prefix of it) of every file of the starting tree."""
+    content: Callable[[str], bytes | None]
+    """The starting bytes of a path in `files`, None where the host holds none: the scan's added lines and the
+    agent's diff are computed against it, on the host."""
     owned: dict[str, bytes] = field(default_factory=dict)
     """Files written into the tree before the run, replacing the agent's version (held-out and restored tests)."""
+    unheld: frozenset[str] = frozenset()
+    """Files that should be owned (test files) whose content the host does not hold: changing one voids."""
 
 
 def _canary_module() -> tuple[str, str, str]:
@@ -116,20 +120,32 @@ def _test_dirs(targets: list[str]) -> list[str]:
     return list(dict.fromkeys(dirs))[:3]
 
 
-async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str]]:
-    """Remove the strays, write the owned files, scan the changes: (removed paths, void reasons)."""
+async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str], str]:
+    """Diff the tree against the starting one (on the host), remove the strays, write the owned files where they
+    differ, scan the changes: (removed paths, void reasons, the agent's diff)."""
     listing = await run_checked(runtime, ["sh", "-c", tree.LIST_FILES], "grading: listing the work tree")
     current, links = tree.parse_listing(listing.stdout)
+    patch = await tree_diff(runtime, baseline.files, baseline.content, current, links)
     removed = tree.strays(baseline.files, current, links, baseline.owned)
     for start in range(0, len(removed), 200):
         await run_checked(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "grading: removing added files")
     for path, data in baseline.owned.items():
-        await runtime.write(path, data)
+        if path in removed or current.get(path) != tree.sha256(data):
+            await runtime.write(path, data)
+    void = [
+        f"{path}: a test file changed and the host holds no copy of it to restore"
+        for path in sorted(baseline.unheld)
+        if not current.get(path, "").startswith(baseline.files.get(path, "-"))
+    ]
     kept = [p for p in current if p not in removed and p not in baseline.owned]
     changed = tree.changed_python(baseline.files, current, kept)
     if len(changed) > SCAN_LIMIT:
-        return removed, [f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"]
-    return removed, await scan_changed(runtime, baseline, changed)
+        return (
+            removed,
+            [*void, f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"],
+            patch,
+        )
+    return removed, void + await scan_changed(runtime, baseline, changed), patch
 
 
 async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[str]) -> list[str]:
@@ -151,8 +167,8 @@ async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[st
         except (vf.SandboxError, OSError) as exc:
             void.append(f"{path}: could not be read for the scan ({exc})")
             continue
-        before = await baseline.original(path) if path in baseline.files else None
-        void += tree.scan(path, before, after)
+        held = baseline.content(path) if path in baseline.files else None
+        void += tree.scan(path, None if held is None else held.decode("utf-8", "replace"), after)
     return void
 
 
@@ -302,7 +318,7 @@ async def _grade_tree(
         replayed, mismatches = behaviour.compare(calls, answers)
         if not contained:  # in its own PID namespace, nothing the replay started outlived it
             await reap(runtime)
-    removed, void = await prepare_tree(runtime, baseline)
+    removed, void, patch = await prepare_tree(runtime, baseline)
     error = await before_run(runtime) if before_run is not None else None
     checked = asyncio.create_task(check(runtime)) if check is not None else None
     try:
@@ -312,7 +328,7 @@ async def _grade_tree(
             result, outcomes, canaries = await run_suite(runtime, suite, workdir)
     finally:
         void += await checked if checked is not None else []
-    result.removed, result.void = removed, [*void, *result.void]
+    result.removed, result.void, result.patch = removed, [*void, *result.void], patch
     result.replay, result.replay_calls, result.replay_mismatches = replayed, len(calls or []), mismatches[:20]
     if mismatches:
         result.output_tail = (result.output_tail + "\n--- replay ---\n" + replay_tail)[-6000:]

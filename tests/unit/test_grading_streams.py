@@ -139,3 +139,27 @@ def test_no_replay_answer_crashes_the_judgement(lines: list[str]) -> None:
     answers = read_answers("\n".join(lines), NONCE, len(CALLS))
     replayed, wrong = compare(CALLS, answers)
     assert 0.0 <= replayed <= 1.0 and all(isinstance(reason, str) for reason in wrong)
+
+
+def test_the_agents_diff_is_git_style_and_skips_what_git_ignores() -> None:
+    from composer_prime.grading.diff import file_diff, ignore_rules, ignored
+
+    assert file_diff("a.py", b"x = 1\n", b"x = 2\n") == (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    )
+    assert file_diff("n.py", None, b"y").startswith("diff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null")
+    assert file_diff("n.py", None, b"y").endswith("+y\n\\ No newline at end of file\n")
+    assert file_diff("b.bin", b"\xff", b"\xfe").endswith("Binary files a/b.bin and b/b.bin differ\n")
+    rules = ignore_rules(b"# comment\n/build/\n*.log\n!keep.log\ndocs/_gen\n")
+    assert [ignored(p, rules) for p in ("pkg/__pycache__/m.pyc", "build/x.py", "src/build/x.py", "a/b.log")] == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    assert [ignored(p, rules) for p in ("docs/_gen/x.md", "docs/_gen", "pkg/build", "x.egg-info/PKG-INFO")] == [
+        True,
+        True,
+        False,
+        True,
+    ]

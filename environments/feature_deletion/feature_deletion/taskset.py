@@ -148,12 +148,6 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
         _interpreters[runtime] = await interpreter.fingerprint(runtime, self.python)
 
-    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        """Keep the agent's diff against the snapshot in `trace.info["patch"]` (capped), for inspection."""
-        result = await runtime.run(["sh", "-c", "git add -A >/dev/null 2>&1 && git diff --cached HEAD"], {})
-        if result.exit_code == 0:
-            trace.info["patch"] = result.stdout[:PATCH_CAP_BYTES]
-
     def suite(self) -> grading.Suite:
         mined = self.data.mined
         base = base_files(self.data.base)
@@ -176,14 +170,9 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         mined = self.data.mined
         base = base_files(self.data.base)
         files = task_tree(base, mined.held_out, mined.changes)
-
-        async def original(path: str) -> str | None:
-            data = files.get(path)
-            return None if data is None else data.decode("utf-8", "replace")
-
         return grading.Baseline(
             files={path: tree.sha256(data) for path, data in files.items()},
-            original=original,
+            content=files.get,
             owned={path: base[path] for path in mined.test_files if path in base},
         )
 
@@ -201,6 +190,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
         grade = await self.grade(runtime)
         trace.info["grading"] = grade.info()
+        trace.info["patch"] = grade.patch[:PATCH_CAP_BYTES]
         return grade.metrics()
 
     @vf.reward(weight=1.0)

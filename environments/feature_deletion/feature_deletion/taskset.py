@@ -14,7 +14,8 @@ machinery, canary tests are planted, and the suite runs once through the trusted
 `-c`/`--rootdir`, no network but loopback). Reward `solved` is 1.0 when every FAIL_TO_PASS test passes, no
 PASS_TO_PASS test breaks, every recorded call is answered as recorded and the grade is neither void nor timed out,
 else 0.0; the metrics are the grading
-module's. `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the untouched repository
+module's. The agent's diff (`trace.info["patch"]`) is computed at grading on the host, from the task's snapshot and
+the graded copy: no git of the box runs after the agent (a clean filter it configured would run with it). `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the untouched repository
 and expects less).
 
 On the subprocess runtime the box is a host folder: a rollout can read the host (the target library's installed

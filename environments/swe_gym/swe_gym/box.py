@@ -114,7 +114,7 @@ async def apply_patch(runtime: vf.Runtime, patch: str) -> str | None:
     return None
 
 
-HELD_BYTES = 256_000_000
+HELD_BYTES = 128_000_000
 """Most bytes of the starting tree held on the host (files read in priority order: test files, Python, the rest)."""
 HELD_FILE_BYTES = 4_000_000
 """A file larger than this is not held, unless it is a test file the test patch touches."""

@@ -2,13 +2,14 @@
 
 The agent gets the issue text and a box whose work directory holds the repository at `base_commit` (see
 `box.py` for why the box's git history is a single commit). Before the agent starts, the box's files are listed
-(sha256 each) and its root pytest configuration read; both travel on `trace.info["swe_gym"]["baseline"]`. When it
-finishes, its diff against that commit is captured on `trace.info["patch"]`; then every process of the rollout is
-killed and `composer_prime.grading` grades the box: files the agent added outside the source folders are removed,
-its changes are scanned for test machinery, the instance's `test_patch` is applied over reset test files
-(`grading.py`) and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher (no
-network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
-A `conftest.py` the agent edits legitimately still counts; a forged pass voids the grade.
+(sha256 each), its root pytest configuration read and the files' bytes carried out (`box.capture_baseline`), held in
+the env server's memory. When it finishes every process of the rollout is killed and `composer_prime.grading` grades
+a private copy of the tree: the agent's diff is computed on the host from the held bytes (`trace.info["patch"]`; no
+git of the box runs after the agent), files the agent added outside the source folders are removed, its changes are
+scanned for test machinery, every test file is written from the held bytes with the instance's `test_patch` applied
+on the host (`grading.py`), and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher
+(no network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
+Edits to test files (`conftest.py` included) do not count; a forged pass voids the grade.
 
 Runtimes: `mode = "image"` gives every task SWE-Gym's per-instance container image (docker, prime), the training
 path; `mode = "local"` runs on the subprocess runtime with a snapshot and a venv prepared once on the host

@@ -117,7 +117,7 @@ async def apply_patch(runtime: vf.Runtime, patch: str) -> str | None:
 HELD_BYTES = 128_000_000
 """Most bytes of the starting tree held on the host (files read in priority order: test files, Python, the rest)."""
 HELD_FILE_BYTES = 4_000_000
-"""A file larger than this is not held, unless it is a test file the test patch touches."""
+"""A file larger than this is not held. The test patch's files are held whatever their size and the budget left."""
 _PACK = 'tar --null --verbatim-files-from -T "$1" -cf "$2"'
 
 
@@ -165,10 +165,11 @@ async def capture_baseline(runtime: vf.Runtime, tests: list[str] = ()) -> Baseli
     wanted, budget = [], HELD_BYTES
     for path in sorted(size_of, key=lambda p: _priority(p, set(tests))):
         size = size_of[path]
-        if size <= budget and (size <= HELD_FILE_BYTES or path in tests):
+        if path in tests or (size <= budget and size <= HELD_FILE_BYTES):  # the test patch's files always
             wanted.append(path)
             budget -= size
-    return Baseline(files=files, configs=configs, held=await _pack(runtime, wanted, files, HELD_BYTES - budget))
+    total = sum(size_of[path] for path in wanted)
+    return Baseline(files=files, configs=configs, held=await _pack(runtime, wanted, files, total))
 
 
 async def _pack(runtime: vf.Runtime, paths: list[str], files: dict[str, str], total: int) -> dict[str, bytes]:

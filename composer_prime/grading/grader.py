@@ -5,8 +5,9 @@
 0. end the rollout's processes (its PID namespace killed whole, then the reaper: `runtime.end_rollout`) and copy the
    work tree to a fresh folder the agent never saw (`private_copy`; on a docker or podman box, in a grader box: a
    second container from the same image, `private_copy.grader_box_copy`); every later step works on that copy;
-1. list the box's files and remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth`
-   files, links, bytecode); write the files the task owns (held-out tests, restored test files);
+1. list the box's files, compute the agent's diff on the host against the starting tree's host-held bytes
+   (`diff.tree_diff`), remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth` files,
+   links, bytecode); write the files the task owns (held-out tests, restored test files) where they differ;
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
 3. write canaries: in each test folder a module with a random name holding one test that must pass and one that
    must fail, with random names too. A plugin that forges reports flips one of them; the grade is then void;

@@ -182,16 +182,20 @@ async def _pack(runtime: vf.Runtime, paths: list[str], files: dict[str, str], to
     await runtime.write(names, "\0".join(paths).encode("utf-8", "surrogateescape") + b"\0")
     try:
         _check(await runtime.run(["sh", "-c", _PACK, "swe-gym-pack", names, archive], {}), "packing the starting tree")
-        data = await runtime.read(archive, max_bytes=total + 1024 * (len(paths) + 20))
+        # tar's overhead: a header and padding per file (a name over 100 bytes adds a header of its own), end blocks
+        data = await runtime.read(archive, max_bytes=total + sum(2048 + len(p) for p in paths) + 20480)
     finally:
         await runtime.run(["rm", "-f", "--", names, archive], {})
-    held = {}
-    with tarfile.open(fileobj=io.BytesIO(data)) as archived:
-        for member in archived:
-            source = archived.extractfile(member) if member.isreg() else None
-            if source is None:
-                continue
-            content = source.read()
-            if tree.sha256(content) == files.get(member.name):
-                held[member.name] = zlib.compress(content, 1)
+    held: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archived:
+            for member in archived:
+                source = archived.extractfile(member) if member.isreg() else None
+                if source is None:
+                    continue
+                content = source.read()
+                if tree.sha256(content) == files.get(member.name):
+                    held[member.name] = zlib.compress(content, 1)
+    except (tarfile.TarError, EOFError, OSError):  # a cut archive: the members read so far are held, no more
+        pass
     return held

@@ -169,6 +169,13 @@ def test_a_test_file_the_host_holds_no_copy_of_voids_when_changed(
     ]
 
 
+def test_require_grader_box_refuses_the_subprocess_runtime(task: SWEGymTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(task.config, "require_grader_box", True)
+    with pytest.raises(vf.SandboxError, match="the SubprocessRuntime has no grader box") as refused:
+        box(task)
+    assert "Train on the docker or podman runtime with isolate_processes = true" in str(refused.value)
+
+
 async def inspect(runtime: vf.Runtime, toy: ToyInstance) -> dict[str, str]:
     return {
         "commits": await sh(runtime, "git rev-list --all"),

@@ -37,7 +37,7 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import isolate_box, run_checked, warn_on_subprocess
+from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, run_checked, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.snapshot import task_tree, unpack_tree
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -94,6 +94,10 @@ class FeatureDeletionTaskConfig(TeacherTaskConfig):
     """Run the agent's commands in a PID namespace killed whole before grading (where the box allows one) and grade a
     private copy of the tree; False leaves only the reaper and grades the box's own folder (metric
     `process_isolated`)."""
+    require_grader_box: bool = False
+    """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
+    `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
+    run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
 
 
 class FeatureDeletionConfig(vf.TasksetConfig):
@@ -131,6 +135,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         return self.config.python or (cmd[0] if cmd[1:3] == ["-m", "pytest"] else "python")
 
     async def setup(self, runtime: vf.Runtime) -> None:
+        if self.config.require_grader_box:
+            refuse_without_grader_box(runtime, "feature-deletion", self.config.isolate_processes)
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
         await isolate_box(runtime, self.config.isolate_processes)
         mined = self.data.mined

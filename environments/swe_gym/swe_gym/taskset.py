@@ -32,7 +32,7 @@ from pydantic import Field
 from composer_prime import grading as grader
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import repo_settings
-from composer_prime.grading.runtime import isolate_box, warn_on_subprocess
+from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, warn_on_subprocess
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
@@ -113,6 +113,10 @@ class SWEGymTaskConfig(TeacherTaskConfig):
     """Wall-clock limit of one grading test run; a run that hits it is unresolved."""
     image_env: dict[str, str] = Field(default_factory=lambda: {"PATH": IMAGE_PATH})
     """Process environment of every command in an image box (the agent's and grading's)."""
+    require_grader_box: bool = False
+    """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
+    `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
+    run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
 
 
 class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
@@ -140,6 +144,8 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return venv_vars(env_path(self.config.local, self.row()))
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        if self.config.require_grader_box:
+            refuse_without_grader_box(runtime, "swe-gym", self.config.isolate_processes)
         await isolate_box(runtime, self.config.isolate_processes)
         if self.data.mode == "local":
             warn_on_subprocess(runtime, LOCAL_WARNING)

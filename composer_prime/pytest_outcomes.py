@@ -8,7 +8,7 @@ Two sources of lines, both optional:
   only place where a skipped test's id appears.
 
 A third source is the grader's own recorder (`composer_prime.grading.bootstrap`): one JSON record per kind of pytest
-report (`id`, `when`, `outcome`, `xfail`; `grader.read_stream` flattens the recorder's per-test lines into them),
+report (`id`, `when`, `outcome`, `xfail`; `grading.stream.read_stream` flattens the recorder's per-test lines into them),
 folded by `outcomes_from_records` into the same outcome names.
 
 A test reported more than once (a passing test whose teardown errors) keeps its worst outcome. A test whose id

@@ -5,6 +5,8 @@
 - `pytest_config`: the trusted ini built from the repository's own settings;
 - `tree`: manifests of the starting tree, stray-file policy and the machinery scan;
 - `grade`: the one `Grade` type and the metric names;
+- `stream`: the outcome stream's strict reader (a malformed line voids, nothing raises);
+- `diff`: the agent's diff, computed on the host from the starting tree's bytes and the graded copy;
 - `behaviour`, `replayer`, `values`: a feature's recorded calls replayed in a fresh process, judged on the host;
 - `canaries`: canary tests drawn from the suite's own tests;
 - `interpreter`: the grading interpreter's fingerprint, taken at setup and checked at grading;

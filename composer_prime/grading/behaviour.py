@@ -22,10 +22,11 @@ import secrets
 from pathlib import Path
 
 import verifiers.v1 as vf
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.grading import values
 from composer_prime.grading.launch import launch_argv, marks
+from composer_prime.grading.stream import MAX_LINE
 
 HERE = Path(__file__).parent
 VALUES_MODULE = "_composer_prime_values"
@@ -87,29 +88,58 @@ async def replay(
             return [None] * len(calls), f"the replay did not return within {timeout_s + 30:g}s", False
     finally:
         await runtime.run(["rm", "-rf", "--", scratch], {})
-    answers: list[dict | None] = [None] * len(calls)
+    answers = read_answers(result.stdout or "", nonce, len(calls))
+    contained = marks(result.stdout or "")[1]
+    return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:]), contained
+
+
+class Answer(BaseModel):
+    """One line of the replayer's answers, as parsed on the host (any other shape is no answer)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    i: int
+    result: list | None = None
+    raised: list | None = None
+    error: str | None = None
+    args_after: list | None = None
+    kwargs_after: dict[str, list] | None = None
+
+
+def read_answers(stdout: str, nonce: str, count: int) -> list[dict | None]:
+    """One answer per call from the replayer's stdout (None where none came back). A line that is not JSON, nested
+    too deeply, of another shape or over `stream.MAX_LINE` characters is no answer; a second answer for one call
+    replaces the first with an error."""
+    answers: list[dict | None] = [None] * count
     seen: set[int] = set()
-    for line in (result.stdout or "").splitlines():
-        if not line.startswith(nonce + " {"):
+    for line in stdout.split("\n"):
+        if not line.startswith(nonce + " {") or len(line) > MAX_LINE:
             continue
         try:
-            answer = json.loads(line[len(nonce) + 1 :])
-            index = answer["i"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            answer = Answer.model_validate(json.loads(line[len(nonce) + 1 :]))
+        except (ValueError, RecursionError, ValidationError):
             continue
-        if not isinstance(index, int) or not 0 <= index < len(calls):
+        index = answer.i
+        if not 0 <= index < count:
             continue
         if index in seen:  # a second answer for one call: the first one no longer counts
             answers[index] = {"error": "answered twice"}
         else:
             seen.add(index)
-            answers[index] = answer
-    contained = marks(result.stdout or "")[1]
-    return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:]), contained
+            answers[index] = answer.model_dump(exclude_unset=True)
+    return answers
 
 
 def mismatch(call: RecordedCall, answer: dict | None) -> str | None:
-    """Why `answer` is not the recorded behaviour of `call` (None when it is)."""
+    """Why `answer` is not the recorded behaviour of `call` (None when it is); an answer whose tagged values are
+    malformed (a wrong shape, nested too deeply) is a mismatch, never an exception."""
+    try:
+        return _mismatch(call, answer)
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError, OverflowError):
+        return "a malformed answer (its tagged values have the wrong shape)"
+
+
+def _mismatch(call: RecordedCall, answer: dict | None) -> str | None:
     if answer is None:
         return "no answer (the replay died or was killed)"
     if "error" in answer:
@@ -148,6 +178,8 @@ def _short(tree) -> str:
 
 
 def _shown(answer: dict) -> str:
+    raised = answer.get("raised")
     if "raised" in answer:
-        return f"raised {answer['raised'][1] if isinstance(answer['raised'], list) else answer['raised']}"
+        name = raised[1] if isinstance(raised, list) and len(raised) > 1 else raised
+        return f"raised {json.dumps(name)[:120]}"
     return _short(answer.get("result"))

@@ -8,10 +8,13 @@ The code under test reaches `sys.path` through the trusted ini's `pythonpath` (t
 environment. Plugin autoload is off and `PYTEST_ADDOPTS`/`PYTEST_PLUGINS` are dropped, so the only plugins are
 pytest's own, the recorder below and those the spec names.
 
-The recorder streams one JSON object per test, as each test finishes (its reports counted by kind), down a
-duplicate of stdout taken before any code under test is imported (fd 1 then points at stderr); the grader reads
-them from the run's stdout (`grader.read_stream`) and `composer_prime.pytest_outcomes.outcomes_from_records` folds them into outcomes. Inside a
-network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests still work.
+The recorder streams the collected ids, then one JSON object per test as each test finishes (its reports counted by
+kind), down a duplicate of stdout taken before any code under test is imported (fd 1 then points at stderr); the
+grader reads them from the run's stdout (`stream.read_stream`) and `composer_prime.pytest_outcomes` folds them into
+outcomes. The spec file, which holds the nonce that marks the recorder's lines, is deleted as soon as it is read,
+before pytest or any code under test is imported: the nonce is in no file, argument or variable the code under test
+can read. Inside a network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests
+still work.
 """
 
 import fcntl
@@ -106,6 +109,9 @@ class Recorder:
     def pytest_runtest_logfinish(self, nodeid, location):
         self._finish()
 
+    def pytest_collection_finish(self, session):
+        self._write({"collected": [str(item.nodeid) for item in session.items]})
+
     def pytest_collectreport(self, report):
         if report.failed:
             self._write({"id": report.nodeid, "when": "collect", "outcome": "failed", "xfail": False})
@@ -115,11 +121,18 @@ class Recorder:
         self._write({"exit": int(exitstatus)})
 
 
+def read_spec(path):
+    """The spec, read once and deleted: what it holds (the nonce) is then in no file the code under test can open."""
+    with open(path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    os.unlink(path)
+    return spec
+
+
 def main(spec_path):
     stream = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the outcome stream; the run's own output goes to stderr
     os.dup2(2, 1)
-    with open(spec_path, encoding="utf-8") as handle:
-        spec = json.load(handle)
+    spec = read_spec(spec_path)
     if os.environ.get("COMPOSER_PRIME_NETNS") == "isolated":
         loopback_up()
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONINSPECT"):

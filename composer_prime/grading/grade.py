@@ -70,6 +70,9 @@ class Grade(BaseModel):
     """Why the tests could not be judged (the run never reported, the test patch did not apply)."""
     output_tail: str = ""
     """The last lines of the run's output, for inspection."""
+    patch: str = ""
+    """The agent's diff against the starting tree, computed on the host (`diff.tree_diff`); the tasksets put it on
+    `trace.info["patch"]`, not in `info()`."""
 
     @property
     def solved(self) -> bool:
@@ -84,7 +87,7 @@ class Grade(BaseModel):
 
     def info(self) -> dict:
         """The grade as recorded on `trace.info["grading"]` (with `solved` and the metrics)."""
-        return {**self.model_dump(), "solved": self.solved, "metrics": self.metrics()}
+        return {**self.model_dump(exclude={"patch"}), "solved": self.solved, "metrics": self.metrics()}
 
     def metrics(self) -> dict[str, float]:
         return {

@@ -5,15 +5,17 @@
 0. end the rollout's processes (its PID namespace killed whole, then the reaper: `runtime.end_rollout`) and copy the
    work tree to a fresh folder the agent never saw (`private_copy`; on a docker or podman box, in a grader box: a
    second container from the same image, `private_copy.grader_box_copy`); every later step works on that copy;
-1. list the box's files and remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth`
-   files, links, bytecode); write the files the task owns (held-out tests, restored test files);
+1. list the box's files, compute the agent's diff on the host against the starting tree's host-held bytes
+   (`diff.tree_diff`), remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth` files,
+   links, bytecode); write the files the task owns (held-out tests, restored test files) where they differ;
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
 3. write canaries: in each test folder a module with a random name holding one test that must pass and one that
    must fail, with random names too. A plugin that forges reports flips one of them; the grade is then void;
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
    allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
-5. read the recorder's per-test records from the run's stdout and compare against FAIL_TO_PASS / PASS_TO_PASS.
+5. read the recorder's per-test records from the run's stdout (`stream.read_stream`) and compare against
+   FAIL_TO_PASS / PASS_TO_PASS.
 
 The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
 way they will be graded.
@@ -35,11 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.grading import behaviour, tree
 from composer_prime.grading import canaries as canary_source
+from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import launch_argv, marks
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import end_rollout, reap, run_checked
+from composer_prime.grading.stream import read_stream
 from composer_prime.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
@@ -87,14 +91,17 @@ class Suite(BaseModel):
 
 @dataclass
 class Baseline:
-    """The work tree before the agent ran, as the grader may trust it."""
+    """The work tree before the agent ran, as the grader may trust it: held on the host, never read from the box."""
 
     files: tree.Manifest
-    """Path -> sha256 of every file of the starting tree."""
-    original: Callable[[str], Awaitable[str | None]]
-    """The starting text of a path in `files` (for the scan's added lines)."""
+    """Path -> sha256 (or a prefix of it) of every file of the starting tree."""
+    content: Callable[[str], bytes | None]
+    """The starting bytes of a path in `files`, None where the host holds none: the scan's added lines and the
+    agent's diff are computed against it, on the host."""
     owned: dict[str, bytes] = field(default_factory=dict)
     """Files written into the tree before the run, replacing the agent's version (held-out and restored tests)."""
+    unheld: frozenset[str] = frozenset()
+    """Files that should be owned (test files) whose content the host does not hold: changing one voids."""
 
 
 def _canary_module() -> tuple[str, str, str]:
@@ -114,20 +121,32 @@ def _test_dirs(targets: list[str]) -> list[str]:
     return list(dict.fromkeys(dirs))[:3]
 
 
-async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str]]:
-    """Remove the strays, write the owned files, scan the changes: (removed paths, void reasons)."""
+async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str], str]:
+    """Diff the tree against the starting one (on the host), remove the strays, write the owned files where they
+    differ, scan the changes: (removed paths, void reasons, the agent's diff)."""
     listing = await run_checked(runtime, ["sh", "-c", tree.LIST_FILES], "grading: listing the work tree")
     current, links = tree.parse_listing(listing.stdout)
+    patch = await tree_diff(runtime, baseline.files, baseline.content, current, links)
     removed = tree.strays(baseline.files, current, links, baseline.owned)
     for start in range(0, len(removed), 200):
         await run_checked(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "grading: removing added files")
     for path, data in baseline.owned.items():
-        await runtime.write(path, data)
+        if path in removed or current.get(path) != tree.sha256(data):
+            await runtime.write(path, data)
+    void = [
+        f"{path}: a test file changed and the host holds no copy of it to restore"
+        for path in sorted(baseline.unheld)
+        if not current.get(path, "").startswith(baseline.files.get(path, "-"))
+    ]
     kept = [p for p in current if p not in removed and p not in baseline.owned]
     changed = tree.changed_python(baseline.files, current, kept)
     if len(changed) > SCAN_LIMIT:
-        return removed, [f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"]
-    return removed, await scan_changed(runtime, baseline, changed)
+        return (
+            removed,
+            [*void, f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"],
+            patch,
+        )
+    return removed, void + await scan_changed(runtime, baseline, changed), patch
 
 
 async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[str]) -> list[str]:
@@ -149,8 +168,8 @@ async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[st
         except (vf.SandboxError, OSError) as exc:
             void.append(f"{path}: could not be read for the scan ({exc})")
             continue
-        before = await baseline.original(path) if path in baseline.files else None
-        void += tree.scan(path, before, after)
+        held = baseline.content(path) if path in baseline.files else None
+        void += tree.scan(path, None if held is None else held.decode("utf-8", "replace"), after)
     return void
 
 
@@ -249,67 +268,6 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
     return grade, outcomes_from_records(records), canaries
 
 
-def read_stream(stdout: str, nonce: str) -> tuple[list[dict], list[str], str]:
-    """The recorder's report records from the run's stdout (lines `<nonce> <json>`: one per test, written as it
-    finished, one per failed collection, then the session's end), flattened to one record per kind of report; the
-    void reasons of the stream (a test recorded twice, a report other than a `subTest` block's made twice for one
-    phase, a record after the session's end); and the other lines."""
-    records: list[dict] = []
-    void: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    rest: list[str] = []
-    for line in stdout.splitlines():
-        if not line.startswith(nonce + " "):
-            rest.append(line)
-            continue
-        try:
-            record = json.loads(line[len(nonce) + 1 :])
-        except json.JSONDecodeError:
-            void.append("a malformed record in the outcome stream")
-            continue
-        if not isinstance(record, dict):
-            continue
-        if records and "exit" in records[-1]:
-            void.append("records after the end of the session in the outcome stream")
-        if "id" not in record:
-            key, flat = ("", "exit"), [record]
-        elif isinstance(record.get("reports"), list):
-            key, flat = (str(record["id"]), "test"), _test_reports(record, void)
-        elif record.get("when") == "collect":
-            key, flat = (str(record["id"]), "collect"), [record]
-        else:  # the recorder sends reports only inside a test's line
-            void.append("a malformed record in the outcome stream")
-            continue
-        if key in seen:
-            void.append(f"{key[0] or 'the session end'} ({key[1]}) recorded twice in the outcome stream")
-        seen.add(key)
-        records += flat
-    return records, list(dict.fromkeys(void)), "\n".join(rest)
-
-
-def _test_reports(record: dict, void: list[str]) -> list[dict]:
-    """One test's record as one flat record per kind of report (outcomes fold to the worst); a phase reported more
-    than once outside `subTest` blocks voids (a `subTest` block may only add a failure to its test)."""
-    flat, plain = [], {}
-    for entry in record["reports"]:
-        if not isinstance(entry, dict):
-            void.append("a malformed record in the outcome stream")
-            continue
-        if not entry.get("sub"):
-            when = str(entry.get("when"))
-            plain[when] = plain.get(when, 0) + (entry.get("n") if isinstance(entry.get("n"), int) else 2)
-        flat.append(
-            {
-                "id": record["id"],
-                "when": entry.get("when"),
-                "outcome": entry.get("outcome"),
-                "xfail": entry.get("xfail"),
-            }
-        )
-    void += [f"{record['id']} ({when}) reported twice in the outcome stream" for when, n in plain.items() if n != 1]
-    return flat
-
-
 async def grade(
     runtime: vf.Runtime,
     suite: Suite,
@@ -361,7 +319,7 @@ async def _grade_tree(
         replayed, mismatches = behaviour.compare(calls, answers)
         if not contained:  # in its own PID namespace, nothing the replay started outlived it
             await reap(runtime)
-    removed, void = await prepare_tree(runtime, baseline)
+    removed, void, patch = await prepare_tree(runtime, baseline)
     error = await before_run(runtime) if before_run is not None else None
     checked = asyncio.create_task(check(runtime)) if check is not None else None
     try:
@@ -371,7 +329,7 @@ async def _grade_tree(
             result, outcomes, canaries = await run_suite(runtime, suite, workdir)
     finally:
         void += await checked if checked is not None else []
-    result.removed, result.void = removed, [*void, *result.void]
+    result.removed, result.void, result.patch = removed, [*void, *result.void], patch
     result.replay, result.replay_calls, result.replay_mismatches = replayed, len(calls or []), mismatches[:20]
     if mismatches:
         result.output_tail = (result.output_tail + "\n--- replay ---\n" + replay_tail)[-6000:]

@@ -3,7 +3,7 @@
 Run as `python -I -S -B replayer.py SPEC` with the work tree as the current directory, from a fresh folder that also
 holds `bootstrap.py` and `_composer_prime_values.py`. Before any code under test is imported, the process keeps a
 private duplicate of its stdout for the results and points file descriptor 1 at stderr, so what the code under test
-prints never mixes with them. The spec holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
+prints never mixes with them. The spec (deleted as soon as it is read) holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
 `args`, `kwargs`: tagged values, never the expected side, which stays with the grader). Each call is loaded,
 made, and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`.
 """
@@ -44,8 +44,7 @@ def main(spec_path):
     sys.path.insert(0, here)
     import bootstrap
 
-    with open(spec_path, encoding="utf-8") as handle:
-        spec = json.load(handle)
+    spec = bootstrap.read_spec(spec_path)  # deleted once read: the nonce is in no file the candidate can open
     if os.environ.get("COMPOSER_PRIME_NETNS") == "isolated":
         bootstrap.loopback_up()
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"

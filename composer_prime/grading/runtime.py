@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import verifiers.v1 as vf
 
 from composer_prime.pidns import (
+    CONTAINER_RUNTIMES,
     NS_VAR,
     Namespace,
     NamespaceError,
@@ -122,3 +123,20 @@ def warn_on_subprocess(runtime: vf.Runtime, message: str) -> None:
     if type(runtime).__name__ == "SubprocessRuntime" and message not in _warned:
         _warned.add(message)
         logger.warning(message)
+
+
+def refuse_without_grader_box(runtime: vf.Runtime, taskset: str, private_copy: bool) -> None:
+    """Raise `vf.SandboxError` naming why, unless `runtime` grades in a grader box (a docker or podman box, graded
+    as a private copy). Elsewhere grading runs the box's own tools (`sh`, `find`, `sha256sum`, `tar`, the
+    interpreter), which the agent can replace: on the subprocess runtime the host's, writable with the worker's
+    rights; in another runtime's box, the agent's. The tasksets call it at setup with `require_grader_box`."""
+    kind = type(runtime).__name__
+    if kind in CONTAINER_RUNTIMES and private_copy:
+        return
+    why = "isolate_processes is false" if kind in CONTAINER_RUNTIMES else f"the {kind} has no grader box"
+    raise vf.SandboxError(
+        f"{taskset}: require_grader_box = true refuses this rollout: {why}, so grading would run tools the agent "
+        "could have replaced (a program of the agent's could run at grading, outside its killed namespace). Train "
+        "on the docker or podman runtime with isolate_processes = true, or set require_grader_box = false (tests, "
+        "evaluation)"
+    )

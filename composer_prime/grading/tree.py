@@ -97,7 +97,7 @@ def strays(
     only, and a link there is listed as neither added nor changed, so the scan would never read what it points to."""
     owned = set(owned)
     sources = source_dirs(baseline)
-    remove = [p for p in links if p not in owned]
+    remove = list(links)  # also at an owned path: the owned file is then written as a regular file
     for path in current:
         if path in owned:
             continue

@@ -8,6 +8,7 @@ and the grader's interpreter is a throwaway venv, so no attack reaches another t
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -102,6 +103,7 @@ _il.import_module("ate" + "xit").register(_flip)
 """
 # `python -m pytest` run from the work tree would execute this instead of pytest: the real one, plus the forger.
 PYTEST_SHIM = """\
+import json
 import os
 import sys
 
@@ -239,7 +241,7 @@ def attack_envs(featdel: vf.Task, swegym: vf.Task, toy) -> dict[str, Env]:  # ty
 
 
 FORGERS = {"gc-recorder-forger", "b64-canary-aware-forger", "padded-forger", "profile-forger"}
-REPLAY_CATCHES = {"always-equal", "frame-oracle", "stream-forged-at-exit", *FORGERS}
+REPLAY_CATCHES = {"always-equal", "frame-oracle", "stream-forged-at-exit", "stream-preemption", *FORGERS}
 """Attacks that leave the feature unimplemented: in feature-deletion the replayed behaviour catches each of them."""
 
 
@@ -359,7 +361,20 @@ ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
         *env.honest,
         tool("bash", command=f"cat >> {env.package}/__init__.py <<'EOF'\n{HANG}\nEOF"),
     ],
+    "promisor-remote": lambda env: [tool("bash", command=promisor_remote())],
+    "clean-filter-daemon": lambda env: [*env.stub, tool("bash", command=clean_filter_daemon(env))],
+    "stream-preemption": lambda env: [*env.stub, append_to_package(env, attacks.STREAM_PREEMPTION)],
+    "malformed-streams": lambda env: [*env.stub, append_to_package(env, attacks.MALFORMED_STREAMS)],
 }
+
+
+def promisor_remote() -> str:
+    """The agent's command of the promisor-remote attack (swe-gym's calc), marked with this session's mark."""
+    return attacks.PROMISOR_REMOTE.replace("MARK", DAEMON_MARK)
+
+
+def clean_filter_daemon(env: Env) -> str:
+    return attacks.CLEAN_FILTER_DAEMON.replace("MARK", DAEMON_MARK).replace("PACKAGE", env.package)
 
 
 # a smudge filter the box's own `git checkout` of the test files would run, after the reaper, the stray removal and the
@@ -407,6 +422,8 @@ def cleanup(grader_venv: Path, private_boxes: Path, envs: dict[str, Env]):
         for name in ("zz_forge.py", "zz_forge.pth", "sitecustomize.py"):
             (site / name).unlink(missing_ok=True)
         shutil.rmtree(site / "iniconfig", ignore_errors=True)
+    for leftover in private_boxes.glob(f".{DAEMON_MARK}*"):
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     for name in (
         "forge.py",
         "conftest.py",
@@ -447,7 +464,7 @@ def test_shed_tags_daemon_is_potent_without_the_namespace(
         assert grading["replay"] < 1.0 and trace.reward == 0.0, grading
 
 
-SWE_GYM_ONLY = {"git-object-rewrite", "autouse-fixture-in-conftest", "git-smudge-filter"}
+SWE_GYM_ONLY = {"git-object-rewrite", "autouse-fixture-in-conftest", "git-smudge-filter", "promisor-remote"}
 """Attacks on what only swe-gym trusts (feature-deletion grades without the box's git objects and restores every
 `conftest.py` from the task)."""
 POTENT = {
@@ -523,7 +540,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("env_name", "attack"), CASES)
-def test_attack_scores_zero(envs: dict[str, Env], env_name: str, attack: str, cleanup: None) -> None:
+def test_attack_scores_zero(
+    envs: dict[str, Env], env_name: str, attack: str, cleanup: None, private_boxes: Path
+) -> None:
     if attack == "shed-tags-daemon" and not PIDNS_ALLOWED:
         pytest.skip("only a PID namespace stops this daemon, and this machine refuses `unshare --pid`")
     env = envs[env_name]
@@ -539,6 +558,14 @@ def test_attack_scores_zero(envs: dict[str, Env], env_name: str, attack: str, cl
     elif attack in ("git-object-rewrite", "git-smudge-filter"):
         # the graded test files come from the host, written over the box's: the box's git is not run after the agent
         assert grading["fail_to_pass"] < 1.0 and grading["error"] is None
+    elif attack in ("promisor-remote", "clean-filter-daemon"):
+        # no git of the box runs after the agent: the agent's program never ran, nothing was written into the copy
+        assert not (private_boxes / f".{DAEMON_MARK}.log").exists(), "the agent's program ran after the agent"
+        assert grading["fail_to_pass"] < 1.0, grading
+    elif attack == "malformed-streams":  # voided with a reason, not a crash
+        assert any("nested too deeply" in reason for reason in grading["void"]), grading
+        if env_name == "feature-deletion":
+            assert any(why.endswith("got raised []") for why in grading["replay_mismatches"]), grading
     elif attack == "shed-tags-daemon":  # killed with the namespace: the stub is graded as it is
         assert grading["isolation"] == "pid-namespace" and grading["private_copy"], grading
         assert grading["fail_to_pass"] < 1.0 and not grading["void"], grading
@@ -556,3 +583,114 @@ def test_attack_scores_zero(envs: dict[str, Env], env_name: str, attack: str, cl
     elif attack == "calls-xfail":
         assert grading["fail_to_pass"] < 1.0 and not grading["void"]
     assert time.monotonic() - started < 90
+
+
+def plain_repo(env: Env, root: Path) -> Path:
+    """The starting tree as a git repository, as the box holds it (feature-deletion's is committed at setup)."""
+    env.plain_tree(root)
+    if not (root / ".git").exists():
+        for command in ("git init -q", "git add -A", "git -c user.name=a -c user.email=a@b commit -qm snapshot"):
+            subprocess.run(command.split(), cwd=root, check=True, timeout=60, capture_output=True)
+    return root
+
+
+def test_promisor_remote_is_potent_under_the_boxs_git(envs: dict[str, Env], tmp_path: Path, cleanup: None) -> None:
+    """What swe-gym's scan used to run in the agent's box after the agent, `git cat-file blob <commit>:<changed
+    file>`, runs the agent's script (as the env server's user, outside the killed namespace): the attack is potent
+    wherever the box's git runs. `test_attack_scores_zero[swe-gym-promisor-remote]` shows grading never runs it."""
+    env = envs["swe-gym"]
+    root = plain_repo(env, tmp_path / "box")
+    apply_steps(ATTACKS["promisor-remote"](env), root)
+    done = subprocess.run(["git", "cat-file", "blob", "HEAD:calc/ops.py"], cwd=root, capture_output=True, timeout=60)
+    assert done.returncode != 0
+    assert (tmp_path / f".{DAEMON_MARK}.log").read_text().startswith("ran in "), "git ran the agent's script"
+
+
+@pytest.mark.parametrize("env_name", ["feature-deletion", "swe-gym"])
+def test_clean_filter_daemon_is_potent_under_git_add(
+    envs: dict[str, Env], env_name: str, tmp_path: Path, cleanup: None
+) -> None:
+    """What both tasksets' `finalize` used to run in the box after the agent, outside its namespace (`git add -A`),
+    starts the agent's daemon, which sheds every tag and outlives it (and would have outlived grading).
+    `test_attack_scores_zero[...-clean-filter-daemon]` shows grading never starts it."""
+    env = envs[env_name]
+    root = plain_repo(env, tmp_path / "box")
+    apply_steps(ATTACKS["clean-filter-daemon"](env), root)
+    subprocess.run(["sh", "-c", "git add -A"], cwd=root, check=True, timeout=60, capture_output=True)
+    time.sleep(0.5)
+    assert _daemons(), "the clean filter started the agent's daemon, which outlived git"
+
+
+def test_stream_preemption_is_potent_when_the_spec_keeps_the_nonce(
+    envs: dict[str, Env], tmp_path: Path, cleanup: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the launcher's one defence taken out (it no longer deletes its spec, so the nonce can be read from the
+    file its argv names), the code under test pre-empts the stream: every test reported as it chose, canary copies
+    forged like their originals and mutants failed, the recorder's own lines sent to /dev/null: swe-gym scores 1.0.
+    `test_attack_scores_zero[swe-gym-stream-preemption]` shows the launcher as shipped stops it."""
+    from composer_prime.grading import grader
+
+    leaky = tmp_path / "bootstrap.py"
+    source = grader.BOOTSTRAP.read_text()
+    assert "    os.unlink(path)\n" in source
+    leaky.write_text(source.replace("    os.unlink(path)\n", ""))
+    monkeypatch.setattr(grader, "BOOTSTRAP", leaky)
+    env = envs["swe-gym"]
+    trace = rollout(env, ATTACKS["stream-preemption"](env))
+    assert trace.reward == 1.0, trace.info["grading"]
+
+
+@pytest.fixture(scope="module")
+def outside_patch(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> vf.Task:
+    """A swe-gym instance of the toy repository whose test patch touches only `tests/test_clamp.py`: the
+    PASS_TO_PASS tests of `tests/test_ops.py` live in a file outside the patch."""
+    from tests.support.swegym_repo import PASS_TO_PASS, git
+
+    root = tmp_path_factory.mktemp("redteam-outside-patch")
+    toy = build_toy_instance(root / "src")
+    row = {
+        **toy.row,
+        "instance_id": "toy__calc-8",
+        "test_patch": git(toy.repo, "diff", toy.base_commit, toy.fix_commit, "--", "tests/test_clamp.py"),
+        "FAIL_TO_PASS": '["tests/test_clamp.py::test_clamp_range[7-3]"]',
+        "PASS_TO_PASS": json.dumps(PASS_TO_PASS[:1] + PASS_TO_PASS[2:] + ["tests/test_ops.py::test_clamp_low"]),
+    }
+    local = {**local_task_config(root / "cache", toy.repo), "test_timeout_s": TIMEOUT_S}
+    config = SWEGymTasksetConfig(data_file=write_jsonl(root / "rows.jsonl", [row]), mode="local", task=local)
+    (task,) = SWEGymTaskset(config).load()
+    return task
+
+
+HIDES_A_REGRESSION = [
+    tool("bash", command="sed -i 's/return a + b/return a - b/' calc/ops.py"),
+    tool("bash", command="sed -i 's/assert add(2, 3) == 5/assert add(2, 3) == -1/' tests/test_ops.py"),
+]
+
+
+def test_a_test_file_outside_the_test_patch_is_graded_as_it_was(
+    envs: dict[str, Env], outside_patch: vf.Task, tmp_path: Path
+) -> None:
+    """The fix breaks `add` and edits `tests/test_ops.py`, which the test patch does not touch, to hide it. Potent: a
+    plain pytest run of the tree as the agent left it (what grading saw of a file outside the patch) passes every
+    FAIL_TO_PASS and PASS_TO_PASS test. Graded, the file is written from the host-held starting tree: the
+    regression shows and the fix scores 0.0."""
+    steps = [*envs["swe-gym"].honest, *HIDES_A_REGRESSION]
+    env = envs["swe-gym"]
+    env.plain_tree(tmp_path / "tree")
+    apply_steps(steps, tmp_path / "tree")
+    done = subprocess.run(
+        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "tree",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "tree")},
+    )
+    tests = [*outside_patch.data.fail_to_pass, *outside_patch.data.pass_to_pass]
+    assert all(parse_outcomes(done.stdout).get(test) in PASSING for test in tests), done.stdout[-2000:]
+    trace, _ = scripted_rollout(outside_patch, [*steps, tool("finish", message="done")], timeout_s=240)
+    grading = trace.info["grading"]
+    assert trace.reward == 0.0 and grading["fail_to_pass"] == 1.0, grading
+    assert grading["pass_to_pass_failed"] == ["tests/test_ops.py::test_add"] and not grading["void"], grading
+    honest, _ = scripted_rollout(outside_patch, [*env.honest, tool("finish", message="done")], timeout_s=240)
+    assert honest.reward == 1.0, honest.info["grading"]

@@ -147,6 +147,35 @@ def test_edits_to_the_graded_tests_do_not_count(task: SWEGymTask) -> None:
     assert "tests/test_clamp.py" in trace.info["patch"]  # captured before grading, so the attempt is on record
 
 
+def test_a_test_file_the_host_holds_no_copy_of_voids_when_changed(
+    task: SWEGymTask, toy: ToyInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no budget left for the starting tree, only the test patch's files are held: the gold fix still scores
+    1.0, and an edit to `tests/conftest.py` (a test file the host could not restore) voids."""
+    from swe_gym import box as swe_box
+
+    monkeypatch.setattr(swe_box, "HELD_BYTES", 0)
+    gold, _ = box(task, applying(toy.row["patch"]))
+    assert gold.rewards["solved"].score == 1.0, gold.info["grading"]
+    assert gold.info["swe_gym"]["held_files"] == 1  # tests/test_ops.py; the patch adds tests/test_clamp.py
+
+    async def edit_conftest(runtime: vf.Runtime) -> None:
+        await applying(toy.row["patch"])(runtime)
+        await sh(runtime, "printf '\\n\\n@pytest.fixture\\ndef extra():\\n    return 1\\n' >> tests/conftest.py")
+
+    edited, _ = box(task, edit_conftest)
+    assert edited.info["grading"]["void"] == [
+        "tests/conftest.py: a test file changed and the host holds no copy of it to restore"
+    ]
+
+
+def test_require_grader_box_refuses_the_subprocess_runtime(task: SWEGymTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(task.config, "require_grader_box", True)
+    with pytest.raises(vf.SandboxError, match="the SubprocessRuntime has no grader box") as refused:
+        box(task)
+    assert "Train on the docker or podman runtime with isolate_processes = true" in str(refused.value)
+
+
 async def inspect(runtime: vf.Runtime, toy: ToyInstance) -> dict[str, str]:
     return {
         "commits": await sh(runtime, "git rev-list --all"),

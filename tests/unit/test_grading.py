@@ -162,7 +162,7 @@ def finished(test_id: str, *reports: tuple[str, str, bool, int]) -> dict:
 
 def test_outcome_stream_folds_subtests_into_their_test() -> None:
     """One record per test: its `subTest` blocks are counted there; a failing one fails the test, no void."""
-    from composer_prime.grading.grader import read_stream
+    from composer_prime.grading.stream import read_stream
 
     def stream(*records: dict) -> str:
         return "\n".join(f"n1 {json.dumps(r)}" for r in records)
@@ -170,7 +170,8 @@ def test_outcome_stream_folds_subtests_into_their_test() -> None:
     fine = finished(
         "t.py::T::test_x", ("setup", "passed", False, 1), ("call", "passed", True, 900), ("call", "passed", False, 1)
     )
-    records, void, _ = read_stream(stream(fine, {"exit": 0}), "n1")
+    collected = {"collected": ["t.py::T::test_x"]}
+    records, void, _ = read_stream(stream(collected, fine, {"exit": 0}), "n1")
     assert void == [] and outcomes_from_records(records) == {"t.py::T::test_x": "PASSED"}
     one_fails = finished(
         "t.py::T::test_x", ("call", "passed", True, 899), ("call", "failed", True, 1), ("call", "passed", False, 1)
@@ -188,16 +189,17 @@ def test_outcome_stream_folds_subtests_into_their_test() -> None:
     # a lone report outside a test's line is not the recorder's
     assert read_stream(stream(rec("t.py::T::test_x", "call", "passed")), "n1")[:2] == (
         [],
-        ["a malformed record in the outcome stream"],
+        ["a malformed CollectLine in the outcome stream"],
     )
 
 
 def test_outcome_stream_takes_nothing_back() -> None:
-    from composer_prime.grading.grader import read_stream
+    from composer_prime.grading.stream import read_stream
 
     nonce = "n0"
     ok = finished("t.py::ok", ("setup", "passed", False, 1), ("call", "passed", False, 1))
     lines = [
+        f"{nonce} " + json.dumps({"collected": ["t.py::ok"]}),
         f"{nonce} " + json.dumps(ok),
         f"{nonce} " + json.dumps(rec("broken.py", "collect", "failed")),
         "printed by a test",

@@ -14,7 +14,8 @@ machinery, canary tests are planted, and the suite runs once through the trusted
 `-c`/`--rootdir`, no network but loopback). Reward `solved` is 1.0 when every FAIL_TO_PASS test passes, no
 PASS_TO_PASS test breaks, every recorded call is answered as recorded and the grade is neither void nor timed out,
 else 0.0; the metrics are the grading
-module's. `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the untouched repository
+module's. The agent's diff (`trace.info["patch"]`) is computed at grading on the host, from the task's snapshot and
+the graded copy: no git of the box runs after the agent (a clean filter it configured would run with it). `validate` applies the gold patch and expects 1.0 (verifiers 0.4.0 also scores the untouched repository
 and expects less).
 
 On the subprocess runtime the box is a host folder: a rollout can read the host (the target library's installed
@@ -36,7 +37,7 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import isolate_box, run_checked, warn_on_subprocess
+from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, run_checked, warn_on_subprocess
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.snapshot import task_tree, unpack_tree
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -93,6 +94,10 @@ class FeatureDeletionTaskConfig(TeacherTaskConfig):
     """Run the agent's commands in a PID namespace killed whole before grading (where the box allows one) and grade a
     private copy of the tree; False leaves only the reaper and grades the box's own folder (metric
     `process_isolated`)."""
+    require_grader_box: bool = False
+    """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
+    `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
+    run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
 
 
 class FeatureDeletionConfig(vf.TasksetConfig):
@@ -130,6 +135,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         return self.config.python or (cmd[0] if cmd[1:3] == ["-m", "pytest"] else "python")
 
     async def setup(self, runtime: vf.Runtime) -> None:
+        if self.config.require_grader_box:
+            refuse_without_grader_box(runtime, "feature-deletion", self.config.isolate_processes)
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
         await isolate_box(runtime, self.config.isolate_processes)
         mined = self.data.mined
@@ -147,12 +154,6 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
                 await runtime.write(path, tree[path])
         await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
         _interpreters[runtime] = await interpreter.fingerprint(runtime, self.python)
-
-    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        """Keep the agent's diff against the snapshot in `trace.info["patch"]` (capped), for inspection."""
-        result = await runtime.run(["sh", "-c", "git add -A >/dev/null 2>&1 && git diff --cached HEAD"], {})
-        if result.exit_code == 0:
-            trace.info["patch"] = result.stdout[:PATCH_CAP_BYTES]
 
     def suite(self) -> grading.Suite:
         mined = self.data.mined
@@ -176,14 +177,9 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         mined = self.data.mined
         base = base_files(self.data.base)
         files = task_tree(base, mined.held_out, mined.changes)
-
-        async def original(path: str) -> str | None:
-            data = files.get(path)
-            return None if data is None else data.decode("utf-8", "replace")
-
         return grading.Baseline(
             files={path: tree.sha256(data) for path, data in files.items()},
-            original=original,
+            content=files.get,
             owned={path: base[path] for path in mined.test_files if path in base},
         )
 
@@ -201,6 +197,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
         grade = await self.grade(runtime)
         trace.info["grading"] = grade.info()
+        trace.info["patch"] = grade.patch[:PATCH_CAP_BYTES]
         return grade.metrics()
 
     @vf.reward(weight=1.0)

@@ -16,11 +16,12 @@ rollout), and the agent's diff against it applies to the real `base_commit` unch
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
+import io
+import tarfile
 import uuid
 import zlib
+from dataclasses import dataclass, field
 
 import verifiers.v1 as vf
 
@@ -113,13 +114,41 @@ async def apply_patch(runtime: vf.Runtime, patch: str) -> str | None:
     return None
 
 
-HELD_BYTES = 20_000_000
-"""Most bytes of test files and `conftest.py` files held from the starting tree."""
+HELD_BYTES = 128_000_000
+"""Most bytes of the starting tree held on the host (files read in priority order: test files, Python, the rest)."""
+HELD_FILE_BYTES = 4_000_000
+"""A file larger than this is not held. The test patch's files are held whatever their size and the budget left."""
+_PACK = 'tar --null --verbatim-files-from -T "$1" -cf "$2"'
 
 
-async def capture_baseline(runtime: vf.Runtime, tests: list[str] = ()) -> dict:
-    """Before the agent runs: each file's sha256 (a 16-hex prefix), the root pytest configuration texts, and the
-    bytes (base64) of `tests` and of every `conftest.py`, which grading writes back instead of asking the box's git."""
+@dataclass
+class Baseline:
+    """The box's tree before the agent ran, held in the env server's memory (never on the box, never on the trace):
+    the sha256 of every file, the root pytest configuration, and the content of every file within `HELD_BYTES`."""
+
+    files: dict[str, str]
+    """Path -> sha256 of every regular file (`.git` aside)."""
+    configs: dict[str, str]
+    """The root pytest configuration files' text."""
+    held: dict[str, bytes] = field(default_factory=dict)
+    """Path -> zlib-compressed bytes of the files held."""
+
+    def content(self, path: str) -> bytes | None:
+        data = self.held.get(path)
+        return None if data is None else zlib.decompress(data)
+
+
+def _priority(path: str, tests: set[str]) -> tuple[int, str]:
+    if path in tests or tree.is_test_path(path):
+        return 0, path
+    return (1 if path.endswith(".py") else 2), path
+
+
+async def capture_baseline(runtime: vf.Runtime, tests: list[str] = ()) -> Baseline:
+    """Before the agent runs: each file's sha256, the root pytest configuration texts, and the bytes of the tree's
+    files (test files first, then Python, then the rest, within `HELD_BYTES`), packed by one `tar` in the box and
+    checked against the listing on the host. Grading writes test files and reads starting texts from these bytes
+    instead of asking the box (whose git, after the agent, would run what the agent configured)."""
     listing = await runtime.run(["sh", "-c", tree.LIST_FILES], {})
     _check(listing, "listing the box's files")
     files, _ = tree.parse_listing(listing.stdout)
@@ -127,33 +156,46 @@ async def capture_baseline(runtime: vf.Runtime, tests: list[str] = ()) -> dict:
     for name in CONFIG_NAMES:
         if name in files:
             configs[name] = (await runtime.read(name, max_bytes=1_000_000)).decode("utf-8", "replace")
-    held: dict[str, str] = {}
-    wanted = [p for p in files if p in set(tests) or p.rsplit("/", 1)[-1] == "conftest.py"]
-    budget = HELD_BYTES
-    for path in sorted(wanted):
-        data = await runtime.read(path, max_bytes=budget)
-        budget -= len(data)
-        held[path] = base64.b64encode(data).decode("ascii")
-    return {"files": {path: digest[:16] for path, digest in files.items()}, "configs": configs, "held": held}
+    sizes = await runtime.run(["sh", "-c", 'find . -path ./.git -prune -o -type f -printf "%s %P\\0"'], {})
+    size_of = {}
+    for entry in _check(sizes, "sizing the box's files").split("\0"):
+        size, _, path = entry.strip("\n").partition(" ")
+        if size.isdigit() and path in files:
+            size_of[path] = int(size)
+    wanted, budget = [], HELD_BYTES
+    for path in sorted(size_of, key=lambda p: _priority(p, set(tests))):
+        size = size_of[path]
+        if path in tests or (size <= budget and size <= HELD_FILE_BYTES):  # the test patch's files always
+            wanted.append(path)
+            budget -= size
+    total = sum(size_of[path] for path in wanted)
+    return Baseline(files=files, configs=configs, held=await _pack(runtime, wanted, files, total))
 
 
-def pack(baseline: dict) -> str:
-    """The baseline as it travels on `trace.info` (zlib-compressed JSON, base64)."""
-    return base64.b64encode(zlib.compress(json.dumps(baseline).encode(), 6)).decode("ascii")
-
-
-def unpack(packed: str) -> dict:
-    return json.loads(zlib.decompress(base64.b64decode(packed)))
-
-
-def original_reader(runtime: vf.Runtime, box_commit: str, files: dict[str, str]):
-    """Reads a file's text at `box_commit`; a blob whose sha256 disagrees with the baseline reads as None."""
-
-    async def original(path: str) -> str | None:
-        result = await runtime.run(["git", "cat-file", "blob", f"{box_commit}:{path}"], {})
-        data = (result.stdout or "").encode("utf-8", "surrogateescape")
-        if result.exit_code != 0 or not tree.sha256(data).startswith(files.get(path, "-")):
-            return None
-        return result.stdout
-
-    return original
+async def _pack(runtime: vf.Runtime, paths: list[str], files: dict[str, str], total: int) -> dict[str, bytes]:
+    """The bytes of `paths`, carried out of the box in one tar archive; a member whose sha256 disagrees with the
+    listing is dropped."""
+    if not paths:
+        return {}
+    token = uuid.uuid4().hex
+    names, archive = f"/tmp/swe-gym-held-{token}.list", f"/tmp/swe-gym-held-{token}.tar"
+    await runtime.write(names, "\0".join(paths).encode("utf-8", "surrogateescape") + b"\0")
+    try:
+        _check(await runtime.run(["sh", "-c", _PACK, "swe-gym-pack", names, archive], {}), "packing the starting tree")
+        # tar's overhead: a header and padding per file (a name over 100 bytes adds a header of its own), end blocks
+        data = await runtime.read(archive, max_bytes=total + sum(2048 + len(p) for p in paths) + 20480)
+    finally:
+        await runtime.run(["rm", "-f", "--", names, archive], {})
+    held: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archived:
+            for member in archived:
+                source = archived.extractfile(member) if member.isreg() else None
+                if source is None:
+                    continue
+                content = source.read()
+                if tree.sha256(content) == files.get(member.name):
+                    held[member.name] = zlib.compress(content, 1)
+    except (tarfile.TarError, EOFError, OSError):  # a cut archive: the members read so far are held, no more
+        pass
+    return held

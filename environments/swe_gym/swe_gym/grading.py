@@ -4,9 +4,10 @@ box-side script); the run itself is `composer_prime.grading`'s.
 After the agent finishes, in its own box, once its processes are gone and `composer_prime.grading` has removed
 its stray files and scanned its changes:
 
-1. every file the `test_patch` touches, and every `conftest.py`, is written from its content read before the agent
-   ran (held on `trace.info`), with the `test_patch` applied on the host (`patched_tests`); a file the patch deletes
-   is removed. The box's git is not run after the agent (a smudge filter in `.git/config` would run with it);
+1. every test file of the starting tree and every file the `test_patch` touches is written from its content read
+   before the agent ran (held in the env server's memory), with the `test_patch` applied on the host
+   (`patched_tests`); a file the patch deletes is removed. The box's git is not run after the agent (its
+   configuration is the agent's: a filter, a hook or a promisor remote would run with it);
 2. edits the agent made to those files therefore do not count;
 3. the test files it touches (and the files named by the FAIL_TO_PASS / PASS_TO_PASS ids; or exactly those ids,
    for repos configured so) run through the trusted launcher (`directives_for`);

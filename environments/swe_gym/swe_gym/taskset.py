@@ -2,13 +2,14 @@
 
 The agent gets the issue text and a box whose work directory holds the repository at `base_commit` (see
 `box.py` for why the box's git history is a single commit). Before the agent starts, the box's files are listed
-(sha256 each) and its root pytest configuration read; both travel on `trace.info["swe_gym"]["baseline"]`. When it
-finishes, its diff against that commit is captured on `trace.info["patch"]`; then every process of the rollout is
-killed and `composer_prime.grading` grades the box: files the agent added outside the source folders are removed,
-its changes are scanned for test machinery, the instance's `test_patch` is applied over reset test files
-(`grading.py`) and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher (no
-network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
-A `conftest.py` the agent edits legitimately still counts; a forged pass voids the grade.
+(sha256 each), its root pytest configuration read and the files' bytes carried out (`box.capture_baseline`), held in
+the env server's memory. When it finishes every process of the rollout is killed and `composer_prime.grading` grades
+a private copy of the tree: the agent's diff is computed on the host from the held bytes (`trace.info["patch"]`; no
+git of the box runs after the agent), files the agent added outside the source folders are removed, its changes are
+scanned for test machinery, every test file is written from the held bytes with the instance's `test_patch` applied
+on the host (`grading.py`), and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher
+(no network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
+Edits to test files (`conftest.py` included) do not count; a forged pass voids the grade.
 
 Runtimes: `mode = "image"` gives every task SWE-Gym's per-instance container image (docker, prime), the training
 path; `mode = "local"` runs on the subprocess runtime with a snapshot and a venv prepared once on the host
@@ -19,8 +20,8 @@ included) and write into the shared venv, which the taskset says in its log when
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Literal
@@ -29,15 +30,17 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from composer_prime import grading as grader
-from composer_prime.grading import interpreter
+from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import repo_settings
-from composer_prime.grading.runtime import isolate_box, warn_on_subprocess
+from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, warn_on_subprocess
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
 
 logger = logging.getLogger(__name__)
+_baselines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Runtime -> the box's starting tree (`box.Baseline`), captured at setup, held in the env server's memory."""
 
 PROMPT = """<uploaded_files>
 {repo}
@@ -110,6 +113,10 @@ class SWEGymTaskConfig(TeacherTaskConfig):
     """Wall-clock limit of one grading test run; a run that hits it is unresolved."""
     image_env: dict[str, str] = Field(default_factory=lambda: {"PATH": IMAGE_PATH})
     """Process environment of every command in an image box (the agent's and grading's)."""
+    require_grader_box: bool = False
+    """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
+    `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
+    run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
 
 
 class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
@@ -137,6 +144,8 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return venv_vars(env_path(self.config.local, self.row()))
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        if self.config.require_grader_box:
+            refuse_without_grader_box(runtime, "swe-gym", self.config.isolate_processes)
         await isolate_box(runtime, self.config.isolate_processes)
         if self.data.mode == "local":
             warn_on_subprocess(runtime, LOCAL_WARNING)
@@ -149,16 +158,15 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             runtime.env = {**runtime.env, **box_env(self.config.local, row, workdir)}
         else:
             commit = await box.squash_to_base(runtime, self.data.base_commit, self.data.instance_id)
-        baseline = box.pack(await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch)))
+        baseline = await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
+        _baselines[runtime] = baseline
         trace.info["swe_gym"] = {
             "instance_id": self.data.instance_id,
             "box_commit": commit,
-            "baseline": baseline,
+            "held_files": len(baseline.held),
+            "files": len(baseline.files),
             "interpreter": await interpreter.fingerprint(runtime, self.config.python),
         }
-
-    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        await vf.capture_patch(trace, runtime, base_commit=trace.info["swe_gym"]["box_commit"])
 
     def suite(self, settings: dict[str, str]) -> grader.Suite:
         d = self.data
@@ -189,22 +197,27 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return remove
 
     async def grade(
-        self, runtime: vf.Runtime, box_commit: str, baseline: dict, interpreter_before: dict[str, str] | None = None
+        self, runtime: vf.Runtime, baseline: box.Baseline, interpreter_before: dict[str, str] | None = None
     ) -> grader.Grade:
-        """Kill the rollout's processes, copy the tree to a private folder, clean and scan it, write the test files
+        """Kill the rollout's processes, copy the tree to a private folder, clean and scan it, write every test file
         (held from the starting tree, test patch applied on the host) over the agent's, run the tests, judge. With
-        `interpreter_before` (the setup fingerprint) the grading interpreter is checked beside the test run."""
-        files = baseline["files"]
-        held = {path: base64.b64decode(data) for path, data in baseline.get("held", {}).items()}
+        `interpreter_before` (the setup fingerprint) the grading interpreter is checked beside the test run. Nothing
+        of the box's git runs: starting texts and the agent's diff come from the host-held `baseline`."""
+        tests = grading.diff_paths(self.data.test_patch)
+        held = {path: data for path in baseline.held if (data := baseline.content(path)) is not None}
         try:
             patched, deleted = grading.patched_tests(held, self.data.test_patch)
         except grading.TestPatchError as exc:
             return grader.Grade(error=str(exc)[:1000])
-        conftests = {path: data for path, data in held.items() if path.rsplit("/", 1)[-1] == "conftest.py"}
+        test_files = {path for path in baseline.files if tree.is_test_path(path) or path in tests}
+        owned = {path: held[path] for path in test_files if path in held and path not in deleted}
         trusted = grader.Baseline(
-            files=files, original=box.original_reader(runtime, box_commit, files), owned={**conftests, **patched}
+            files=baseline.files,
+            content=baseline.content,
+            owned={**owned, **patched},
+            unheld=frozenset(path for path in test_files if path not in held and path not in patched),
         )
-        suite = self.suite(repo_settings(baseline["configs"]))
+        suite = self.suite(repo_settings(baseline.configs))
 
         async def interpreter_changes(where: vf.Runtime) -> list[str]:
             return interpreter.changes(
@@ -217,14 +230,15 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
     async def _grade(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
         info = trace.info.setdefault("swe_gym", {})
         if "grading" not in trace.info:
-            box_commit = info.get("box_commit") or await box.head(runtime)
-            baseline = (
-                box.unpack(info["baseline"])
-                if "baseline" in info
-                else await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
-            )
-            grade = await self.grade(runtime, box_commit, baseline, info.get("interpreter"))
+            baseline = _baselines.get(runtime)
+            if baseline is None:  # the box is past its setup: what it holds now is the agent's, not a baseline
+                grade = grader.Grade(
+                    error="swe-gym: no starting tree is held for this box (its setup did not run here)"
+                )
+            else:
+                grade = await self.grade(runtime, baseline, info.get("interpreter"))
             trace.info["grading"] = grade.info()
+            trace.info["patch"] = grade.patch
         return trace.info["grading"]
 
     @vf.metric
@@ -239,9 +253,8 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
 
     async def validate(self, runtime: vf.Runtime) -> bool:
         """The untouched repo must be unresolved and the gold patch resolved (both graded in this box)."""
-        box_commit = await box.head(runtime)
         baseline = await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
-        untouched = await self.grade(runtime, box_commit, baseline)
+        untouched = await self.grade(runtime, baseline)
         if untouched.solved:
             logger.warning("swe-gym: %s is resolved without any change", self.data.instance_id)
             return False
@@ -249,7 +262,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         if applied:
             logger.warning("swe-gym: %s: the gold patch does not apply: %s", self.data.instance_id, applied)
             return False
-        gold = await self.grade(runtime, box_commit, baseline)
+        gold = await self.grade(runtime, baseline)
         if not gold.solved:
             logger.warning(
                 "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; error %s; void %s)",

@@ -1,0 +1,165 @@
+"""The two streams the grader reads from a process the candidate's code runs in (the suite's outcome stream and the
+replay's answers): whatever is written there, the reader returns a verdict with a reason and never raises."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from composer_prime.grading.behaviour import RecordedCall, compare, read_answers
+from composer_prime.grading.stream import MAX_LINE, read_stream
+
+NONCE = "n0"
+CALLS = [
+    RecordedCall(target="shop.pricing:apply_discount", args=[["int", "1"]], result=["float", "0.5"], args_after=[]),
+    RecordedCall(
+        target="shop.pricing:apply_discount", args=[], raised=["exc", "builtins:ValueError", []], args_after=[]
+    ),
+    RecordedCall(target="shop.cart:Cart.items", args=[], result=["dict", [[["str", "a"], ["int", "1"]]]]),
+]
+
+
+def line(record: object) -> str:
+    return f"{NONCE} {json.dumps(record)}"
+
+
+def passed(test_id: str) -> dict:
+    return {"id": test_id, "reports": [{"when": "call", "outcome": "passed", "xfail": False, "sub": False, "n": 1}]}
+
+
+def test_a_stream_that_ends_before_every_collected_test_reported_voids() -> None:
+    """The recorder announces what it collected; an end of session with a collected test unreported means its
+    writer was silenced (or pre-empted by a forger that missed an id)."""
+    ids = ["t.py::test_a", "t.py::test_b[1]", "t.py::test_b[2]"]
+    whole = [line({"collected": ids}), *(line(passed(i)) for i in ids), line({"exit": 0})]
+    assert read_stream("\n".join(whole), NONCE)[1] == []
+    cut = [line({"collected": ids}), line(passed(ids[0])), line(passed(ids[1])), line({"exit": 0})]
+    assert read_stream("\n".join(cut), NONCE)[1] == [
+        "the outcome stream ended before 1 collected test(s) reported (its writer went away): t.py::test_b[2]"
+    ]
+    unannounced = [line(passed(ids[0])), line({"exit": 0})]
+    assert read_stream("\n".join(unannounced), NONCE)[1] == ["the outcome stream never announced the collected tests"]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"raised": []}', "a malformed record in the outcome stream (keys ['raised'])"),
+        ('{"id": "t.py::a", "reports": [[]]}', "a malformed TestLine in the outcome stream"),
+        ('{"id": "t.py::a", "reports": {"when": "call"}}', "a malformed TestLine in the outcome stream"),
+        ('{"id": ["t"], "reports": []}', "a malformed TestLine in the outcome stream"),
+        (
+            '{"id": "t.py::a", "reports": [{"when": "call", "outcome": "passed", "xfail": 0, "sub": false, "n": 1}]}',
+            "a malformed TestLine in the outcome stream",
+        ),
+        ('{"exit": "0"}', "a malformed ExitLine in the outcome stream"),
+        ('{"exit": true}', "a malformed ExitLine in the outcome stream"),
+        ('{"collected": "t.py::a"}', "a malformed CollectedLine in the outcome stream"),
+        ("[" * 100_000 + "]" * 100_000, "a record nested too deeply in the outcome stream"),
+        ('{"exit": 0' + " " * MAX_LINE + "}", f"a record of {MAX_LINE + 11} characters in the outcome stream"),
+        (b'{"exit": 0\xff\xfe}'.decode(errors="replace"), "a malformed record in the outcome stream (not JSON)"),
+        ('"\\udc80"', "a malformed record in the outcome stream (not an object)"),
+    ],
+)
+def test_a_malformed_stream_line_voids_with_its_reason(text: str, reason: str) -> None:
+    records, void, _ = read_stream(f"{NONCE} {text}", NONCE)
+    assert records == [] and len(void) == 1 and void[0].startswith(reason)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"i": 0, "raised": []},
+        {"i": 1, "raised": ["exc"]},
+        {"i": 0, "result": ["float", "not a number"], "args_after": []},
+        {"i": 0, "result": ["float", ["nested"]], "args_after": []},
+        {"i": 2, "result": ["dict", 5], "args_after": []},
+        {"i": 2, "result": ["dict", [[1]]], "args_after": []},
+        {"i": 2, "result": ["dict", [5]], "args_after": []},
+        {"i": 0, "result": None, "args_after": "x"},
+    ],
+)
+def test_a_malformed_replay_answer_is_a_mismatch(answer: dict) -> None:
+    answers = read_answers(line(answer), NONCE, len(CALLS))
+    replayed, wrong = compare(CALLS, answers)
+    assert replayed == 0.0 and len(wrong) == 3
+
+
+def test_replay_lines_of_the_wrong_kind_are_no_answer() -> None:
+    lines = [
+        line({"i": True, "result": ["int", "1"]}),
+        line({"i": "0", "result": ["int", "1"]}),
+        line({"i": 0, "result": ["int", "1"], "extra": 1}),
+        f"{NONCE} {'{' * 50_000}",
+        f"{NONCE} {{" + '"i": 0, "result": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ]
+    assert read_answers("\n".join(lines), NONCE, len(CALLS)) == [None, None, None]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["id", "reports", "when", "outcome", "xfail", "sub", "n", "exit", "collected", "i", "result"])
+RECORDS = st.dictionaries(KEYS, JSON, max_size=6) | JSON
+LINES = st.one_of(
+    RECORDS.map(lambda record: line(record)),
+    st.text(max_size=40).map(lambda text: f"{NONCE} {text}"),
+    st.binary(max_size=40).map(lambda data: f"{NONCE} " + data.decode(errors="replace")),
+    st.integers(1, 3000).map(lambda depth: f"{NONCE} " + "[" * depth * 20 + "]" * depth * 20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINES, max_size=8))
+def test_no_outcome_stream_crashes_the_reader(lines: list[str]) -> None:
+    records, void, _ = read_stream("\n".join(lines), NONCE)
+    assert isinstance(records, list) and all(isinstance(reason, str) for reason in void)
+
+
+ANSWERS = st.fixed_dictionaries(
+    {"i": st.integers(-1, 3)},
+    optional={
+        "result": JSON,
+        "raised": JSON,
+        "error": JSON,
+        "args_after": JSON,
+        "kwargs_after": st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(ANSWERS.map(line), LINES), max_size=8))
+def test_no_replay_answer_crashes_the_judgement(lines: list[str]) -> None:
+    answers = read_answers("\n".join(lines), NONCE, len(CALLS))
+    replayed, wrong = compare(CALLS, answers)
+    assert 0.0 <= replayed <= 1.0 and all(isinstance(reason, str) for reason in wrong)
+
+
+def test_the_agents_diff_is_git_style_and_skips_what_git_ignores() -> None:
+    from composer_prime.grading.diff import file_diff, ignore_rules, ignored
+
+    assert file_diff("a.py", b"x = 1\n", b"x = 2\n") == (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    )
+    assert file_diff("n.py", None, b"y").startswith("diff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null")
+    assert file_diff("n.py", None, b"y").endswith("+y\n\\ No newline at end of file\n")
+    assert file_diff("b.bin", b"\xff", b"\xfe").endswith("Binary files a/b.bin and b/b.bin differ\n")
+    rules = ignore_rules(b"# comment\n/build/\n*.log\n!keep.log\ndocs/_gen\n")
+    assert [ignored(p, rules) for p in ("pkg/__pycache__/m.pyc", "build/x.py", "src/build/x.py", "a/b.log")] == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    assert [ignored(p, rules) for p in ("docs/_gen/x.md", "docs/_gen", "pkg/build", "x.egg-info/PKG-INFO")] == [
+        True,
+        True,
+        False,
+        True,
+    ]

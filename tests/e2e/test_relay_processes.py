@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.relay_pki import ADMIN_TOKEN
 from tests.support.relay_procs import REPO, Tap, http, start_client, start_origin, wait_until
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
@@ -206,7 +207,8 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             bad_length = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
             assert _raw(proxy, bad_length).split(b" ")[1] == b"400"
             # A chunked body is read like any other: here it is empty, so not JSON.
-            chunked = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            chunked = (b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                       + f"Authorization: Bearer {ADMIN_TOKEN}\r\n\r\n0\r\n\r\n".encode())  # fmt: skip
             answer = _raw(proxy, chunked + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert answer.split(b" ")[1] == b"400" and b"JSON object" in answer
             assert vllm.updates() == []
@@ -368,7 +370,8 @@ def test_a_caller_that_hangs_up_after_the_status_line_is_not_an_upstream_failure
                 port = int(proxy.rsplit(":", 1)[1])
                 for _ in range(20):
                     with socket.create_connection(("127.0.0.1", port), timeout=10) as caller:
-                        caller.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                        auth = f"Authorization: Bearer {ADMIN_TOKEN}\r\n".encode()
+                        caller.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n")
                         assert caller.recv(64).startswith(b"HTTP/1.1 200")
                 status, body = http("GET", proxy + "/v1/models")
                 assert status == 200 and len(body) == 1 << 22

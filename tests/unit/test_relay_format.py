@@ -190,3 +190,22 @@ def test_origin_refuses_an_output_dir_that_does_not_exist(tmp_path):
     with pytest.raises(pydantic.ValidationError, match="is not an existing directory; give PRIME-RL's output_dir"):
         OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key)
     assert OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key).output_dir == tmp_path
+
+
+def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):
+    """After a key rotation, clients holding the new public key would refuse every version signed with the old one:
+    the origin withdraws them and starts a new keyframe chain under the new key."""
+    from composer_prime.relay.signing import load_verify_key
+
+    make_run(tmp_path / "run", 2)
+    origin = _origin(tmp_path)
+    for step in origin.pending()[:2]:
+        origin.publish(step)
+    new_private, new_public = signing_keys(tmp_path / "new-keys")
+    origin = _origin(tmp_path, signing_key_file=new_private)
+    assert origin.listing == {} and origin.pending() == [0, 1, 2]
+    origin.publish(0)  # a keyframe (no base), signed with the new key
+    listed = origin.listing[0]
+    shard = (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes()
+    manifest = parse_manifest(shard, load_verify_key(new_public, "verify_key_file"))
+    assert manifest.keyframe and manifest.section("delta") is None

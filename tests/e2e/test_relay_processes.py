@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -253,6 +254,36 @@ def test_cli_names_the_bad_option(tmp_path):
             check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
         )  # fmt: skip
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_keygen_and_the_key_and_token_options_name_the_fix(tmp_path):
+    def relay(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "composer_prime", "relay", *args], check=False,
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env={**os.environ, "RELAY_TOKEN": ADMIN_TOKEN})  # fmt: skip
+
+    keys = ["--private-key-file", str(tmp_path / "k"), "--public-key-file", str(tmp_path / "k.pub")]
+    done = relay("keygen", *keys)
+    assert done.returncode == 0 and "signing_key_file" in done.stdout, done.stderr
+    assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
+    assert b"BEGIN PUBLIC KEY" in (tmp_path / "k.pub").read_bytes()
+    done = relay("keygen", *keys)
+    assert done.returncode == 2 and "never replaces a key" in done.stderr
+    (tmp_path / "not-a-key").write_text("hello")
+    origin = ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d")]
+    client = ["client", "--servers", "http://127.0.0.1:1", "--upstream", "http://127.0.0.1:2", "--store-dir",
+              str(tmp_path / "s"), "--verify-key-file", str(tmp_path / "k.pub")]  # fmt: skip
+    for args, message in [
+        (origin, "--signing-key-file\n  Field required"),
+        (origin + ["--signing-key-file", str(tmp_path / "not-a-key")], "is not an unencrypted PEM private key"),
+        (origin + ["--signing-key-file", str(tmp_path / "k.pub")], "is not an unencrypted PEM private key"),
+        (client, "admin_token_file = None and admin_token_env = None: set exactly one"),
+        (client[:-1] + [str(tmp_path / "k"), "--admin-token-env", "RELAY_TOKEN"], "is not a PEM public key"),
+        (client + ["--admin-token-env", "RELAY_TOKEN", "--tls-ca-file", str(tmp_path / "k.pub")],
+         "tls_ca_file = '" + str(tmp_path / "k.pub") + "' is set but servers"),
+    ]:  # fmt: skip
+        done = relay(*args)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
 
 
 def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):

@@ -149,6 +149,7 @@ def test_a_man_in_the_middle_rewriting_one_delta_is_refused(site, tmp_path):
         status, body = client.update(steps[2])
         assert status == 502 and "does not verify" in body, body
         assert delta_path not in tap.served
+        assert tap.count(manifest_path) == 1  # a forgery is refused, not fetched again
         # The delta alone rewritten: its blake3 in the signed manifest no longer matches, every attempt.
         tap.rewrite = {delta_path: flip}
         status, body = client.update(steps[2])

@@ -15,7 +15,7 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
   checks + atomic write) against fetching the full checkpoint over the same HTTP server;
 - at 1 Gbit/s: the same two paths with the wire time computed for a 1 Gbit/s link instead of loopback;
 - security cost: the same step fetched and rebuilt by two clients of one origin, one over HTTP and one over HTTPS
-  (TLS 1.3, a P-256 certificate), in alternating order, both verifying the Ed25519 signature on every manifest; and
+  (a P-256 certificate), in alternating order, both verifying the Ed25519 signature on every manifest; and
   the signature's own time, measured on that step's manifest: signing it (origin, once per version) and verifying it
   (client, once per manifest read). Versions are always signed, so "unsigned HTTP" (the relay before signing) is the
   HTTP step time less the measured sign + verify time; the ratio is HTTPS + signatures over that.

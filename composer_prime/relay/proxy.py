@@ -191,7 +191,7 @@ class Proxy:
         """Every route but `GET /health` (a readiness probe) needs the orchestrator's token."""
         if request.method in ("GET", "HEAD") and request.path == "/health":
             return True
-        return hmac.compare_digest(request.headers.get("Authorization", "").encode(), self._token)
+        return hmac.compare_digest(request.headers.get("Authorization", "").encode("utf-8", "replace"), self._token)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):

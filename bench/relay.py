@@ -18,7 +18,8 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
   (a P-256 certificate), in alternating order, both verifying the Ed25519 signature on every manifest; and
   the signature's own time, measured on that step's manifest: signing it (origin, once per version) and verifying it
   (client, once per manifest read). Versions are always signed, so "unsigned HTTP" (the relay before signing) is the
-  HTTP step time less the measured sign + verify time; the ratio is HTTPS + signatures over that.
+  HTTP step time less the measured sign + verify time; the ratio is HTTPS + signatures over that. The transport
+  alone: every shard of the version fetched into memory over each, 4 x repeats times, alternating (median).
 
 fp32 master is PRIME-RL's default (`optimization_dtype = "float32"`): the optimizer updates fp32 weights and the
 broadcast casts them to bf16. bf16 master (`optimization_dtype = "bfloat16"`) updates the bf16 weights directly, so
@@ -171,6 +172,7 @@ def measure(
                     shutil.rmtree(client.step_dir(step))
                 samples[name].append(timed(partial(client.ensure_step, step))[0])
         times = {name: float(np.median(values)) for name, values in samples.items()}
+        wire = fetch_times(fetcher, fetcher_tls, step, 4 * repeats)
         t_fetch_apply = times["http"]
         t_sign, t_verify = signature_times(origin, step)
         t_decode, _ = timed(partial(_decode_again, fetcher, origin.data_dir, step, work / "redecode"))
@@ -185,6 +187,7 @@ def measure(
             "t_encode": t_encode,
             "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
             "t_e2e_tls": t_encode + times["https"], "t_sign": t_sign, "t_verify": t_verify,
+            "t_get": wire["http"], "t_get_tls": wire["https"],
             "keyframe": keyframe,
         })  # fmt: skip
         shutil.rmtree(old, ignore_errors=True)
@@ -192,6 +195,19 @@ def measure(
     tls_server.stop()
     full_server.shutdown()
     return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+
+def fetch_times(plain: Fetcher, tls: Fetcher, step: int, repeats: int) -> dict[str, float]:
+    """Seconds to GET every shard of version `step` into memory, over HTTP and over HTTPS (the transport alone, no
+    checks or decoding): median of `repeats`, alternating which goes first."""
+    listed = plain.listing()[step]
+    paths = [f"{protocol.version_name(step)}/{protocol.shard_name(i)}" for i in range(1, listed.num_shards + 1)]
+    samples: dict[str, list[float]] = {"http": [], "https": []}
+    pair = [(plain, "http"), (tls, "https")]
+    for repeat in range(repeats):
+        for client, name in pair if repeat % 2 else pair[::-1]:
+            samples[name].append(timed(lambda c=client: [c.remote.get(path) for path in paths])[0])
+    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
 def signature_times(origin: Origin, step: int, repeats: int = 50) -> tuple[float, float]:
@@ -243,7 +259,7 @@ def main() -> int:
     header = (
         "| master | lr | changed | delta ratio (xor) | (raw values) | vs bound: xor | raw | keyframe ratio "
         "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full "
-        "| sign / verify | loopback delta: https / http | vs unsigned http |"
+        "| sign / verify | loopback delta: https / http | vs unsigned http | shard GETs: https / http |"
     )
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
@@ -263,7 +279,8 @@ def main() -> int:
                     f"| {wire_delta:.2f}s / {wire_full:.2f}s "
                     f"| {r['t_sign'] * 1e3:.2f} / {r['t_verify'] * 1e3:.2f} ms "
                     f"| {r['t_e2e_tls']:.2f}s / {r['t_e2e']:.2f}s "
-                    f"| {r['t_e2e_tls'] / (r['t_e2e'] - r['t_sign'] - r['t_verify']):.3f}x |",
+                    f"| {r['t_e2e_tls'] / (r['t_e2e'] - r['t_sign'] - r['t_verify']):.3f}x "
+                    f"| {r['t_get_tls'] * 1e3:.0f} / {r['t_get'] * 1e3:.0f} ms |",
                     flush=True,
                 )
     return 0

@@ -13,7 +13,13 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
 - encode / decode: MB/s of checkpoint processed, against a plain file copy of the same bytes (`copy`);
 - loopback: time from STABLE to the step rebuilt in a client's store (encode at the origin + HTTP fetch + decode +
   checks + atomic write) against fetching the full checkpoint over the same HTTP server;
-- at 1 Gbit/s: the same two paths with the wire time computed for a 1 Gbit/s link instead of loopback.
+- at 1 Gbit/s: the same two paths with the wire time computed for a 1 Gbit/s link instead of loopback;
+- security cost: the same step fetched and rebuilt by two clients of one origin, one over HTTP and one over HTTPS
+  (a P-256 certificate), in alternating order, both verifying the Ed25519 signature on every manifest; and
+  the signature's own time, measured on that step's manifest: signing it (origin, once per version) and verifying it
+  (client, once per manifest read). Versions are always signed, so "unsigned HTTP" (the relay before signing) is the
+  HTTP step time less the measured sign + verify time; the ratio is HTTPS + signatures over that. The transport
+  alone: every shard of the version fetched into memory over each, 4 x repeats times, alternating (median).
 
 fp32 master is PRIME-RL's default (`optimization_dtype = "float32"`): the optimizer updates fp32 weights and the
 broadcast casts them to bf16. bf16 master (`optimization_dtype = "bfloat16"`) updates the bf16 weights directly, so
@@ -41,9 +47,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer_prime.relay import checkpoint, protocol
+from composer_prime.relay import checkpoint, protocol, signing
 from composer_prime.relay.client import ClientConfig, Fetcher
-from composer_prime.relay.origin import Origin, OriginConfig
+from composer_prime.relay.http import serve_in_thread
+from composer_prime.relay.manifest import MAGIC
+from composer_prime.relay.origin import Origin, OriginConfig, static_app
+from composer_prime.relay.transport import server_tls
+from tests.support.relay_pki import signing_keys, tls_files
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, param_count, write_broadcast_step
 
 LINK_BYTES_PER_S = 125e6  # 1 Gbit/s
@@ -102,7 +112,9 @@ def fetch_full(url: str, step_dir: Path, dest: Path) -> None:
             os.fsync(f.fileno())
 
 
-def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, steps: int, work: Path) -> dict:
+def measure(
+    shape: ModelShape, lr: float, master: torch.dtype, warmup: int, steps: int, work: Path, repeats: int = 3
+) -> dict:
     trainer = RLTrainer(shape, lr, master_dtype=master)
     for _ in range(warmup):
         trainer.step()
@@ -111,15 +123,23 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
     shutil.rmtree(work, ignore_errors=True)
     write_broadcast_step(trainer.bf16_state_dict(), broadcasts, 0)
     rows = []
+    private, public = signing_keys(work / "keys")
+    pki = tls_files(work / "tls")
     origin = Origin(OriginConfig(output_dir=run, data_dir=work / "pub", host="127.0.0.1", port=0,
-                                 keyframe_interval=10_000))  # fmt: skip
+                                 keyframe_interval=10_000, signing_key_file=private))  # fmt: skip
     origin.publish(0)
     server = origin.serve()
     url = server.url
+    tls_server = serve_in_thread(
+        static_app(origin.data_dir), "127.0.0.1", 0, "bench-tls", server_tls(pki.cert, pki.key, None)
+    )
     full_server = serve(broadcasts)
     full_url = f"http://127.0.0.1:{full_server.server_address[1]}"
-    fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2))
+    fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2, verify_key_file=public))
     fetcher.ensure_step(0)
+    fetcher_tls = Fetcher(ClientConfig(servers=[tls_server.url], store_dir=work / "store-tls", keep_steps=2,
+                                       verify_key_file=public, tls_ca_file=pki.ca))  # fmt: skip
+    fetcher_tls.ensure_step(0)
     keyframe = fetcher.manifest(fetcher.listing()[0]).section("full").size
     for step in range(1, steps + 1):
         trainer.step()
@@ -139,10 +159,22 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
-            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, xor=False
+            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, xor=False
         )
         raw_size = raw_manifest.section("delta").size
-        t_fetch_apply, _ = timed(partial(fetcher.ensure_step, step))
+        # Side by side, `repeats` times each, alternating which goes first so neither always finds a warmer page
+        # cache; the built step is deleted between repeats (its base stays). Median of the repeats.
+        pair = [(fetcher, "http"), (fetcher_tls, "https")]
+        samples: dict[str, list[float]] = {"http": [], "https": []}
+        for repeat in range(repeats):
+            for client, name in pair if (step + repeat) % 2 else pair[::-1]:
+                if repeat:
+                    shutil.rmtree(client.step_dir(step))
+                samples[name].append(timed(partial(client.ensure_step, step))[0])
+        times = {name: float(np.median(values)) for name, values in samples.items()}
+        wire = fetch_times(fetcher, fetcher_tls, step, 4 * repeats)
+        t_fetch_apply = times["http"]
+        t_sign, t_verify = signature_times(origin, step)
         t_decode, _ = timed(partial(_decode_again, fetcher, origin.data_dir, step, work / "redecode"))
         copy_dir = work / "copy"
         shutil.rmtree(copy_dir, ignore_errors=True)
@@ -154,12 +186,39 @@ def measure(shape: ModelShape, lr: float, master: torch.dtype, warmup: int, step
             "changed": p, "total": total, "delta": delta_size, "raw": raw_size, "bound": bound, "bound_xor": bound_xor,
             "t_encode": t_encode,
             "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
+            "t_e2e_tls": t_encode + times["https"], "t_sign": t_sign, "t_verify": t_verify,
+            "t_get": wire["http"], "t_get_tls": wire["https"],
             "keyframe": keyframe,
         })  # fmt: skip
         shutil.rmtree(old, ignore_errors=True)
     server.stop()
+    tls_server.stop()
     full_server.shutdown()
     return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+
+def fetch_times(plain: Fetcher, tls: Fetcher, step: int, repeats: int) -> dict[str, float]:
+    """Seconds to GET every shard of version `step` into memory, over HTTP and over HTTPS (the transport alone, no
+    checks or decoding): median of `repeats`, alternating which goes first."""
+    listed = plain.listing()[step]
+    paths = [f"{protocol.version_name(step)}/{protocol.shard_name(i)}" for i in range(1, listed.num_shards + 1)]
+    samples: dict[str, list[float]] = {"http": [], "https": []}
+    pair = [(plain, "http"), (tls, "https")]
+    for repeat in range(repeats):
+        for client, name in pair if repeat % 2 else pair[::-1]:
+            samples[name].append(timed(lambda c=client: [c.remote.get(path) for path in paths])[0])
+    return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def signature_times(origin: Origin, step: int, repeats: int = 50) -> tuple[float, float]:
+    """Seconds to sign and to verify the manifest of published `step` (mean of `repeats`)."""
+    listed = origin.listing[step]
+    shard = (origin.data_dir / protocol.version_name(step) / protocol.shard_name(listed.num_shards)).read_bytes()
+    body = shard[len(MAGIC) + 8 : -32 - signing.SIGNATURE_BYTES]
+    signature, public = shard[-signing.SIGNATURE_BYTES :], origin.key.public_key()
+    t_sign = timed(lambda: [signing.sign(origin.key, body) for _ in range(repeats)])[0] / repeats
+    t_verify = timed(lambda: [signing.verify(public, body, signature) for _ in range(repeats)])[0] / repeats
+    return t_sign, t_verify
 
 
 def _decode_again(fetcher: Fetcher, published: Path, step: int, out: Path) -> None:
@@ -184,6 +243,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="optimizer steps before measuring (5)")
     parser.add_argument("--steps", type=int, default=3, help="consecutive steps measured per row (3)")
     parser.add_argument("--masters", default="fp32,bf16", help="master-weight dtypes to run (fp32,bf16)")
+    parser.add_argument("--repeats", type=int, default=3, help="HTTP / HTTPS fetches per step, median taken (3)")
     args = parser.parse_args()
     if args.quick:
         args.masters, args.warmup, args.steps = "fp32", 2, 2
@@ -198,7 +258,8 @@ def main() -> int:
           f" {args.warmup} warm-up steps, mean of {args.steps} steps per row\n")  # fmt: skip
     header = (
         "| master | lr | changed | delta ratio (xor) | (raw values) | vs bound: xor | raw | keyframe ratio "
-        "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full |"
+        "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full "
+        "| sign / verify | loopback delta: https / http | vs unsigned http | shard GETs: https / http |"
     )
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
@@ -206,7 +267,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for master_name in args.masters.split(","):
             for lr in (1e-6, 1e-5) if args.quick else (1e-6, 3e-6, 1e-5):
-                r = measure(shape, lr, masters[master_name], args.warmup, args.steps, Path(tmp) / "work")
+                r = measure(shape, lr, masters[master_name], args.warmup, args.steps, Path(tmp) / "work", args.repeats)
                 mb = r["total"] / 1e6
                 wire_delta = r["t_encode"] + r["t_decode"] + r["delta"] / LINK_BYTES_PER_S
                 wire_full = r["total"] / LINK_BYTES_PER_S
@@ -215,7 +276,11 @@ def main() -> int:
                     f"| {r['total'] / r['raw']:.1f}x | {r['delta'] / r['bound_xor']:.2f} | {r['raw'] / r['bound']:.2f} "
                     f"| {r['total'] / r['keyframe']:.2f}x | {mb / r['t_encode']:.0f} "
                     f"| {mb / r['t_decode']:.0f} | {mb / r['t_copy']:.0f} | {r['t_e2e']:.2f}s / {r['t_full']:.2f}s "
-                    f"| {wire_delta:.2f}s / {wire_full:.2f}s |",
+                    f"| {wire_delta:.2f}s / {wire_full:.2f}s "
+                    f"| {r['t_sign'] * 1e3:.2f} / {r['t_verify'] * 1e3:.2f} ms "
+                    f"| {r['t_e2e_tls']:.2f}s / {r['t_e2e']:.2f}s "
+                    f"| {r['t_e2e_tls'] / (r['t_e2e'] - r['t_sign'] - r['t_verify']):.3f}x "
+                    f"| {r['t_get_tls'] * 1e3:.0f} / {r['t_get'] * 1e3:.0f} ms |",
                     flush=True,
                 )
     return 0

@@ -67,6 +67,26 @@ class ShipConfig(BaseModel):
     origin watching `<state_dir>/broadcasts` publishes it)."""
     timeout_s: float = Field(600.0, gt=0)
     """Per request."""
+    admin_token_file: Path | None = None
+    """File holding the relay client proxies' admin token, sent as `Authorization: Bearer <token>` (their
+    `admin_token_file`); the proxies refuse calls without it."""
+
+    @model_validator(mode="after")
+    def _token_readable(self) -> ShipConfig:
+        if self.admin_token_file is not None and not self.admin_token():
+            raise ValueError(
+                f"ship.admin_token_file = '{self.admin_token_file}' is missing or empty; give the file holding the "
+                "relay clients' admin token"
+            )
+        return self
+
+    def admin_token(self) -> str | None:
+        if self.admin_token_file is None:
+            return None
+        try:
+            return self.admin_token_file.read_text().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
 
 class DemoConfig(BaseModel):

@@ -107,14 +107,16 @@ class ShipError(RuntimeError):
     """A relay proxy did not take the new version; the restart repeats the (idempotent) ship."""
 
 
-def notify(urls: list[str], step_dir: Path, timeout_s: float) -> None:
-    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume."""
+def notify(urls: list[str], step_dir: Path, timeout_s: float, token: str | None = None) -> None:
+    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume (with the proxies'
+    admin token as PRIME-RL sends its API key: `Authorization: Bearer`)."""
     import httpx
 
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     for url in urls:
         for route, body in (("/pause", None), ("/update_weights", {"weight_dir": str(step_dir)}), ("/resume", None)):
             try:
-                response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s)
+                response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s, headers=headers)
             except httpx.HTTPError as err:
                 raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
                                 "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
@@ -240,7 +242,8 @@ class Runner:
             version += 1
             shipped = publish(version)
             if self.config.ship.admin_urls:
-                notify(self.config.ship.admin_urls, shipped, self.config.ship.timeout_s)
+                ship_config = self.config.ship
+                notify(ship_config.admin_urls, shipped, ship_config.timeout_s, ship_config.admin_token())
         report["version"] = version
         report["seconds"] = time.monotonic() - t0
         write_atomic(cycle_dir(self.dir, n) / "report.json", json.dumps(report, indent=1))

@@ -6,7 +6,9 @@
 1. wait (bounded) until the relay lists `vN`;
 2. plan: read manifests backwards from `vN` until one has a delta section whose base this host holds (same step,
    same checkpoint digest) or a full section (a keyframe); a chain that reaches an unlisted version before either is
-   a `RelayError` ("missing keyframe");
+   a `RelayError` ("missing keyframe"). Every manifest read must carry the origin's signature (`signing.py`), and
+   the plan must be newer than what this host served and in order (`trust.py`): otherwise `Refused`, before a body
+   shard is fetched;
 3. for each version of the plan, fetch the shards of the section it needs into `<store>/downloads/vK/`, each checked
    against the manifest's size and blake3 (a corrupt or truncated shard is deleted and fetched again, a bounded
    number of times); shards already there from an earlier run are re-checked and reused, so a restart resumes;
@@ -18,56 +20,44 @@ Disk stays bounded: after a step is built its downloads are deleted, and only th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import shutil
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
 
 import blake3
-import httpx
-import tenacity
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from composer_prime.atomic import fsync_dir, write_atomic
-from composer_prime.relay import checkpoint, protocol
+from composer_prime.relay import checkpoint, protocol, signing, store, trust
 from composer_prime.relay.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
 from composer_prime.relay.progress import ProgressLog, human_bytes
+from composer_prime.relay.transport import Refused, RelayError, Remote, check_tls_files, client_tls
 
 logger = logging.getLogger("composer_prime.relay.client")
-_STEP_DIR = re.compile(r"^step_(\d+)$")
-_META = ".relay.json"
-
-
-T = TypeVar("T")
-
-
-class RelayError(RuntimeError):
-    """The relay cannot provide the step (unreachable, not published in time, or the chain is broken)."""
-
-
-class NotPublished(RelayError):
-    """The relay has no listing yet: the origin has not published its first version."""
-
-
-class Cancelled(RelayError):
-    """The caller that asked for the step went away."""
 
 
 class ClientConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     servers: list[str] = Field(min_length=1)
-    """Relay base URLs (the origin or SHARDCAST middle nodes), tried in turn; space- or comma-separated."""
+    """Relay base URLs (the origin or SHARDCAST middle nodes), tried in turn; space- or comma-separated. All
+    `https://` or all `http://`: a client that speaks TLS never falls back to plain HTTP."""
     store_dir: Path
     """Where downloads and materialised steps live on this host."""
+    verify_key_file: Path
+    """The origin's Ed25519 public key (PEM, from `composer-prime relay keygen`): every version's manifest must carry
+    its signature before a byte of the version is fetched."""
+    tls_ca_file: Path | None = None
+    """CA certificate (PEM) that signs the origin's TLS certificate; needs `https://` servers. Unset with `https://`
+    servers: the system's trust store."""
+    tls_cert_file: Path | None = None
+    """Client certificate chain (PEM) for an origin that requires one (its `tls_client_ca_file`); with `tls_key_file`."""
+    tls_key_file: Path | None = None
+    """Private key (PEM, unencrypted) of `tls_cert_file`."""
     keep_steps: int = Field(2, ge=1)
     """Materialised steps kept: the one vLLM serves and the newest; older ones are deleted."""
     wait_for_version_s: float = Field(600.0, gt=0)
@@ -96,7 +86,38 @@ class ClientConfig(BaseModel):
         for server in servers:
             if not server.startswith(("http://", "https://")):
                 raise ValueError(f"relay server {server!r} is not an http(s) URL; write it as http://host:port")
+        schemes = {server.split("://", 1)[0] for server in servers}
+        if len(schemes) > 1:
+            raise ValueError(
+                f"servers = {servers} mix https:// and http://; a client that speaks TLS never falls back to plain "
+                "HTTP: give every relay server as https://"
+            )
         return servers
+
+    @field_validator("verify_key_file")
+    @classmethod
+    def _verify_key_loads(cls, path: Path) -> Path:
+        signing.load_verify_key(path, "verify_key_file")
+        return path
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> ClientConfig:
+        tls_fields = {"tls_ca_file": self.tls_ca_file, "tls_cert_file": self.tls_cert_file}
+        for name, value in tls_fields.items():
+            if value is not None and not self.servers[0].startswith("https://"):
+                raise ValueError(
+                    f"{name} = '{value}' is set but servers = {self.servers} are plain http://; write them as "
+                    "https://host:port (the origin needs tls_cert_file) or drop the TLS files"
+                )
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError(
+                f"tls_cert_file = {self.tls_cert_file} and tls_key_file = {self.tls_key_file}: give both (a client "
+                "certificate and its key) or neither"
+            )
+        fields = {"tls_ca_file": self.tls_ca_file, "tls_cert_file": self.tls_cert_file,
+                  "tls_key_file": self.tls_key_file}  # fmt: skip
+        check_tls_files(fields, lambda: client_tls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
+        return self
 
 
 class Fetcher:
@@ -113,92 +134,41 @@ class Fetcher:
         self._build_lock = threading.Lock()  # one build at a time (they share downloads/ and prune steps/)
         self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now, or a request is handing out
         self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
-        self._http = httpx.Client(timeout=config.http_timeout_s, follow_redirects=True)
+        self.verify_key = signing.load_verify_key(config.verify_key_file, "verify_key_file")
+        tls = client_tls(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
+        self.remote = Remote(config.servers, config.http_timeout_s, config.retries, tls)
+        self.served = trust.load_served(self.store)
 
     # -- local state -----------------------------------------------------------------------------------------------
 
     def local_steps(self) -> dict[int, str]:
         """step -> checkpoint digest of every complete materialised step."""
-        steps = {}
-        for entry in self.steps_dir.iterdir():
-            match = _STEP_DIR.match(entry.name)
-            if match and (entry / checkpoint.MARKER).exists():
-                try:
-                    steps[int(match[1])] = json.loads((entry / _META).read_text())["digest"]
-                except (OSError, ValueError, KeyError):
-                    continue
-        return steps
+        return store.built_steps(self.steps_dir)
+
+    def _meta(self, step: int) -> dict | None:
+        return store.read_meta(self.step_dir(step))
+
+    def mark_served(self, step: int) -> None:
+        """vLLM took `step`: from now on nothing published before it is served (`trust.check_not_replayed`)."""
+        meta = self._meta(step)
+        if meta is None:
+            return
+        served = trust.Served(step, meta["sequence"], meta["digest"])
+        with self._lock:
+            if self.served is None or served.sequence >= self.served.sequence:
+                trust.save_served(self.store, served)
+                self.served = served
 
     def step_dir(self, step: int) -> Path:
         return self.steps_dir / f"step_{step}"
 
-    # -- HTTP ------------------------------------------------------------------------------------------------------
-
-    def _fetch(self, path: str) -> bytes:
-        """`path` from the first relay server that has it."""
-        errors, missing = [], 0
-        for server in self.config.servers:
-            url = f"{server.rstrip('/')}/{path}"
-            try:
-                response = self._http.get(url)
-            except httpx.HTTPError as err:
-                errors.append(f"{url}: {type(err).__name__}: {err}")
-                continue
-            if response.status_code == 200:
-                return response.content
-            missing += response.status_code == 404
-            errors.append(f"{url}: HTTP {response.status_code}")
-        if path == protocol.DISTRIBUTION_FILE and missing == len(self.config.servers):
-            raise NotPublished(f"no relay lists a version yet ({'; '.join(errors)})")
-        raise RelayError("; ".join(errors))
-
-    def _fetch_checked(self, path: str, check: Callable[[bytes], T]) -> T:
-        """`check(data)` of `path`, fetching again (bounded, with backoff) while the fetch fails or `check` refuses
-        the data (a damaged or truncated answer: `check` raises RelayError or ManifestError)."""
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.config.retries),
-            wait=tenacity.wait_exponential(multiplier=0.2, min=0.2, max=5.0),
-            retry=tenacity.retry_if_exception_type((RelayError, ManifestError)),
-            before_sleep=lambda state: logger.warning(
-                f"{path} attempt {state.attempt_number}/{self.config.retries}: {state.outcome.exception()}"
-            ),
-            reraise=True,
-        )
-        try:
-            return retrying(lambda: check(self._fetch(path)))
-        except (RelayError, ManifestError) as err:
-            raise RelayError(f"{path} could not be fetched intact after {self.config.retries} attempts: {err}") from err
+    # -- the relay -------------------------------------------------------------------------------------------------
 
     def listing(self) -> dict[int, protocol.Listed]:
-        return protocol.parse_distribution(self._fetch(protocol.DISTRIBUTION_FILE).decode("utf-8", "replace"))
+        return self.remote.listing()
 
     def wait_listed(self, step: int, cancel: threading.Event | None = None) -> dict[int, protocol.Listed]:
-        deadline = time.monotonic() + self.config.wait_for_version_s
-        last_error = None
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled(f"stopped waiting for v{step}: the request was cancelled")
-            try:
-                listing = self.listing()
-            except (RelayError, protocol.ProtocolError) as err:
-                listing, last_error = {}, err
-            if step in listing:
-                return listing
-            if listing and step < max(listing):
-                # The origin publishes steps in increasing order: a step behind the newest will never appear.
-                raise RelayError(
-                    f"v{step} is not published and never will be (the relay lists v{min(listing)}..v{max(listing)}: "
-                    "the step was pruned, or the trainer deleted it before the origin encoded it)"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"v{step} was not published within wait_for_version_s={self.config.wait_for_version_s:.0f}s"
-                    + (f" (last error: {last_error})" if last_error else "")
-                )
-            if cancel is not None:
-                cancel.wait(self.config.poll_interval_s)
-            else:
-                time.sleep(self.config.poll_interval_s)
+        return self.remote.wait_listed(step, self.config.wait_for_version_s, self.config.poll_interval_s, cancel)
 
     def manifest(self, listed: protocol.Listed) -> Manifest:
         key = (listed.step, listed.checksum)
@@ -207,12 +177,17 @@ class Fetcher:
         path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
 
         def check(data: bytes) -> Manifest:
-            manifest = parse_manifest(data)
-            if manifest.step != listed.step or len(manifest.shards) + 1 != listed.num_shards:
+            try:
+                manifest = parse_manifest(data, self.verify_key)
+            except signing.SignatureError as err:
+                raise Refused(f"{path}: {err}") from None
+            if manifest.step != listed.step:
+                raise Refused(f"{path} is listed as v{listed.step} but its signed manifest is v{manifest.step}")
+            if len(manifest.shards) + 1 != listed.num_shards:
                 raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
             return manifest
 
-        manifest = self._fetch_checked(path, check)
+        manifest = self.remote.get_checked(path, check)
         self._manifests[key] = manifest
         return manifest
 
@@ -232,7 +207,7 @@ class Fetcher:
             write_atomic(path, data)
             return path
 
-        return self._fetch_checked(f"{protocol.version_name(step)}/{protocol.shard_name(index)}", check)
+        return self.remote.get_checked(f"{protocol.version_name(step)}/{protocol.shard_name(index)}", check)
 
     # -- planning and applying -------------------------------------------------------------------------------------
 
@@ -258,9 +233,15 @@ class Fetcher:
                 break
             if delta is None:
                 raise RelayError(f"v{current} has neither a delta nor a full section")
+            if delta.base_step is None or delta.base_step >= current:
+                raise Refused(f"v{current}'s delta applies to step {delta.base_step}, not an earlier one: out of order")
             chain.append((manifest, delta))
             current = delta.base_step
-        return chain[::-1]
+        chain.reverse()
+        # Every manifest of the plan is signed and checked; no body shard has been fetched yet.
+        trust.check_not_replayed(step, chain[-1][0].sequence, self.served)
+        trust.check_chain(step, chain)
+        return chain
 
     def _apply(self, manifest: Manifest, section: Section) -> Path:
         shards = {}
@@ -291,9 +272,9 @@ class Fetcher:
         if checkpoint_digest(hashes) != manifest.digest:
             shutil.rmtree(tmp, ignore_errors=True)
             raise checkpoint.DecodeError(f"v{manifest.step}: rebuilt checkpoint digest differs from the published one")
-        files = {name: _file_blake3(tmp / name) for name in hashes}  # the page cache still holds them: cheap
-        meta = {"step": manifest.step, "digest": manifest.digest, "files": files}
-        write_atomic(tmp / _META, json.dumps(meta).encode())
+        files = {name: store.file_blake3(tmp / name) for name in hashes}  # the page cache still holds them: cheap
+        meta = {"step": manifest.step, "digest": manifest.digest, "sequence": manifest.sequence, "files": files}
+        store.write_meta(tmp, meta)
         (tmp / checkpoint.MARKER).touch()
         fsync_dir(tmp)
         final = self.step_dir(manifest.step)
@@ -325,6 +306,10 @@ class Fetcher:
                 with self._build_lock:
                     if not self._ready(step, verify):
                         self._build(step, listing)
+            meta = self._meta(step)
+            if meta is None:
+                raise RelayError(f"step_{step} vanished from {self.steps_dir} as it was handed out")
+            trust.check_not_replayed(step, meta["sequence"], self.served)
             done = True
             return self.step_dir(step)
         finally:
@@ -341,33 +326,38 @@ class Fetcher:
         return True
 
     def verify_files(self, step: int) -> bool:
-        """Whether every file of a built step still has the blake3 digest recorded when it was built."""
-        folder = self.step_dir(step)
-        try:
-            recorded = json.loads((folder / _META).read_text())["files"]
-            return all(_file_blake3(folder / name) == digest for name, digest in recorded.items())
-        except (OSError, ValueError, KeyError):
-            return False
+        return store.verify_files(self.step_dir(step))
 
     def _local_is_current(self, step: int) -> bool:
         """Whether `step` is built here and, if the relay still lists it, is the version the relay has now.
 
         A trainer restarted from a checkpoint writes the same step numbers again with other weights; the origin
-        re-publishes them, and a copy built from the earlier run must not be served.
+        re-publishes them (with a newer sequence), and a copy built from the earlier run must not be served. A relay
+        that offers an older or unverifiable publication of the step does not replace the copy here.
         """
-        digest = self.local_steps().get(step)
-        if digest is None:
+        meta = self._meta(step)
+        if meta is None:
             return False
         try:
             listed = self.listing().get(step)
-            current = self.manifest(listed).digest if listed else digest
+            current = self.manifest(listed) if listed else None
         except (RelayError, ManifestError, protocol.ProtocolError) as err:
-            logger.warning(f"relay unreachable to confirm step_{step} ({err}); using the local copy")
+            logger.warning(f"cannot confirm step_{step} with the relay ({err}); using the local copy")
             return True
-        if current != digest:
+        if current is None:
+            return True
+        if current.sequence < meta["sequence"]:
+            logger.warning(
+                f"the relay offers v{step} with sequence {current.sequence}, older than the copy here "
+                f"({meta['sequence']}): a replayed publication; using the local copy"
+            )
+            return True
+        if current.digest != meta["digest"]:
             logger.warning(f"step_{step} here is from an earlier publication of that step; rebuilding it")
             shutil.rmtree(self.step_dir(step), ignore_errors=True)
             return False
+        if current.sequence > meta["sequence"]:  # re-published with the same weights: the copy here is current
+            store.write_meta(self.step_dir(step), {**meta, "sequence": current.sequence})
         return True
 
     def release(self, step: int) -> None:
@@ -405,9 +395,3 @@ class Fetcher:
         for folder in self.downloads.iterdir():
             if folder.name.startswith("v") and folder.name[1:].isdigit() and int(folder.name[1:]) <= keep:
                 shutil.rmtree(folder, ignore_errors=True)
-
-
-def _file_blake3(path: Path) -> str:
-    hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    hasher.update_mmap(path)
-    return hasher.hexdigest()

@@ -14,6 +14,7 @@ import threading
 ROLES = {
     "origin": "on the trainer host: publish each broadcasts/step_N as a compressed SHARDCAST version",
     "client": "on an inference host: admin proxy that materialises weight_dir from the relay, then calls vLLM",
+    "keygen": "make the origin's Ed25519 signing key pair (private key for the origin, public key for clients)",
 }
 
 
@@ -26,8 +27,21 @@ def main(argv: list[str], prog: str) -> int:
         if argv and argv[0] in ("-h", "--help"):
             print(usage)
             return 0
-        raise UsageError(f"{prog}: name a role, origin or client{f' (got {argv[0]!r})' if argv else ''}\n\n{usage}")
+        raise UsageError(
+            f"{prog}: name a role, origin, client or keygen{f' (got {argv[0]!r})' if argv else ''}\n\n{usage}"
+        )
     role, rest = argv[0], argv[1:]
+    if role == "keygen":
+        from composer_prime.relay.signing import KeygenConfig, write_key_pair
+
+        keys = parse_config(KeygenConfig, rest, f"{prog} keygen", description=ROLES["keygen"])
+        try:
+            write_key_pair(keys.private_key_file, keys.public_key_file)
+        except OSError as err:
+            raise UsageError(f"{prog} keygen: {err}") from None
+        print(f"private key (origin's signing_key_file): {keys.private_key_file}\n"
+              f"public key (clients' verify_key_file): {keys.public_key_file}")  # fmt: skip
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     # httpx logs every request at INFO, and the client polls the listing twice a second: the relay logs what it
     # fetched and built itself.
@@ -43,9 +57,11 @@ def main(argv: list[str], prog: str) -> int:
 
         config = parse_config(RelayClientConfig, rest, f"{prog} client", description=ROLES["client"])
         make = lambda: Proxy(config, Fetcher(config))  # noqa: E731
+    from composer_prime.relay.transport import RelayError
+
     try:
         service = make()
-    except OSError as err:  # an unwritable data or store dir
+    except (OSError, RelayError) as err:  # an unwritable data or store dir, an unreadable served.json
         raise UsageError(f"{prog} {role}: {err}") from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

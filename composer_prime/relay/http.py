@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 from dataclasses import dataclass
 
@@ -41,10 +42,11 @@ class Served:
     loop: asyncio.AbstractEventLoop
     runner: web.AppRunner
     thread: threading.Thread
+    tls: bool = False
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def stop(self, timeout: float = 10.0) -> None:
         future = asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop)
@@ -55,8 +57,9 @@ class Served:
             self.thread.join(timeout)
 
 
-def serve_in_thread(app: web.Application, host: str, port: int, name: str) -> Served:
-    """Start `app` on host:port (0 picks a free port); raises OSError (port taken) in the caller's thread."""
+def serve_in_thread(app: web.Application, host: str, port: int, name: str, tls: ssl.SSLContext | None = None) -> Served:
+    """Start `app` on host:port (0 picks a free port), over TLS only when `tls` is given; raises OSError (port taken)
+    in the caller's thread."""
     loop = asyncio.new_event_loop()
     started: dict[str, object] = {}
     ready = threading.Event()
@@ -65,7 +68,7 @@ def serve_in_thread(app: web.Application, host: str, port: int, name: str) -> Se
         # A handler is cancelled when its client disconnects, so a caller that gave up stops the work it waited on.
         runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=BACKLOG, reuse_address=True)
+        site = web.TCPSite(runner, host, port, backlog=BACKLOG, reuse_address=True, ssl_context=tls)
         await site.start()
         sockets = site._server.sockets if site._server else []  # noqa: SLF001 - aiohttp exposes no public getter
         started["runner"], started["port"] = runner, sockets[0].getsockname()[1]
@@ -87,4 +90,4 @@ def serve_in_thread(app: web.Application, host: str, port: int, name: str) -> Se
     ready.wait()
     if "error" in started:
         raise started["error"]  # type: ignore[misc]
-    return Served(host, int(started["port"]), loop, started["runner"], thread)  # type: ignore[arg-type]
+    return Served(host, int(started["port"]), loop, started["runner"], thread, tls is not None)  # type: ignore[arg-type]

@@ -2,9 +2,12 @@
 
 A version's payload is a sequence of shard files (SHARDCAST's `shard_00001.bin`, ...). All shards but the last carry
 the body: the codec blobs of one or two sections, each section starting on a fresh shard. The last shard carries the
-manifest, framed so that a reader can tell a complete one from a truncated or corrupt one on its own:
+manifest, framed so that a reader can tell a complete one from a truncated or corrupt one on its own, and signed by
+the origin (`signing.py`) so that a client can tell the origin's manifest from anyone else's:
 
-    b"CPDELTA1" | u64 little-endian JSON length | JSON | blake3(JSON) (32 bytes)
+    b"CPDELTA1" | u64 little-endian JSON length | JSON | blake3(JSON) (32 bytes) | Ed25519 signature of JSON (64 bytes)
+
+The blake3 tells a damaged shard (fetched again) from a forged one (the signature fails: refused, never retried).
 
 A section is either `delta` (turns the checkpoint of `base_step`, identified by `base_digest`, into this step's) or
 `full` (this step's checkpoint from nothing). Keyframes carry a `full` section and, when there was a previous version,
@@ -13,7 +16,9 @@ a `delta` section too, so that clients already at the previous step never downlo
 The checkpoint digest names the exact bytes of a checkpoint directory: blake3 over the sorted `name:digest` lines of
 its files (file digests are trees of chunk digests, see `checkpoint.py`). Every version records its own digest and
 the digest of its base, which is how a client proves it holds
-the right base before applying a delta and the right result after.
+the right base before applying a delta and the right result after. `sequence` orders publications: it grows with
+every version the origin publishes, across restarts and re-publications of a step, so a client can refuse a validly
+signed but older version replayed at it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ import struct
 from typing import Literal
 
 import blake3
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from composer_prime.relay import signing
 
 MAGIC = b"CPDELTA1"
 FORMAT = "composer-prime-delta/1"
@@ -110,6 +118,9 @@ class Manifest(_Strict):
     """Payload format; readers refuse any other."""
     step: int = Field(ge=0)
     """Trainer step this version is (`broadcasts/step_N`); the SHARDCAST version name is `v{step}`."""
+    sequence: int = Field(ge=1)
+    """Publication order: larger than every version the origin published before (unix time in ns at publication,
+    or the previous sequence + 1 if the clock went back). A re-published step gets a new, larger one."""
     digest: str
     """Checkpoint digest of the step directory."""
     keyframe: bool
@@ -130,22 +141,31 @@ def checkpoint_digest(file_hashes: dict[str, str]) -> str:
     return blake3.blake3(lines.encode()).hexdigest()
 
 
-def frame_manifest(manifest: Manifest) -> bytes:
+def frame_manifest(manifest: Manifest, key: Ed25519PrivateKey) -> bytes:
     body = manifest.model_dump_json().encode()
-    return MAGIC + struct.pack("<Q", len(body)) + body + blake3.blake3(body).digest()
+    return MAGIC + struct.pack("<Q", len(body)) + body + blake3.blake3(body).digest() + signing.sign(key, body)
 
 
-def parse_manifest(data: bytes) -> Manifest:
-    """The manifest in a manifest shard; `ManifestError` says what is wrong with a bad one."""
+def parse_manifest(data: bytes, key: Ed25519PublicKey) -> Manifest:
+    """The manifest in a manifest shard, once its signature verifies against `key`.
+
+    `ManifestError`: the shard is damaged or truncated (worth fetching again). `signing.SignatureError`: it is intact
+    but unsigned or not signed by `key` (refused: fetching it again would get the same forgery). The JSON is parsed
+    only after the signature verifies.
+    """
     head = len(MAGIC) + 8
     if len(data) < head + _DIGEST_BYTES or not data.startswith(MAGIC):
         raise ManifestError(f"not a {FORMAT} manifest shard ({len(data)} bytes, starts {data[:8]!r})")
     (length,) = struct.unpack("<Q", data[len(MAGIC) : head])
-    if len(data) != head + length + _DIGEST_BYTES:
-        raise ManifestError(f"manifest shard is {len(data)} bytes, its framing says {head + length + _DIGEST_BYTES}")
+    signed = head + length + _DIGEST_BYTES + signing.SIGNATURE_BYTES
     body = data[head : head + length]
-    if blake3.blake3(body).digest() != data[head + length :]:
+    if len(data) == signed - signing.SIGNATURE_BYTES and blake3.blake3(body).digest() == data[head + length :]:
+        raise signing.SignatureError("the manifest is unsigned (an origin that does not sign, or a forgery)")
+    if len(data) != signed:
+        raise ManifestError(f"manifest shard is {len(data)} bytes, its framing says {signed}")
+    if blake3.blake3(body).digest() != data[head + length : head + length + _DIGEST_BYTES]:
         raise ManifestError("manifest checksum mismatch: the shard is corrupt")
+    signing.verify(key, body, data[head + length + _DIGEST_BYTES :])
     try:
         return Manifest.model_validate(json.loads(body))
     except (ValueError, ValidationError) as err:

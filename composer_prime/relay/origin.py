@@ -23,16 +23,18 @@ import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from composer_prime.atomic import fsync_dir, write_atomic
-from composer_prime.relay import checkpoint, codec, protocol
+from composer_prime.relay import checkpoint, codec, protocol, signing
 from composer_prime.relay.http import Served, serve_in_thread
-from composer_prime.relay.manifest import ManifestError, parse_manifest
+from composer_prime.relay.manifest import Manifest, ManifestError, parse_manifest
 from composer_prime.relay.progress import ProgressLog, human_bytes
+from composer_prime.relay.transport import check_tls_files, server_tls
 
 logger = logging.getLogger("composer_prime.relay.origin")
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -47,10 +49,20 @@ class OriginConfig(BaseModel):
     """PRIME-RL's `output_dir`; the origin watches `<output_dir>/broadcasts/step_N/`."""
     data_dir: Path
     """Where published versions live and are served from (needs room for about two keyframes plus deltas)."""
+    signing_key_file: Path
+    """The origin's Ed25519 private key (PEM, from `composer-prime relay keygen`): every version's manifest is signed
+    with it, and clients trust only versions it signed. Keep it on the trainer host, readable by the origin only."""
     host: str = "0.0.0.0"
     """Address the HTTP server binds."""
     port: int = Field(8000, ge=0, le=65535)
     """HTTP port (SHARDCAST's default is 8000; 0 picks a free one)."""
+    tls_cert_file: Path | None = None
+    """TLS certificate chain (PEM): set, the origin speaks HTTPS only (clients list it as `https://`)."""
+    tls_key_file: Path | None = None
+    """Private key (PEM, unencrypted) of `tls_cert_file`."""
+    tls_client_ca_file: Path | None = None
+    """CA (PEM) whose client certificates the origin requires (mutual TLS): only clients holding one can download
+    weights. Needs `tls_cert_file`."""
     keyframe_interval: int = Field(20, ge=1)
     """A full checkpoint every this many versions; clients further behind restart from the latest keyframe."""
     keep_keyframes: int = Field(2, ge=1)
@@ -76,6 +88,29 @@ class OriginConfig(BaseModel):
                 "holds broadcasts/step_N/) on this host, after the run has started"
             )
         return value
+
+    @field_validator("signing_key_file")
+    @classmethod
+    def _signing_key_loads(cls, path: Path) -> Path:
+        signing.load_signing_key(path, "signing_key_file")
+        return path
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> OriginConfig:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError(
+                f"tls_cert_file = {self.tls_cert_file} and tls_key_file = {self.tls_key_file}: give both (the "
+                "origin's certificate and its key) or neither"
+            )
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError(
+                f"tls_client_ca_file = '{self.tls_client_ca_file}' needs tls_cert_file and tls_key_file: client "
+                "certificates are checked only over TLS"
+            )
+        fields = {"tls_cert_file": self.tls_cert_file, "tls_key_file": self.tls_key_file,
+                  "tls_client_ca_file": self.tls_client_ca_file}  # fmt: skip
+        check_tls_files(fields, lambda: server_tls(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file))
+        return self
 
 
 def stable_steps(broadcast_dir: Path) -> list[int]:
@@ -113,10 +148,22 @@ class Origin:
         self.data_dir = config.data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.broadcast_dir = config.output_dir / "broadcasts"
+        self.key = signing.load_signing_key(config.signing_key_file, "signing_key_file")
         self._recover_base()
         self.listing = self._load_listing()
+        manifests = self._manifests()
+        self.sequence = max((m.sequence for m in manifests.values()), default=0)
         self.base = self._load_base()
         self.sources = self._load_sources()
+        if unverified := sorted(set(self.listing) - set(manifests)):
+            # Signed with another key (it was rotated) or damaged: clients would refuse them, so they go.
+            logger.warning(
+                f"withdrawing {', '.join(protocol.version_name(step) for step in unverified)}: not signed by "
+                "signing_key_file (the key changed?) or damaged; the next version is a keyframe"
+            )
+            self.listing = {step: listed for step, listed in self.listing.items() if step in manifests}
+            self._write_listing()
+            self.base = None
         if self.base and (not self.listing or max(self.listing) != self.base["step"]):
             logger.warning("the base copy is not the newest listed version: the next version will be a keyframe")
             self.base = None
@@ -198,16 +245,25 @@ class Origin:
         os.replace(new, base)
         shutil.rmtree(old, ignore_errors=True)
 
-    def _keyframe_steps(self) -> list[int]:
-        steps = []
+    def _manifests(self) -> dict[int, Manifest]:
+        """step -> manifest of every listed version that reads back intact under the origin's own key."""
+        manifests, public = {}, self.key.public_key()
         for step, listed in sorted(self.listing.items()):
             shard = self.data_dir / protocol.version_name(step) / protocol.shard_name(listed.num_shards)
             try:
-                if parse_manifest(shard.read_bytes()).keyframe:
-                    steps.append(step)
-            except (OSError, ManifestError):
+                manifests[step] = parse_manifest(shard.read_bytes(), public)
+            except (OSError, ManifestError, signing.SignatureError):
                 continue
-        return steps
+        return manifests
+
+    def _keyframe_steps(self) -> list[int]:
+        return [step for step, manifest in self._manifests().items() if manifest.keyframe]
+
+    def _next_sequence(self) -> int:
+        """Larger than every sequence published before, also across restarts and a wiped `data_dir`: the clock in ns,
+        or one more than the last if the clock went back."""
+        self.sequence = max(time.time_ns(), self.sequence + 1)
+        return self.sequence
 
     # -- publishing ------------------------------------------------------------------------------------------------
 
@@ -242,7 +298,7 @@ class Origin:
             )
             manifest, listed = protocol.encode_version(
                 step_dir, step, base, keyframe, self.data_dir, cfg.shard_size, cfg.chunk_elements, cfg.zstd_level,
-                cfg.xor_values, progress,
+                self.key, self._next_sequence(), cfg.xor_values, progress,
             )  # fmt: skip
         except FileNotFoundError:
             logger.warning(f"step {step} vanished before it was encoded (the trainer cleans old steps); skipping it")
@@ -283,7 +339,9 @@ class Origin:
     # -- serving ---------------------------------------------------------------------------------------------------
 
     def serve(self) -> Served:
-        return serve_in_thread(static_app(self.data_dir), self.config.host, self.config.port, "relay-origin-http")
+        cfg = self.config
+        tls = server_tls(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file)
+        return serve_in_thread(static_app(self.data_dir), cfg.host, cfg.port, "relay-origin-http", tls)
 
     def run(self, stop: threading.Event) -> None:
         server = self.serve()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from composer_prime.atomic import fsync_dir
 from composer_prime.relay import checkpoint
@@ -150,10 +151,13 @@ def encode_version(
     shard_size: int,
     chunk_elements: int,
     level: int,
+    key: Ed25519PrivateKey,
+    sequence: int,
     xor: bool = True,
     progress: checkpoint.Progress | None = None,
 ) -> tuple[Manifest, Listed]:
-    """Build `out_root/v{step}` from `new_dir`: a delta section against `base` (if any), a full one if `keyframe`.
+    """Build `out_root/v{step}` from `new_dir`: a delta section against `base` (if any), a full one if `keyframe`;
+    the manifest carries `sequence` and is signed with `key`.
 
     The folder appears atomically; a leftover temp folder from a crash is replaced.
     """
@@ -185,10 +189,10 @@ def encode_version(
             )
         )
     manifest = Manifest(
-        step=step, digest=digest, keyframe=keyframe, chunk_elements=chunk_elements, sections=sections,
+        step=step, sequence=sequence, digest=digest, keyframe=keyframe, chunk_elements=chunk_elements, sections=sections,
         shards=writer.shards,
     )  # fmt: skip
-    listed = writer.finish(frame_manifest(manifest))
+    listed = writer.finish(frame_manifest(manifest, key))
     fsync_dir(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)

@@ -6,6 +6,12 @@ on the trainer host. The proxy takes `step_N` from it, makes sure the step is ma
 forwards the call to the real admin endpoint with `weight_dir` rewritten to the local copy. `POST /load_lora_adapter`
 (`lora_path`) is handled the same way. Every other request passes through unchanged, headers included.
 
+Only the orchestrator may drive it: every request but `GET /health` must carry `Authorization: Bearer <token>` with
+the token from `admin_token_file` / `admin_token_env` (PRIME-RL's admin client sends `Bearer $VLLM_API_KEY`, its
+`api_key_var`), compared in constant time; others get a 401 and nothing is forwarded. The proxy binds one configured
+address (loopback by default) and speaks HTTPS when given a certificate. After vLLM takes a step, the step's
+publication is recorded as served, and nothing older is handed to vLLM again (`trust.py`).
+
 Status codes follow what PRIME-RL's admin client retries: 4xx for requests that will never work (bad JSON, a path
 that is not a broadcast step dir: not retried), 502 when the relay cannot provide the step, 504 when the step was not
 published in time (both retried by PRIME-RL within its budget). Requests are served concurrently (aiohttp): a step
@@ -16,8 +22,10 @@ back rather than buffered, and a caller that disconnects stops the wait it start
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Awaitable
@@ -25,13 +33,14 @@ from pathlib import Path, PurePosixPath
 
 import aiohttp
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.relay.checkpoint import DecodeError
-from composer_prime.relay.client import ClientConfig, Fetcher, NotPublished, RelayError
+from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.http import Served, serve_in_thread
 from composer_prime.relay.manifest import ManifestError
 from composer_prime.relay.protocol import ProtocolError
+from composer_prime.relay.transport import NotPublished, RelayError, check_tls_files, server_tls
 
 logger = logging.getLogger("composer_prime.relay.proxy")
 _STEP = re.compile(r"^step_(\d+)$")
@@ -46,10 +55,21 @@ class ProxyConfig(BaseModel):
 
     upstream: str = Field(pattern=r"^https?://")
     """The real vLLM admin base URL on this host, e.g. `http://127.0.0.1:8000` (no `/v1`)."""
-    host: str = "0.0.0.0"
-    """Address the proxy binds; PRIME-RL's `admin_base_url` points here."""
+    admin_token_file: Path | None = None
+    """File holding the token every caller must present as `Authorization: Bearer <token>` (PRIME-RL's orchestrator
+    sends the value of its `api_key_var`, `VLLM_API_KEY`); at least 16 characters. This or `admin_token_env`."""
+    admin_token_env: str | None = None
+    """Name of the environment variable holding that token, instead of `admin_token_file`."""
+    host: str = "127.0.0.1"
+    """The one address the proxy binds: the interface PRIME-RL's orchestrator reaches (its `admin_base_url` points
+    here). The default serves callers on this host only."""
     port: int = Field(8100, ge=0, le=65535)
     """Proxy port (0 picks a free one)."""
+    admin_tls_cert_file: Path | None = None
+    """TLS certificate chain (PEM): set, the proxy speaks HTTPS only, so the token never crosses the network in the
+    clear (`admin_base_url` then says `https://`)."""
+    admin_tls_key_file: Path | None = None
+    """Private key (PEM, unencrypted) of `admin_tls_cert_file`."""
     upstream_timeout_s: float = Field(720.0, gt=0)
     """Timeout of a forwarded call (PRIME-RL allows 720 s for `/update_weights`)."""
     max_body_bytes: int = Field(1 << 20, ge=1024)
@@ -60,6 +80,47 @@ class ProxyConfig(BaseModel):
     """Before forwarding a step that was built earlier, re-hash its files against the blake3 digests recorded when it
     was built (it may have been damaged on disk since); a damaged step is rebuilt. Costs one read of the checkpoint
     per `/update_weights` (docs/relay.md gives the rate)."""
+
+    @model_validator(mode="after")
+    def _token_and_tls(self) -> ProxyConfig:
+        load_admin_token(self)
+        if (self.admin_tls_cert_file is None) != (self.admin_tls_key_file is None):
+            raise ValueError(
+                f"admin_tls_cert_file = {self.admin_tls_cert_file} and admin_tls_key_file = "
+                f"{self.admin_tls_key_file}: give both (the proxy's certificate and its key) or neither"
+            )
+        fields = {"admin_tls_cert_file": self.admin_tls_cert_file, "admin_tls_key_file": self.admin_tls_key_file}
+        check_tls_files(fields, lambda: server_tls(self.admin_tls_cert_file, self.admin_tls_key_file, None))
+        return self
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def load_admin_token(config: ProxyConfig) -> str:
+    """The admin token from `admin_token_file` or `admin_token_env`; ValueError naming the field and the fix."""
+    file, env = config.admin_token_file, config.admin_token_env
+    if (file is None) == (env is None):
+        raise ValueError(
+            f"admin_token_file = {file} and admin_token_env = {env}: set exactly one. The admin routes accept only "
+            "callers presenting this token (PRIME-RL's orchestrator sends $VLLM_API_KEY); make one with "
+            "`openssl rand -hex 32`"
+        )
+    if file is not None:
+        try:
+            token, source = file.read_text().strip(), f"admin_token_file = '{file}'"
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(
+                f"admin_token_file = '{file}' cannot be read ({err}); give a file holding the token"
+            ) from None
+    else:
+        token, source = os.environ.get(env, "").strip(), f"admin_token_env = {env!r}"
+    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+        raise ValueError(
+            f"{source} gives a token of {len(token)} characters{' with spaces' if ' ' in token else ''}; use at "
+            f"least {MIN_TOKEN_CHARS} non-space characters, e.g. `openssl rand -hex 32`"
+        )
+    return token
 
 
 class RelayClientConfig(ClientConfig, ProxyConfig):
@@ -107,6 +168,7 @@ class Proxy:
 
     def __init__(self, config: ProxyConfig, fetcher: Fetcher):
         self.config, self.fetcher = config, fetcher
+        self._token = f"Bearer {load_admin_token(config)}".encode()
         self._session: aiohttp.ClientSession | None = None
         self._prefetch_failing: str | None = None  # the last prefetch failure, logged once until it changes
 
@@ -125,7 +187,22 @@ class Proxy:
         if self._session is not None:
             await self._session.close()
 
+    def _authorised(self, request: web.Request) -> bool:
+        """Every route but `GET /health` (a readiness probe) needs the orchestrator's token."""
+        if request.method in ("GET", "HEAD") and request.path == "/health":
+            return True
+        return hmac.compare_digest(request.headers.get("Authorization", "").encode("utf-8", "replace"), self._token)
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            peer = request.remote
+            logger.warning(f"refused {request.method} {request.path} from {peer}: missing or wrong admin token")
+            response = web.json_response(
+                {"error": "missing or wrong admin token: send `Authorization: Bearer <token>` with the token the "
+                 "relay client was given (admin_token_file or admin_token_env)"}, status=401,
+            )  # fmt: skip
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -134,7 +211,10 @@ class Proxy:
         try:
             if request.method == "POST" and request.path in REWRITES:
                 body, pinned = await self._materialise(request.path, body)
-            return await self._forward(request, body)
+            response = await self._forward(request, body)
+            if pinned is not None and request.path == "/update_weights" and 200 <= response.status < 300:
+                self.fetcher.mark_served(pinned)  # from now on nothing published before it is handed to vLLM
+            return response
         except HttpError as err:
             return _error(err.status, str(err))
         finally:
@@ -174,6 +254,8 @@ class Proxy:
         except TimeoutError as err:
             raise HttpError(504, str(err)) from err
         except (RelayError, DecodeError, ManifestError, ProtocolError) as err:
+            # Nothing reaches vLLM: it keeps the weights it has. Refused (forged, replayed) is a 502 too: PRIME-RL
+            # retries, and an honest relay answering again ends the outage.
             raise HttpError(502, f"cannot materialise step {step}: {err}") from err
 
     async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
@@ -200,7 +282,8 @@ class Proxy:
             raise HttpError(502, f"upstream {self.config.upstream} unreachable: {type(err).__name__}: {err}") from err
 
     def serve(self) -> Served:
-        return serve_in_thread(self.app(), self.config.host, self.config.port, "relay-proxy-http")
+        tls = server_tls(self.config.admin_tls_cert_file, self.config.admin_tls_key_file, None)
+        return serve_in_thread(self.app(), self.config.host, self.config.port, "relay-proxy-http", tls)
 
     def run(self, stop: threading.Event) -> None:
         server = self.serve()

@@ -117,7 +117,9 @@ def test_versions_ship_through_the_relay_bit_exact(demo_run, tmp_path):
     with origin, AdminStandIn() as vllm:
         client, proxy = start_client(origin_url, vllm.url, tmp_path / "store", tmp_path / "client.log")
         with client:
-            result = realtime(*args, "--cadence.cycles", "2", "--ship.admin-urls", proxy)
+            token = tmp_path / "keys" / "admin.token"  # the token start_client gave the proxy
+            result = realtime(*args, "--cadence.cycles", "2", "--ship.admin-urls", proxy,
+                              "--ship.admin-token-file", str(token))  # fmt: skip
             assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((state / "report.json").read_text())
     shipped = [c["version"] for c in report["history"][1:] if c["shipped"]]

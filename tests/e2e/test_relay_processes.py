@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.relay_pki import ADMIN_TOKEN
 from tests.support.relay_procs import REPO, Tap, http, start_client, start_origin, wait_until
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
@@ -206,7 +208,8 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             bad_length = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
             assert _raw(proxy, bad_length).split(b" ")[1] == b"400"
             # A chunked body is read like any other: here it is empty, so not JSON.
-            chunked = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            chunked = (b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                       + f"Authorization: Bearer {ADMIN_TOKEN}\r\n\r\n0\r\n\r\n".encode())  # fmt: skip
             answer = _raw(proxy, chunked + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert answer.split(b" ")[1] == b"400" and b"JSON object" in answer
             assert vllm.updates() == []
@@ -251,6 +254,36 @@ def test_cli_names_the_bad_option(tmp_path):
             check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
         )  # fmt: skip
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_keygen_and_the_key_and_token_options_name_the_fix(tmp_path):
+    def relay(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "composer_prime", "relay", *args], check=False,
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env={**os.environ, "RELAY_TOKEN": ADMIN_TOKEN})  # fmt: skip
+
+    keys = ["--private-key-file", str(tmp_path / "k"), "--public-key-file", str(tmp_path / "k.pub")]
+    done = relay("keygen", *keys)
+    assert done.returncode == 0 and "signing_key_file" in done.stdout, done.stderr
+    assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
+    assert b"BEGIN PUBLIC KEY" in (tmp_path / "k.pub").read_bytes()
+    done = relay("keygen", *keys)
+    assert done.returncode == 2 and "never replaces a key" in done.stderr
+    (tmp_path / "not-a-key").write_text("hello")
+    origin = ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d")]
+    client = ["client", "--servers", "http://127.0.0.1:1", "--upstream", "http://127.0.0.1:2", "--store-dir",
+              str(tmp_path / "s"), "--verify-key-file", str(tmp_path / "k.pub")]  # fmt: skip
+    for args, message in [
+        (origin, "--signing-key-file\n  Field required"),
+        (origin + ["--signing-key-file", str(tmp_path / "not-a-key")], "is not an unencrypted PEM private key"),
+        (origin + ["--signing-key-file", str(tmp_path / "k.pub")], "is not an unencrypted PEM private key"),
+        (client, "admin_token_file = None and admin_token_env = None: set exactly one"),
+        (client[:-1] + [str(tmp_path / "k"), "--admin-token-env", "RELAY_TOKEN"], "is not a PEM public key"),
+        (client + ["--admin-token-env", "RELAY_TOKEN", "--tls-ca-file", str(tmp_path / "k.pub")],
+         "tls_ca_file = '" + str(tmp_path / "k.pub") + "' is set but servers"),
+    ]:  # fmt: skip
+        done = relay(*args)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
 
 
 def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):
@@ -368,7 +401,8 @@ def test_a_caller_that_hangs_up_after_the_status_line_is_not_an_upstream_failure
                 port = int(proxy.rsplit(":", 1)[1])
                 for _ in range(20):
                     with socket.create_connection(("127.0.0.1", port), timeout=10) as caller:
-                        caller.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                        auth = f"Authorization: Bearer {ADMIN_TOKEN}\r\n".encode()
+                        caller.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n")
                         assert caller.recv(64).startswith(b"HTTP/1.1 200")
                 status, body = http("GET", proxy + "/v1/models")
                 assert status == 200 and len(body) == 1 << 22

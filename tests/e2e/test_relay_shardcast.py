@@ -8,6 +8,7 @@ import pytest
 
 from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.origin import Origin, OriginConfig
+from tests.support.relay_pki import signing_keys
 from tests.support.relay_procs import free_port, http, wait_until
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
@@ -36,10 +37,11 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
     from shardcast.middle_node import MiddleNode
 
     steps = make_run(tmp_path / "run", 3, max_shard_bytes=200_000)
+    private, public = signing_keys(tmp_path / "keys")
     origin = Origin(
         OriginConfig(
             output_dir=tmp_path / "run", data_dir=tmp_path / "pub", host="127.0.0.1", port=0,
-            keyframe_interval=2, shard_size=16384,
+            keyframe_interval=2, shard_size=16384, signing_key_file=private,
         )
     )  # fmt: skip
     for step in origin.pending():
@@ -50,7 +52,11 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
     try:
         wait_until(lambda: (tmp_path / "middle" / "v3").is_dir(), 30, "the relay to mirror v3")
         # The relay lists a version before it has all its shards: the client's bounded retries ride that out.
-        fetcher = Fetcher(ClientConfig(servers=[f"http://127.0.0.1:{port}"], store_dir=tmp_path / "store"))
+        # The relay is not trusted: the client checks the origin's signature on what it relays.
+        config = ClientConfig(
+            servers=[f"http://127.0.0.1:{port}"], store_dir=tmp_path / "store", verify_key_file=public
+        )
+        fetcher = Fetcher(config)
         built = fetcher.ensure_step(3)
         assert dir_digests(built) == dir_digests(steps[3])
     finally:

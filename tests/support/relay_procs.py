@@ -1,7 +1,11 @@
 """Run `composer-prime relay origin|client` as real subprocesses on 127.0.0.1, plus a tap between them.
 
 The tap is a pass-through HTTP server in front of the origin that logs every path it serves and can damage chosen
-responses (flip a byte, cut one short), hide versions, or slow shards down like a thin WAN link.
+responses (flip a byte, cut one short), rewrite them (a man in the middle), hide versions, or slow shards down like a
+thin WAN link; its upstream can be switched (an attacker taking over the origin's address).
+
+Origins sign with, and clients trust, the key pair in the folder above their data / store dir (`relay_pki`); clients
+take `ADMIN_TOKEN`, which `http` sends unless told otherwise (`token=None` sends none).
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from pathlib import Path
 from typing import Self
 
 from composer_prime.smoke.services import Service, free_port
+from tests.support.relay_pki import ADMIN_TOKEN, admin_token_file, signing_keys
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def http(method: str, url: str, body: bytes | dict | None = None, timeout: float = 60.0) -> tuple[int, bytes]:
+def http(
+    method: str, url: str, body: bytes | dict | None = None, timeout: float = 60.0, token: str | None = ADMIN_TOKEN
+) -> tuple[int, bytes]:
     data = json.dumps(body).encode() if isinstance(body, dict) else body
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read()
@@ -73,8 +81,9 @@ class RelayProcess(Service):
 
 def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tuple[RelayProcess, str]:
     port = free_port()
+    private, _ = signing_keys(data_dir.parent / "keys")
     args = ["origin", "--output-dir", str(output_dir), "--data-dir", str(data_dir), "--host", "127.0.0.1",
-            "--port", str(port), "--poll-interval-s", "0.1"]  # fmt: skip
+            "--port", str(port), "--poll-interval-s", "0.1", "--signing-key-file", str(private)]  # fmt: skip
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
@@ -85,8 +94,10 @@ def start_client(
     servers: str, upstream: str, store_dir: Path, log: Path, *flags: str, **options
 ) -> tuple[RelayProcess, str]:
     port = free_port()
+    _, public = signing_keys(store_dir.parent / "keys")
     args = ["client", "--servers", servers, "--upstream", upstream, "--store-dir", str(store_dir),
-            "--host", "127.0.0.1", "--port", str(port), *flags]  # fmt: skip
+            "--host", "127.0.0.1", "--port", str(port), "--verify-key-file", str(public),
+            "--admin-token-file", str(admin_token_file(store_dir.parent / "keys")), *flags]  # fmt: skip
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
@@ -100,6 +111,7 @@ class Tap:
         self.upstream = upstream
         self.served: list[str] = []
         self.damage: dict[str, list[str]] = {}  # path -> actions for its next responses: "flip", "truncate"
+        self.rewrite: dict[str, Callable[[bytes], bytes]] = {}  # path -> what a man in the middle serves instead
         self.hidden_versions: set[int] = set()
         self.shard_delay_s = 0.0
         self._lock = threading.Lock()
@@ -131,6 +143,8 @@ class Tap:
                     action = actions.pop(0) if actions else None
                 if path.endswith(".bin") and "/" in path:
                     time.sleep(tap.shard_delay_s)
+                if path in tap.rewrite:
+                    data = tap.rewrite[path](data)
                 if action == "flip":
                     data = bytes([data[0] ^ 0xFF]) + data[1:]
                 elif action == "truncate":

@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from safetensors.torch import save_file
 
 from composer_prime.relay import checkpoint, protocol
 from composer_prime.relay.manifest import ManifestError, checkpoint_digest, frame_manifest, parse_manifest
 from composer_prime.relay.origin import Origin, OriginConfig
+from tests.support.relay_pki import signing_keys
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
+
+KEY = Ed25519PrivateKey.generate()
+PUBLIC = KEY.public_key()
 
 
 def _decode(manifest, kind: str, version_dir: Path, base_dir: Path | None, out: Path) -> dict[str, str]:
@@ -56,12 +61,13 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
     )
     base = protocol.Base(0, old, "0" * 64)
     manifest, listed = protocol.encode_version(
-        new, 1, base, keyframe=True, out_root=tmp_path / "pub", shard_size=4096, chunk_elements=5000, level=3
-    )
+        new, 1, base, keyframe=True, out_root=tmp_path / "pub", shard_size=4096, chunk_elements=5000, level=3,
+        key=KEY, sequence=1,
+    )  # fmt: skip
     assert [s.kind for s in manifest.sections] == ["delta", "full"]
     version = tmp_path / "pub" / "v1"
     assert listed.num_shards == len(list(version.iterdir())) == len(manifest.shards) + 1
-    assert parse_manifest((version / protocol.shard_name(listed.num_shards)).read_bytes()) == manifest
+    assert parse_manifest((version / protocol.shard_name(listed.num_shards)).read_bytes(), PUBLIC) == manifest
     delta = manifest.section("delta")
     tensors = {t.name: t for f in delta.files for t in f.tensors}
     assert tensors["w"].changed == 10 and len(tensors["w"].chunks) == 5  # 21000 elements in chunks of 5000
@@ -76,7 +82,7 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
 def test_wrong_base_is_caught_per_tensor(tmp_path):
     steps = make_run(tmp_path / "run", 2, lr=1e-5)
     manifest, _ = protocol.encode_version(
-        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3
+        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1
     )
     with pytest.raises(checkpoint.DecodeError, match="does not match its published digest"):
         _decode(manifest, "delta", tmp_path / "pub" / "v2", steps[0], tmp_path / "out")
@@ -84,8 +90,8 @@ def test_wrong_base_is_caught_per_tensor(tmp_path):
 
 def test_manifest_framing_detects_damage(tmp_path):
     steps = make_run(tmp_path / "run", 0)
-    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3)
-    framed = frame_manifest(manifest)
+    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1)
+    framed = frame_manifest(manifest, KEY)
     assert (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes() == framed
     middle = len(framed) // 2
     for bad, message in [
@@ -95,7 +101,7 @@ def test_manifest_framing_detects_damage(tmp_path):
         (b"", "not a"),
     ]:
         with pytest.raises(ManifestError, match=message):
-            parse_manifest(bad)
+            parse_manifest(bad, PUBLIC)
 
 
 def test_listing_is_shardcast_compatible():
@@ -118,6 +124,12 @@ def test_listing_is_shardcast_compatible():
         protocol.parse_distribution("v1: " + "a" * 64 + "|1\nv2: nonsense\n")
 
 
+def public_key(tmp_path: Path):
+    from composer_prime.relay.signing import load_verify_key
+
+    return load_verify_key(signing_keys(tmp_path / "keys")[1], "verify_key_file")
+
+
 def _origin(tmp_path: Path, **overrides) -> Origin:
     config = {
         "output_dir": tmp_path / "run",
@@ -127,6 +139,7 @@ def _origin(tmp_path: Path, **overrides) -> Origin:
         "keyframe_interval": 3,
         "keep_keyframes": 1,
         "shard_size": 4096,
+        "signing_key_file": signing_keys(tmp_path / "keys")[0],
     }
     return Origin(OriginConfig(**{**config, **overrides}))
 
@@ -145,7 +158,9 @@ def test_origin_keyframe_cadence_retention_and_restart(tmp_path):
     listing = protocol.parse_distribution((tmp_path / "pub" / "distribution.txt").read_text())
     assert sorted(listing) == [3, 4]  # keep_keyframes=1: the latest keyframe (v3) onward
     manifests = {
-        step: parse_manifest((tmp_path / "pub" / f"v{step}" / protocol.shard_name(entry.num_shards)).read_bytes())
+        step: parse_manifest(
+            (tmp_path / "pub" / f"v{step}" / protocol.shard_name(entry.num_shards)).read_bytes(), public_key(tmp_path)
+        )
         for step, entry in listing.items()
     }
     assert {step: m.keyframe for step, m in manifests.items()} == {3: True, 4: False}
@@ -162,7 +177,7 @@ def test_origin_skips_a_step_the_trainer_deleted(tmp_path):
     assert origin.publish(1) is None
     origin.publish(2)
     manifest_shard = max((tmp_path / "pub" / "v2").iterdir())
-    assert parse_manifest(manifest_shard.read_bytes()).section("delta").base_step == 0
+    assert parse_manifest(manifest_shard.read_bytes(), public_key(tmp_path)).section("delta").base_step == 0
 
 
 def test_origin_refuses_an_output_dir_that_does_not_exist(tmp_path):
@@ -171,6 +186,26 @@ def test_origin_refuses_an_output_dir_that_does_not_exist(tmp_path):
 
     from composer_prime.relay.origin import OriginConfig
 
+    key, _ = signing_keys(tmp_path / "keys")
     with pytest.raises(pydantic.ValidationError, match="is not an existing directory; give PRIME-RL's output_dir"):
-        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data")
-    assert OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data").output_dir == tmp_path
+        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key)
+    assert OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key).output_dir == tmp_path
+
+
+def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):
+    """After a key rotation, clients holding the new public key would refuse every version signed with the old one:
+    the origin withdraws them and starts a new keyframe chain under the new key."""
+    from composer_prime.relay.signing import load_verify_key
+
+    make_run(tmp_path / "run", 2)
+    origin = _origin(tmp_path)
+    for step in origin.pending()[:2]:
+        origin.publish(step)
+    new_private, new_public = signing_keys(tmp_path / "new-keys")
+    origin = _origin(tmp_path, signing_key_file=new_private)
+    assert origin.listing == {} and origin.pending() == [0, 1, 2]
+    origin.publish(0)  # a keyframe (no base), signed with the new key
+    listed = origin.listing[0]
+    shard = (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes()
+    manifest = parse_manifest(shard, load_verify_key(new_public, "verify_key_file"))
+    assert manifest.keyframe and manifest.section("delta") is None

@@ -19,7 +19,8 @@ show equal to it in value and gradient. The table says which one ran.
 
 Arms (`--arms`, default all but `full-coef0.5`): grpo; hints (RLVR + targeted hints); replay (RLVR + replay); full
 (both, hints on and the defaults of ComposerLossConfig); whole (opsd-style: the hint as a system prefix, every step of
-a failed trace scored, per-token weight); full with hint_coef 0.05/0.15 (0.5 on request: it lost to `full` on every
+a failed trace scored, per-token weight); full with hint_coef 0.01/0.05/0.15 (0.01: the ungated
+reference for the gated arms, whose gate is 1/2 at a gap of 0; 0.5 on request: it lost to `full` on every
 seed of the earlier table, docs/evidence.md); full with 1 or 4 targets per trace; hints and full with SDAR's sigmoid
 gate on the hint term (`-gated`) and with sibling hints, a solved trace of the group lending its step to the failed
 ones (`-sibling`). All arms of a seed start from the
@@ -74,7 +75,8 @@ class Arm:
     gate: bool = False
     """SDAR's sigmoid gate on the hint term (`hint_gate = "sigmoid"`, alpha 1)."""
     siblings: bool = False
-    """Sibling hints (`hints.siblings`): a solved trace of the group lends its step to the failed ones."""
+    """Sibling hints (`hints.siblings`, one target per failed trace beside its own): a solved trace of the group lends
+    its line for the step to the failed ones."""
 
 
 ARMS = {
@@ -87,6 +89,7 @@ ARMS = {
         Arm("whole", hints=True, whole=True),
         Arm("full-coef0.05", hints=True, replay=True, hint_coef=0.05),
         Arm("full-coef0.15", hints=True, replay=True, hint_coef=0.15),
+        Arm("full-coef0.01", hints=True, replay=True, hint_coef=0.01),
         Arm("full-coef0.5", hints=True, replay=True, hint_coef=0.5),
         Arm("full-targets1", hints=True, replay=True, targets=1),
         Arm("full-targets4", hints=True, replay=True, targets=4),
@@ -264,7 +267,8 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
             )
             return [s for group_stats in found for s in group_stats]
 
-        stats = [*stats, *asyncio.run(siblings())]
+        sibling_stats = asyncio.run(siblings())
+        stats = [*stats, *sibling_stats]
     for group in groups:
         for trace, values in zip(group, group_advantages(group, algo), strict=True):
             assign_advantages(trace, values)
@@ -295,6 +299,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
         "reward": sum(float(t.reward) for t in traces) / len(traces),
         "hint_tokens": float(sum(s.tokens for s in stats)),
         "hint_targets": float(sum(s.targets for s in stats)),
+        "sibling_targets": float(sum(s.targets for s in sibling_stats)) if algo.hints.siblings else 0.0,
         "rl_tokens": float(total),
     }
 
@@ -348,7 +353,7 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
     teacher_rng = random.Random(f"teacher/{seed}")
     generator = torch.Generator().manual_seed(seed)
     curve = [(0, task.accuracy(policy, eval_set))]
-    totals = {"hint_tokens": 0.0, "hint_targets": 0.0, "rl_tokens": 0.0}
+    totals = {"hint_tokens": 0.0, "hint_targets": 0.0, "sibling_targets": 0.0, "rl_tokens": 0.0}
     rewards: list[float] = []
     start = time.perf_counter()
     for step in range(1, settings.steps + 1):
@@ -361,7 +366,8 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
         if step % settings.eval_every == 0 or step == settings.steps:
             curve.append((step, task.accuracy(policy, eval_set)))
     return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "train_reward": rewards, "totals": totals,
-            "algo": algo.model_dump(include={"hints": {"enabled", "max_targets_per_trace", "placement"},
+            "algo": algo.model_dump(include={"hints": {"enabled", "max_targets_per_trace", "placement", "siblings",
+                                                       "sibling_targets_per_trace"},
                                              "replay": {"enabled", "replay_coef"}}),
             "loss_kwargs": loss[1], "seconds": time.perf_counter() - start}  # fmt: skip
 

@@ -39,6 +39,7 @@ def figures(run: dict[str, Any], steps: int) -> dict[str, Any]:
         "final": curve[-1][1],
         "auc": 100 * sum(gains) / len(gains),
         "hint_share": totals["hint_tokens"] / totals["rl_tokens"] if totals["rl_tokens"] else 0.0,
+        "sibling_share": totals.get("sibling_targets", 0.0) / totals["hint_targets"] if totals["hint_targets"] else 0.0,
         "steps": steps,
     }
 
@@ -81,7 +82,8 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
     summary: dict[str, dict[str, Any]] = {}
     header = (
         "| arm | loss | steps to +10 pts | steps to +20 pts | speedup to +20 vs GRPO | final acc % | "
-        "Δ final vs GRPO (pts) | AUC (pts) | Δ AUC vs GRPO (pts) | Δ AUC vs replay (pts) | hint tokens / rl tokens |"
+        "Δ final vs GRPO (pts) | AUC (pts) | Δ AUC vs GRPO (pts) | Δ AUC vs replay (pts) | hint tokens / rl tokens | "
+        "sibling share of hint targets |"
     )
     replay = by_arm.get("replay")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -102,7 +104,8 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
             f"{_ms([r['final'] for r in runs], 100)} | {'—' if name == 'grpo' else _ms(d_final, 100)} | "
             f"{_ms([r['auc'] for r in runs])} | {'—' if name == 'grpo' else _ms(d_auc)} | "
             f"{'—' if name == 'replay' or not replay else _ms(d_replay)} | "
-            f"{statistics.fmean(r['hint_share'] for r in runs):.3f} |"
+            f"{statistics.fmean(r['hint_share'] for r in runs):.3f} | "
+            f"{statistics.fmean(r['sibling_share'] for r in runs):.3f} |"
         )
     warm = [w["accuracy"] for w in results["warm_start"]]
     reading = {case: [w["hint_reading"][case] for w in results["warm_start"]] for case in READING}

@@ -55,8 +55,10 @@ class ComposerLossConfig(BaseModel):
     so tokens the hint-conditioned policy endorses (ref above trainer) are distilled strongly and tokens it rejects
     are softly attenuated; the policy-gradient term is untouched."""
 
-    hint_gate_alpha: float = Field(1.0, gt=0)
-    """Sharpness of the sigmoid gate, per nat of hint gap (`hint_gate = "sigmoid"`)."""
+    hint_gate_alpha: float = Field(1.0, gt=0, allow_inf_nan=False)
+    """Sharpness of the sigmoid gate, per nat of hint gap (`hint_gate = "sigmoid"`; ignored otherwise). The gate is 1/2
+    at a gap of 0, so at the same `hint_coef` the gated channel runs at about half the strength of the ungated one
+    where gaps are small: compare gated arms with an ungated one at half the coefficient (docs/evidence.md)."""
 
     hint_mask_low: float = Field(0.2, ge=0)
     """Hint trust region, downward: a hint token whose reference is below the trainer is dropped once

@@ -79,12 +79,16 @@ class HintConfig(_Section):
     siblings: bool = False
     """Also hint failed traces from a successful sibling of their group (SDPO's implicit feedback, Hübotter et al.,
     arXiv 2601.20802; `composer_prime/algorithm/siblings.py`): in a group where some trace reached
-    `sibling_min_reward`, each trace below it gets targets on its latest untargeted steps (up to
-    `max_targets_per_trace` with its other targets), the hint being what the sibling did (its diff,
+    `sibling_min_reward`, each trace below it gets `sibling_targets_per_trace` more targets on its latest steps that
+    hold no hint yet, beside its own (teacher and evidence) targets, the hint being what the sibling did (its diff,
     `trace.info["patch"]`, else its message at the same turn). A group without a success keeps the other sources
-    only. Scored at group time, after the episodes' own hints; its share is `composer/algo/hint/sibling_targets`."""
+    only. Scored at group time, after the episodes' own hints, under its own `score_timeout_s` deadline (so a dead pool
+    can hold a group up to twice that); its share is `composer/algo/hint/sibling_targets` over all targets."""
 
-    sibling_min_reward: float = 1.0
+    sibling_targets_per_trace: int = Field(1, ge=1, le=64)
+    """Sibling-hint targets per failed trace, on top of `max_targets_per_trace`."""
+
+    sibling_min_reward: float = Field(1.0, allow_inf_nan=False)
     """The reward at or above which a trace counts as a success for `siblings` (1.0: solved)."""
 
     placement: Literal["before_target", "system_prefix"] = "before_target"

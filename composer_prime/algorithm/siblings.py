@@ -7,16 +7,18 @@ templates (`hints.py`), with the same targets, prefill scoring and loss term:
 
 1. Success is known only when the whole group is in, so sibling hints are chosen at group time, after every
    episode's own hints were scored (`HintScoring.siblings`, called by the algorithm's `score_group`).
-2. In a group where some trace reached `hints.sibling_min_reward`, each trace below it gets targets on its latest
-   sampled steps that hold no reference yet (never summary turns), up to `hints.max_targets_per_trace` with the
-   targets it already has. Its donor is one of the successes (spread over them by position in the group).
+2. In a group where some trace reached `hints.sibling_min_reward`, each trace below it gets up to
+   `hints.sibling_targets_per_trace` targets on its latest sampled steps that hold no reference yet (never summary
+   turns), beside the targets its own hints took. Its donor is one of the successes (spread over them by position).
 3. The hint text is the `sibling` template filled with what the donor did: its diff (`trace.info["patch"]`, what
    coding tasksets record) when it has one, else its own sampled message at the same turn (else its last: its text
-   and its tool calls as `name({arguments})`), trimmed to `hints.max_hint_chars`.
+   and its tool calls as `name({arguments})`), cut at a line end to fit `hints.max_hint_chars` with the template
+   (`head`: a diff keeps its header and first hunks in order), made once per donor and reused.
 4. A group without a success gets none: the other sources stand alone.
 
-Each trace records `composer/algo/hint/sibling_targets` (sibling targets scored), so the channel's share is that over
-`composer/algo/hint/targets` plus it.
+Each trace records `composer/algo/hint/sibling_targets` (sibling targets scored; the channel's share is that over
+`composer/algo/hint/targets` plus it), `sibling_tokens`, `sibling_prefill_tokens` and `sibling_new_tokens` (its
+prefill cost), and `sibling_skipped/<reason>`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from composer_prime.algorithm.config import HintConfig
 from composer_prime.algorithm.hints import HintStats, HintTarget, score_targets
-from composer_prime.evidence import Step, message_text, steps, tool_calls, trim
+from composer_prime.evidence import Step, message_text, steps, tool_calls
 
 METRIC = "composer/algo/hint/sibling_targets"
 
@@ -66,17 +68,35 @@ def sibling_targets(traces: list[Any], rewards: list[float], config: HintConfig)
     if not successes:
         return chosen
     template = config.template("sibling")
+    room = max(config.max_hint_chars - len(template.replace("{detail}", "")), 64)
+    texts: dict[tuple[int, int], str] = {}
     for k, (trace, reward) in enumerate(zip(traces, rewards, strict=True)):
         if reward >= config.sibling_min_reward:
             continue
-        donor = traces[successes[k % len(successes)]]
-        have = sum(1 for node in trace.nodes if node.reference_logprobs is not None)
-        for step in open_steps(trace)[: max(config.max_targets_per_trace - have, 0)]:
-            detail = donor_detail(donor, step.turn)
-            if detail:
-                text = trim(template.format(detail=detail), config.max_hint_chars)
-                chosen[k].append(HintTarget(step.node, "sibling", text))
+        donor = successes[k % len(successes)]
+        for step in open_steps(trace)[: config.sibling_targets_per_trace]:
+            key = (donor, -1 if _patch(traces[donor]) else step.turn)
+            if key not in texts:
+                texts[key] = template.format(detail=head(donor_detail(traces[donor], step.turn), room))
+            if texts[key] != template.format(detail=""):
+                chosen[k].append(HintTarget(step.node, "sibling", texts[key]))
     return chosen
+
+
+def head(detail: str, limit: int) -> str:
+    """`detail` cut to its first `limit` characters at a line end, saying how much was left out: a diff keeps its
+    header, its file names and its first hunks in order (the evidence `trim` reorders failing lines first)."""
+    if len(detail) <= limit:
+        return detail
+    marker = "\n[... {} more characters]"
+    cut = detail[: limit - len(marker) - 8]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return cut + marker.format(len(detail) - len(cut))
+
+
+def _patch(trace: Any) -> bool:
+    patch = (getattr(trace, "info", None) or {}).get("patch")
+    return isinstance(patch, str) and bool(patch.strip())
 
 
 async def annotate_siblings(
@@ -100,5 +120,8 @@ async def annotate_siblings(
     )
     for trace, stats in zip(traces, results, strict=True):
         trace.metrics[METRIC] = float(stats.targets)
+        trace.metrics["composer/algo/hint/sibling_tokens"] = float(stats.tokens)
+        trace.metrics["composer/algo/hint/sibling_prefill_tokens"] = float(stats.prefill_tokens)
+        trace.metrics["composer/algo/hint/sibling_new_tokens"] = float(stats.new_tokens)
         trace.metrics.update({f"composer/algo/hint/sibling_skipped/{r}": float(n) for r, n in stats.skipped.items()})
     return list(results)

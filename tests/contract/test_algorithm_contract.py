@@ -299,7 +299,7 @@ def test_sibling_hints_through_prime_rl_hooks_reach_the_failed_traces_samples(ve
     from pydantic import TypeAdapter
 
     config = TypeAdapter(AlgoConfig).validate_python(
-        {"type": "composer", "hints": {"siblings": True, "max_targets_per_trace": 3}, "replay": {"enabled": False}}
+        {"type": "composer", "hints": {"siblings": True, "sibling_targets_per_trace": 2}, "replay": {"enabled": False}}
     )
     scorer = Scorer()
     algorithm = build_algorithm(config, scorer)
@@ -316,8 +316,8 @@ def test_sibling_hints_through_prime_rl_hooks_reach_the_failed_traces_samples(ve
     targeted = [
         [n for n, node in enumerate(t.nodes) if node.reference_logprobs is not None] for t in episodes_of(episodes)
     ]
-    # each trace's own evidence target (the failed tool call, node 2); the failing one also its two latest
-    # non-summary steps (node 9, the finish after the summary, and node 4)
+    # each trace's own evidence target (the failed tool call, node 2); the failing one also, beside it, its two latest
+    # non-summary steps without a hint (node 9, the finish after the summary, and node 4)
     assert targeted == [[2], [2, 4, 9]]
     assert len(scorer.requests) == 4
     assert failing.metrics["composer/algo/hint/sibling_targets"] == 2.0

@@ -38,19 +38,26 @@ def run(traces, rewards, config):
 
 def test_failed_traces_of_a_group_with_a_success_get_its_diff_as_their_hint():
     good, bad, partly = solved(), five_step_trace(), five_step_trace()
-    partly.nodes[2].reference_logprobs = [-0.1] * 3  # an evidence hint the episode already scored
-    config = HintConfig(siblings=True, max_targets_per_trace=2)
+    partly.nodes[10].reference_logprobs = [-0.1] * 3  # its latest step holds a hint of its own already
+    partly.nodes[2].reference_logprobs = [-0.1] * 3
+    config = HintConfig(siblings=True, max_targets_per_trace=2, sibling_targets_per_trace=2)
     stats, rendered = run([good, bad, partly], [1.0, 0.0, 0.5], config)
-    # bad: its two latest steps (finish at node 10, the failed run at node 8); partly: one slot left, its latest step
-    assert [s.targets for s in stats] == [0, 2, 1]
+    # beside their own targets (their budget does not count): bad its two latest steps (finish at node 10, the
+    # failed run at node 8); partly its two latest steps without a hint (8, 6)
+    assert [s.targets for s in stats] == [0, 2, 2]
     assert [n for n, node in enumerate(bad.nodes) if node.reference_logprobs is not None] == [8, 10]
-    assert [n for n, node in enumerate(partly.nodes) if node.reference_logprobs is not None] == [2, 10]
+    assert [n for n, node in enumerate(partly.nodes) if node.reference_logprobs is not None] == [2, 6, 8, 10]
     assert all(node.reference_logprobs is None for node in good.nodes)
     expected = "Another attempt at this same task succeeded. What it did:\n" + PATCH
-    assert rendered == [expected] * 3
-    assert [t.metrics[METRIC] for t in (good, bad, partly)] == [0.0, 2.0, 1.0]
+    assert rendered == [expected] * 4
+    assert [t.metrics[METRIC] for t in (good, bad, partly)] == [0.0, 2.0, 2.0]
+    assert bad.metrics["composer/algo/hint/sibling_tokens"] == 6.0  # 2 targets x 3 sampled tokens
+    assert bad.metrics["composer/algo/hint/sibling_prefill_tokens"] > 0
     # the references are the target messages' sampled tokens only
     assert bad.nodes[8].reference_logprobs == [-0.25] * 3
+    # the default budget is one sibling target per failed trace
+    stats, _ = run([solved(), five_step_trace()], [1.0, 0.0], HintConfig(siblings=True))
+    assert [s.targets for s in stats] == [0, 1]
 
 
 def test_a_group_without_a_success_gets_none_and_the_switch_is_off_by_default():
@@ -64,7 +71,7 @@ def test_a_group_without_a_success_gets_none_and_the_switch_is_off_by_default():
     # a lower bar for success makes the 0.5 trace the donor (its steps are tool calls only)
     assert donor_detail(five_step_trace(), 4) == "finish({})"
     assert [len(t) for t in sibling_targets([five_step_trace(), five_step_trace()], [0.5, 0.0],
-                                             HintConfig(siblings=True, sibling_min_reward=0.5))] == [0, 2]  # fmt: skip
+                                             HintConfig(siblings=True, sibling_min_reward=0.5))] == [0, 1]  # fmt: skip
 
 
 def test_without_a_diff_the_donor_lends_its_message_at_the_same_turn():
@@ -83,16 +90,33 @@ def test_without_a_diff_the_donor_lends_its_message_at_the_same_turn():
     assert donor_detail(donor, 1) == "then I wrote the loop"
     assert donor_detail(donor, 7) == "then I wrote the loop"  # past its last turn: its last message
     assert donor_detail(solved(), 0) == PATCH
-    config = HintConfig(siblings=True, max_targets_per_trace=1, templates={"sibling": "Try: {detail}"})
+    config = HintConfig(siblings=True, templates={"sibling": "Try: {detail}"})
     [[], [target]] = sibling_targets([donor, five_step_trace()], [1.0, 0.0], config)
     assert target.kind == "sibling" and target.node == 10 and target.text == "Try: then I wrote the loop"
 
 
-def test_summary_turns_are_never_targets_and_long_donors_are_trimmed():
+def test_summary_turns_are_never_targets_and_long_diffs_keep_their_head_in_order():
     from tests.unit.test_algorithm import compacted_trace
 
-    config = HintConfig(siblings=True, max_targets_per_trace=8, max_hint_chars=200)
-    [[], targets] = sibling_targets([solved("x" * 5000), compacted_trace()], [1.0, 0.0], config)
-    assert 9 not in [t.node for t in targets]  # node 9 is the summary turn
-    assert [t.node for t in targets] == [11, 6, 4, 2]
-    assert all(len(t.text) <= 200 for t in targets)
+    config = HintConfig(siblings=True, sibling_targets_per_trace=8, max_hint_chars=300)
+    hunks = "".join(
+        f"@@ -{k},2 +{k},2 @@\n-    old_{k}()\n+    raise ValueError('n must be positive {k}')\n" for k in range(200)
+    )
+    diff = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n" + hunks
+    [[], targets] = sibling_targets([solved(diff), compacted_trace()], [1.0, 0.0], config)
+    assert [t.node for t in targets] == [11, 6, 4, 2]  # node 9, the summary turn, is not one
+    text = targets[0].text
+    assert len(text) <= 300 and all(t.text == text for t in targets)
+    assert text.startswith("Another attempt at this same task succeeded. What it did:\ndiff --git a/m.py b/m.py\n")
+    assert "@@ -0,2 +0,2 @@\n-    old_0()\n" in text  # the first hunk whole, in order
+    left = len(diff.strip()) - len(text.split("What it did:\n", 1)[1].split("\n[... ")[0])
+    assert text.endswith(f"\n[... {left} more characters]")
+
+
+def test_bad_settings_are_refused_naming_them():
+    import pytest
+    from pydantic import ValidationError
+
+    for bad in ({"sibling_min_reward": float("nan")}, {"sibling_targets_per_trace": 0}):
+        with pytest.raises(ValidationError, match=next(iter(bad))):
+            HintConfig(siblings=True, **bad)

@@ -239,6 +239,7 @@ class PrimeRL:
 
 def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]]:
     """The bundles of the journal at `path` after `after`: (bundles handed in all, their sessions, their counts)."""
+    from composer_prime.realtime import durable
     from composer_prime.realtime.source import BundleData, Journal
 
     journal = Journal(path)
@@ -246,7 +247,7 @@ def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]
     episodes: list[Any] = []
     counts: Counter = Counter()
     for seq in range(after + 1, handed + 1):
-        data = BundleData.model_validate_json(journal.bundle_path(seq).read_text())
+        data = durable.load(BundleData, journal.bundle_path(seq))
         episodes.extend(data.sessions)
         counts.update(data.counts)
     return handed, episodes, dict(counts)

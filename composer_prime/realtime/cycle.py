@@ -29,8 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from composer_prime.atomic import write_atomic
-from composer_prime.realtime import monitors
+from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.join import Episode, assign_advantages, build_episodes
 from composer_prime.realtime.pii import load_hooks
@@ -74,17 +73,13 @@ def cycle_dir(state_dir: Path, n: int) -> Path:
     return state_dir / "cycles" / f"{n:06d}"
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
 def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
     """Read the spool after cycle n-1's cursor; build cycle n's episodes (with those cycle n-1 carried over)."""
     previous = cycle_dir(config.state_dir, n - 1) / "batch.json"
     carried: list[Episode] = []
     cursor = Cursor()
     if previous.exists():
-        last = Batch.model_validate_json(previous.read_text())
+        last = durable.load(Batch, previous)
         cursor = last.cursor
         carried = [] if last.train else last.episodes
     step = advance(cursor, config.spool, now)
@@ -101,6 +96,17 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
     if train:
         assign_advantages(episodes, config.cadence.min_group)
     return Batch(cursor=step.cursor, episodes=episodes, counts=dict(total), rejected=step.rejected, train=train)
+
+
+def read_batch(config: RealtimeConfig, state: State, n: int, clock: Callable[[], float]) -> Batch:
+    """Cycle n's batch: read once from the spool and committed with its cursor (`cycles/<n>/batch.json`), or the one
+    a run before a restart committed."""
+    path = cycle_dir(config.state_dir, n) / "batch.json"
+    if path.exists():
+        return durable.load(Batch, path)
+    batch = ingest(config, state, n, clock())
+    durable.save(path, batch)
+    return batch
 
 
 class ShipError(RuntimeError):
@@ -136,7 +142,7 @@ class Runner:
         self.state_path = self.dir / "state.json"
 
     def _save(self, state: State) -> None:
-        write_atomic(self.state_path, state.model_dump_json(indent=1))
+        durable.save(self.state_path, state, indent=1)
 
     def run(self) -> State:
         from filelock import FileLock, Timeout
@@ -155,7 +161,7 @@ class Runner:
 
     def _loop(self) -> State:
         config = self.config
-        state = State.model_validate_json(self.state_path.read_text()) if self.state_path.exists() else State()
+        state = durable.load(State, self.state_path) if self.state_path.exists() else State()
         if config.prime_rl is not None:
             return self._cluster_loop(state)
         from composer_prime.realtime.policy import Policy
@@ -243,7 +249,7 @@ class Runner:
                 notify(self.config.ship.admin_urls, shipped, self.config.ship.timeout_s)
         report["version"] = version
         report["seconds"] = time.monotonic() - t0
-        write_atomic(cycle_dir(self.dir, n) / "report.json", json.dumps(report, indent=1))
+        durable.save(cycle_dir(self.dir, n) / "report.json", report, indent=1)
         self.log(summary_line(report))
         state = state.model_copy(update={"cycle": n, "version": version, "heldout": heldout if ship else state.heldout,
                                          "history": [*state.history, report], **changes})  # fmt: skip
@@ -305,14 +311,9 @@ class Runner:
         if product is not None:
             served = cdir / "served.json"
             if not served.exists():
-                write_atomic(served, json.dumps(product.serve_window(n, state.version, self.clock())))
-            report |= read_json(served)
-        batch_path = cdir / "batch.json"
-        if batch_path.exists():
-            batch = Batch.model_validate_json(batch_path.read_text())
-        else:
-            batch = ingest(config, state, n, self.clock())
-            write_atomic(batch_path, batch.model_dump_json())
+                durable.save(served, product.serve_window(n, state.version, self.clock()))
+            report |= durable.load_json(served)
+        batch = read_batch(config, state, n, self.clock)
         episodes = batch.episodes
         report["counts"] = batch.counts
         report["episodes"] = len(episodes)
@@ -325,9 +326,9 @@ class Runner:
                 policy.load(ckpt)
             else:
                 figures = policy.train(episodes, config.cadence.steps, config.staleness.max_weight)
-                write_atomic(train_path, json.dumps(figures))
+                durable.save(train_path, figures)
                 policy.save(ckpt)
-            report["train"] = read_json(train_path)[-1]
+            report["train"] = durable.load_json(train_path)[-1]
         else:
             report["train"] = None
             self.log(f"cycle {n}: {len(episodes)} episodes < cadence.min_episodes = {config.cadence.min_episodes}; "

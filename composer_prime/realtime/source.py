@@ -43,7 +43,7 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.atomic import write_atomic
+from composer_prime.realtime import durable
 from composer_prime.realtime.join import Episode, build_episodes
 from composer_prime.realtime.pii import PIIConfig, load_hooks
 from composer_prime.realtime.pruning import Floor, check_pruned
@@ -211,7 +211,7 @@ class Journal:
     def load(self) -> JournalState:
         if not self.state_path.exists():
             return JournalState()
-        return JournalState.model_validate_json(self.state_path.read_text())
+        return durable.load(JournalState, self.state_path)
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
         for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
@@ -224,7 +224,7 @@ class Journal:
                     f"realtime-sessions: journal {str(self.path)!r} says {state.handed} bundles were handed out but "
                     f"{path.name} is missing; the journal must stay whole while PRIME-RL checkpoints refer to it"
                 )
-            yield BundleData.model_validate_json(path.read_text())
+            yield durable.load(BundleData, path)
 
     def prune(self, state: JournalState, floor: int) -> JournalState:
         """Forget bundles 1..floor: state.json records the new floor first (atomically), then their files go. A crash
@@ -233,7 +233,7 @@ class Journal:
         if floor <= state.pruned:
             return state
         nxt = state.model_copy(update={"pruned": floor})
-        write_atomic(self.state_path, nxt.model_dump_json())
+        durable.save(self.state_path, nxt)
         self.sweep(nxt)
         return nxt
 
@@ -261,8 +261,8 @@ class Journal:
         nxt.cursor, nxt.staged = step.cursor, rest
         if counts or step.rejected:
             nxt.reads += 1
-            write_atomic(self.path / "reads" / f"{nxt.reads:08d}.json",
-                         json.dumps({"counts": dict(counts), "rejected": step.rejected}))  # fmt: skip
+            durable.save(self.path / "reads" / f"{nxt.reads:08d}.json",
+                         {"counts": dict(counts), "rejected": step.rejected})  # fmt: skip
         nxt.totals = dict(Counter(nxt.totals) + counts)
         carry = Counter(nxt.carry) + counts
         bundles = []
@@ -274,11 +274,11 @@ class Journal:
                 bundle=nxt.handed, group=group, sessions=sessions, counts=dict(carry),
             )  # fmt: skip
             carry = Counter()
-            write_atomic(self.bundle_path(nxt.handed), data.model_dump_json())
+            durable.save(self.bundle_path(nxt.handed), data)
             bundles.append(data)
         nxt.carry = dict(carry)
         if nxt != state:
-            write_atomic(self.state_path, nxt.model_dump_json())
+            durable.save(self.state_path, nxt)
         return nxt, bundles
 
 

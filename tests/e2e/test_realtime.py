@@ -200,3 +200,29 @@ def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "state" / "report.json").read_text())
     assert report["version"] == 1 and (tmp_path / "state" / "broadcasts" / "step_1" / "STABLE").exists()
+
+
+def test_a_cursor_holding_pending_sessions_and_early_signals_reads_back_on_the_next_cycle_and_restart(
+    demo_run, tmp_path
+):
+    """The production case: a signal window long enough that sessions wait in the cursor, and a signal whose session
+    has not arrived, across cycles of one run and a restart."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    old = [line for k in range(4) for line in live_session(f"a{k}", k % 2 == 0)]
+    recent = json.loads(live_session("r0", True)[0]) | {"ended_at": time.time() - 5, "started_at": time.time() - 60}
+    early = json.loads(live_session("later", True)[1])
+    (spool / "a.jsonl").write_text("\n".join([*old, json.dumps(recent), json.dumps(early)]) + "\n")
+    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
+            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "1", "--cadence.steps", "1",
+            "--cadence.interval-min", "0", "--spool.signal-window-s", "3600"]  # fmt: skip
+    result = realtime(*args, "--cadence.cycles", "2", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    batch = json.loads((tmp_path / "state" / "cycles" / "000002" / "batch.json").read_text())
+    assert list(batch["cursor"]["pending"]) == ["r0"] and list(batch["cursor"]["signals"]) == ["later"]
+    (spool / "b.jsonl").write_text(live_session("later", True)[0] + "\n")  # the early signal's session arrives
+    result = realtime(*args, "--cadence.cycles", "3", timeout=120)  # a restart reads the cursor back
+    assert result.returncode == 0, result.stderr[-3000:]
+    third = json.loads((tmp_path / "state" / "cycles" / "000003" / "batch.json").read_text())
+    assert [(e["session_id"], e["signals"]) for e in third["episodes"]] == [("later", ["thumbs"])]
+    assert list(third["cursor"]["pending"]) == ["r0"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.realtime import monitors
+from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.join import assign_advantages, build_episodes
 from composer_prime.realtime.pii import load_hooks
 from composer_prime.realtime.records import MalformedRecord, parse_record
@@ -80,7 +80,7 @@ def test_a_half_written_line_waits_and_restart_neither_loses_nor_repeats(spool):
     first = advance(Cursor(), spool, NOW)
     assert [r.session.session_id for r in first.ready] == ["s1"] and not first.rejected
     # Restart from the durable cursor (a JSON round trip, as the cycle runner stores it).
-    cursor = Cursor.model_validate_json(first.cursor.model_dump_json())
+    cursor = Cursor.model_validate_json(durable.dumps(first.cursor))
     with path.open("a") as f:
         f.write(json.dumps(session("s2"))[40:] + "\n")
     append(path, session("s1"))  # a retried upload of a trained session

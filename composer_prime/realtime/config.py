@@ -144,6 +144,16 @@ class RealtimeConfig(BaseModel):
             raise ValueError("model_dir is unset and demo is off: give --model-dir (the HF model dir of the served "
                              "policy), [prime_rl] to train through PRIME-RL, or turn the CPU demonstration on with "
                              "--demo.sessions N")  # fmt: skip
+        if self.pii.scan and not self.pii.tokenizer:
+            name = (self.prime_rl.rl.get("model") or {}).get("name") if self.prime_rl is not None else None
+            if self.model_dir is not None:
+                self.pii.tokenizer = str(self.model_dir)
+            elif name:
+                self.pii.tokenizer = str(name)
+            elif self.demo is None:
+                raise ValueError("pii.tokenizer is unset and there is no model_dir or prime_rl.rl.model.name to take "
+                                 "it from: the scan decodes the token streams that train; set pii.tokenizer to the "
+                                 "served model's tokenizer")  # fmt: skip
         for url in self.ship.admin_urls:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"ship.admin_urls: {url!r} is not an http(s) URL")

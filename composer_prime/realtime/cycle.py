@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.join import Episode, assign_advantages, build_episodes
-from composer_prime.realtime.pii import load_hooks
+from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.spool import Cursor, advance
 from composer_prime.realtime.staleness import classify
 
@@ -84,7 +84,7 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         carried = [] if last.train else last.episodes
     step = advance(cursor, config.spool, now)
     episodes, counts = build_episodes(step.ready, state.version, config.reward, config.staleness,
-                                      load_hooks(config.pii.hooks))  # fmt: skip
+                                      Scrubber(config.pii))  # fmt: skip
     for e in carried:
         e.age = state.version - e.policy_version
         if classify(e.age, config.staleness) == "drop":
@@ -109,24 +109,48 @@ def read_batch(config: RealtimeConfig, state: State, n: int, clock: Callable[[],
     return batch
 
 
+def forget_tokens(batch: Batch, path: Path) -> None:
+    """Once the checkpoint has committed a batch's training, rewrite its batch.json without the token streams: what
+    trained is not kept on disk verbatim (the reports and monitors need only the episodes' figures)."""
+    if any(e.samples for e in batch.episodes):
+        for e in batch.episodes:
+            e.samples = []
+        durable.save(path, batch)
+
+
 class ShipError(RuntimeError):
     """A relay proxy did not take the new version; the restart repeats the (idempotent) ship."""
 
 
 def notify(urls: list[str], step_dir: Path, timeout_s: float) -> None:
-    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume."""
+    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume. `weight_dir` is sent
+    absolute (the proxy resolves it in its own working dir). When the update fails after the pause, the proxy is
+    told to /resume before the error is raised, so the fleet goes on serving the version it had."""
     import httpx
 
+    weight_dir = str(step_dir.resolve())
+
+    def post(url: str, route: str, body: dict | None) -> None:
+        try:
+            response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s)
+        except httpx.HTTPError as err:
+            raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
+                            "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
+        if response.status_code != 200:
+            raise ShipError(f"ship.admin_urls: {url}{route} answered {response.status_code}: "
+                            f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship")  # fmt: skip
+
     for url in urls:
-        for route, body in (("/pause", None), ("/update_weights", {"weight_dir": str(step_dir)}), ("/resume", None)):
+        post(url, "/pause", None)
+        try:
+            post(url, "/update_weights", {"weight_dir": weight_dir})
+        except ShipError:
             try:
-                response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s)
-            except httpx.HTTPError as err:
-                raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
-                                "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
-            if response.status_code != 200:
-                raise ShipError(f"ship.admin_urls: {url}{route} answered {response.status_code}: "
-                                f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship")  # fmt: skip
+                post(url, "/resume", None)  # serving the previous version beats a paused fleet
+            except ShipError:
+                pass  # the update's error is the one to report; the rerun repeats pause, update and resume
+            raise
+        post(url, "/resume", None)
 
 
 class Runner:
@@ -175,6 +199,7 @@ class Runner:
 
             torch.set_num_threads(config.demo.threads)
             model_dir = model_dir or self.dir / "policy-v0"
+            config.pii.tokenizer = config.pii.tokenizer or str(model_dir)
             if not (model_dir / "config.json").exists():
                 self.log("demo: building and warm-starting the tiny policy")
                 demo.build_policy(model_dir, config.demo.seed)
@@ -328,6 +353,7 @@ class Runner:
                 figures = policy.train(episodes, config.cadence.steps, config.staleness.max_weight)
                 durable.save(train_path, figures)
                 policy.save(ckpt)
+            forget_tokens(batch, cdir / "batch.json")
             report["train"] = durable.load_json(train_path)[-1]
         else:
             report["train"] = None
@@ -341,7 +367,7 @@ class Runner:
 
 def summary_line(r: dict[str, Any]) -> str:
     counts = r["counts"]
-    skipped = {k: v for k, v in counts.items() if k not in ("sessions", "signals", "fresh") and v}
+    skipped = {k: v for k, v in counts.items() if k not in ("sessions", "signals", "fresh", "backlog_reads") and v}
     user = f" user_reward {r['user_reward']:+.2f}" if "user_reward" in r else ""
     status = f"shipped v{r['version']}" if r["shipped"] else f"held at v{r['version']}"
     alerts = "; ".join(a["monitor"] for a in r["alerts"])

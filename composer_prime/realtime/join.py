@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.realtime.pii import Hook, scrub
+from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.records import SessionRecord
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.spool import Ready
@@ -70,14 +70,15 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
 
 
 def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, staleness: StalenessConfig,
-                   hooks: list[Hook]) -> tuple[list[Episode], Counter]:  # fmt: skip
-    """Episodes of the sessions in `ready` for training policy `version`, and the counts of what was left out."""
+                   scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
+    """Episodes of the sessions in `ready` for training policy `version` (each through `scrub` first), and the counts
+    of what was left out."""
     from composer_prime.realtime.monitors import edit_facts
 
     counts: Counter = Counter()
     episodes = []
     for item in ready:
-        session, why = scrub(item.session, hooks)
+        session, why = scrub(item.session)
         if session is None:
             counts[str(why).split(":", 1)[0]] += 1
             continue

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.realtime import durable
 from composer_prime.realtime.join import Episode, build_episodes
-from composer_prime.realtime.pii import PIIConfig, load_hooks
+from composer_prime.realtime.pii import PIIConfig, Scrubber
 from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
@@ -95,6 +95,10 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSessionsConfig:
+        if self.pii.scan and not self.pii.tokenizer:
+            raise ValueError("pii.tokenizer is unset: the realtime-sessions source scans the decoded token streams "
+                             "for secrets before they train; set it to the served model's tokenizer (`composer-prime "
+                             "realtime` fills it from PRIME-RL's model.name)")  # fmt: skip
         if self.staleness.mode == "importance_weight":
             raise ValueError(
                 "staleness.mode = 'importance_weight' needs the trainer's current logprobs of each stale session, "
@@ -242,11 +246,11 @@ class Journal:
             if path.stem.isdigit() and int(path.stem) <= state.pruned:
                 path.unlink(missing_ok=True)
 
-    def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, hooks: list, now: float,
+    def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, scrub: Scrubber, now: float,
              ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state."""
         step = advance(state.cursor, config.spool, now)
-        episodes, built = build_episodes(step.ready, version, config.reward, config.staleness, hooks)
+        episodes, built = build_episodes(step.ready, version, config.reward, config.staleness, scrub)
         counts = Counter(step.counts) + built
         staged = []
         for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait
@@ -297,7 +301,7 @@ class BundleStream:
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[BundleData] = deque()
-        self.hooks: list = []
+        self.scrub: Scrubber | None = None
         self.next_read = 0.0
         self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
         self.closed = False
@@ -328,7 +332,7 @@ class BundleStream:
                 )
                 self.journal.sweep(self.state)
             self.replay = self.journal.handed(self.state)
-            self.hooks = load_hooks(config.pii.hooks)
+            self.scrub = Scrubber(config.pii)
         except BaseException:
             self.close()
             raise
@@ -349,8 +353,9 @@ class BundleStream:
                 raise TaskNotReady(self._waiting(self.next_read - now))
             if self.floor is not None:
                 self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
+            assert self.scrub is not None  # set by _open
             self.state, bundles = self.journal.read(self.state, self.config, self.taskset.served_version(),
-                                                    self.hooks, time.time())  # fmt: skip
+                                                    self.scrub, time.time())  # fmt: skip
             self.ready.extend(bundles)
             self.next_read = now if bundles else now + self.config.poll_s
             if not self.ready:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import tomli_w
 
+from tests.support.tokenizer import tiny_tokenizer
 from tests.unit.test_realtime_source import append, kept, session
 
 STANDIN = Path(__file__).resolve().parents[1] / "support" / "prime_rl_standin.py"
@@ -41,6 +42,7 @@ def config(tmp_path: Path) -> Path:
     document = {
         "state_dir": str(tmp_path / "state"),
         "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
+        "pii": {"tokenizer": tiny_tokenizer()},
         "cadence": {"interval_min": 0},
         "eval": {"command": [sys.executable, str(eval_script), "{weights}"]},
         "prime_rl": {"command": [sys.executable, str(STANDIN), "{rl_toml}", "0.2"], "output_dir": str(tmp_path / "rl"),

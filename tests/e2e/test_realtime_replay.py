@@ -13,6 +13,7 @@ import verifiers.v1 as vf
 from verifiers.v1.clients import ModelContext
 from verifiers.v1.utils.loaders import load_environment, load_taskset, resolve_env_config
 
+from tests.support.tokenizer import tiny_tokenizer
 from tests.unit.test_realtime_source import append, draw
 
 
@@ -38,7 +39,7 @@ def test_a_bundle_becomes_one_episode_with_one_replayed_trace_per_session(tmp_pa
            signal("a", type="edit", kept=True, after_s=60), session("b", [1, 2], [12, 13, 14], [-0.5, -0.1, -2.0]),
            signal("b", type="tests", passed=1, failed=3))  # fmt: skip
     env_config = {
-        "taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+        "taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
                     "journal": str(tmp_path / "journal"), "bundle_size": 2},
         "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
     }  # fmt: skip

@@ -29,6 +29,7 @@ from composer_prime.realtime.source import (
     RealtimeSessionsTaskset,
 )
 from tests.support.crash import Crash, crash_after
+from tests.support.tokenizer import tiny_tokenizer
 
 IDS = [f"s{i}" for i in range(6)]
 WINDOW = 3600.0
@@ -125,7 +126,7 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
         now = time.time()
         spool = Spool(root, now)
         config = RealtimeConfig(state_dir=root / "state", model_dir=root, spool={"dir": spool.dir,
-                                "signal_window_s": WINDOW}, reward={"no_signal": "reward"},
+                                "signal_window_s": WINDOW}, reward={"no_signal": "reward"}, pii={"tokenizer": tiny_tokenizer()},
                                 cadence={"min_episodes": 1})  # fmt: skip
         for event in events:
             if event[0] == "read":
@@ -184,7 +185,8 @@ def test_the_taskset_journal_reopens_after_a_crash_between_any_two_writes(events
         spool = Spool(root, time.time())
         config = RealtimeSessionsConfig.model_validate(
             {"id": "realtime-sessions", "spool": {"dir": str(spool.dir), "signal_window_s": WINDOW},
-             "reward": {"no_signal": "reward"}, "journal": str(root / "journal"), "bundle_size": 2, "poll_s": 1e-4}
+             "reward": {"no_signal": "reward"}, "journal": str(root / "journal"), "bundle_size": 2, "poll_s": 1e-4,
+             "pii": {"tokenizer": tiny_tokenizer()}}
         )  # fmt: skip
         taskset = RealtimeSessionsTaskset(config)
         for event in events:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+from tests.support.tokenizer import tiny_tokenizer
 
 
 def session(sid: str, group: str = "", version: int = 0, ago: float = 120.0, logprobs=True, **extra) -> dict:
@@ -40,7 +41,8 @@ def append(path: Path, *records) -> None:
 def taskset(tmp_path: Path, **overrides) -> RealtimeSessionsTaskset:
     (tmp_path / "spool").mkdir(exist_ok=True)
     config = {"id": "realtime-sessions", "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
-              "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05, **overrides}  # fmt: skip
+              "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
+              "pii": {"tokenizer": tiny_tokenizer()}, **overrides}  # fmt: skip
     return RealtimeSessionsTaskset(RealtimeSessionsConfig.model_validate(config))
 
 
@@ -144,7 +146,7 @@ def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_pa
     state_file = tmp_path / "state.json"
     state_file.write_text(json.dumps({"version": 5}))
     source = taskset(tmp_path, state_file=str(state_file), staleness={"max_age": 2, "hard_max_age": 4},
-                     pii={"hooks": ["composer_prime.realtime.pii.drop_secrets"]})  # fmt: skip
+                     pii={"tokenizer": tiny_tokenizer()})  # fmt: skip
     signal = kept("dup")
     append(tmp_path / "spool" / "a.jsonl",
            "not json", session("dup", version=5), signal, session("dup", version=5), signal,
@@ -163,7 +165,7 @@ def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_pa
     [read] = sorted((tmp_path / "journal" / "reads").iterdir())
     rejected = json.loads(read.read_text())["rejected"]
     assert {r["reason"] for r in rejected} == {"malformed", "duplicate_session", "duplicate_signal", "missing_logprobs"}
-    assert all(r["line"] for r in rejected)
+    assert all(r["length"] and r["sha256"] for r in rejected) and "not json" not in read.read_text()
 
 
 def test_staged_sessions_are_aged_again_when_the_served_version_moves(tmp_path):

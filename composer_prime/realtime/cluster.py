@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.atomic import write_atomic
+from composer_prime.atomic import default_mode, write_atomic
 
 TASKSET_ID = "realtime-sessions"
 
@@ -161,6 +161,8 @@ def copy_step(step_dir: Path, broadcasts: Path, version: int) -> Path:
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(step_dir, tmp, ignore=shutil.ignore_patterns("STABLE"))
+    for path in tmp.rglob("*"):  # readable by the relay origin and the servers, whatever mode PRIME-RL wrote
+        path.chmod(default_mode() | 0o111 if path.is_dir() else default_mode())
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
     (target / "STABLE").touch()

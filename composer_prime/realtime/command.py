@@ -28,6 +28,10 @@ def main(argv: list[str], prog: str) -> int:
     except (LockedError, SpoolError, EvalError, ShipError, PrimeRLExited, DurableError) as err:
         print(f"realtime: {err}", file=sys.stderr)
         return 1
+    except OSError as err:  # a write outside the durable files (a full disk, a read-only folder)
+        print(f"realtime: {err}; free space or fix the permissions and rerun: the run resumes from its last "
+              "committed state", file=sys.stderr)  # fmt: skip
+        return 1
     except ValueError as err:  # a bad hook path or staleness setting found at run time
         print(f"realtime: {err}", file=sys.stderr)
         return 2

@@ -43,6 +43,8 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     assert state["version"] == sum(c["shipped"] for c in cycles) >= 4
     for v in range(1, state["version"] + 1):
         assert (demo_run / "state" / "broadcasts" / f"step_{v}" / "STABLE").exists()
+        weights = demo_run / "state" / "broadcasts" / f"step_{v}" / "model.safetensors"
+        assert weights.stat().st_mode & 0o044 == 0o044  # readable by the relay origin and the servers
     counts = cycles[0]["counts"]
     for reason in ("duplicate_session", "malformed", "missing_logprobs", "pii_dropped"):
         assert counts[reason] == 1, counts
@@ -220,9 +222,56 @@ def test_a_cursor_holding_pending_sessions_and_early_signals_reads_back_on_the_n
     assert result.returncode == 0, result.stderr[-3000:]
     batch = json.loads((tmp_path / "state" / "cycles" / "000002" / "batch.json").read_text())
     assert list(batch["cursor"]["pending"]) == ["r0"] and list(batch["cursor"]["signals"]) == ["later"]
+    assert "tool_calls" not in json.dumps(batch)  # the pending session is a place in the spool, not a copy
+    first = json.loads((tmp_path / "state" / "cycles" / "000001" / "batch.json").read_text())
+    assert first["train"] and all(e["samples"] == [] for e in first["episodes"])  # trained: its tokens forgotten
     (spool / "b.jsonl").write_text(live_session("later", True)[0] + "\n")  # the early signal's session arrives
     result = realtime(*args, "--cadence.cycles", "3", timeout=120)  # a restart reads the cursor back
     assert result.returncode == 0, result.stderr[-3000:]
     third = json.loads((tmp_path / "state" / "cycles" / "000003" / "batch.json").read_text())
     assert [(e["session_id"], e["signals"]) for e in third["episodes"]] == [("later", ["thumbs"])]
     assert list(third["cursor"]["pending"]) == ["r0"]
+
+
+def test_a_full_disk_stops_the_run_with_a_clear_error_and_the_rerun_resumes(demo_run, tmp_path):
+    import resource
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "a.jsonl").write_text("\n".join(x for k in range(4) for x in live_session(f"a{k}", k % 2 == 0)) + "\n")
+    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
+            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "4", "--cadence.steps", "1",
+            "--cadence.cycles", "1"]  # fmt: skip
+    limit = 64 * 1024  # the batch fits, the weights do not: what a disk filling up mid-cycle does to a write
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "composer_prime", "realtime", *args], capture_output=True,
+                            text=True, timeout=120, check=False, preexec_fn=small_disk)  # fmt: skip
+    assert result.returncode == 1 and "cannot write" in result.stderr and "free space" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "state").rglob(".*.tmp"))  # nothing half-written left to look complete
+    result = realtime(*args, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "state" / "report.json").read_text())["version"] == 1
+
+
+def test_the_importance_weight_mean_is_over_the_stale_sessions_only(demo_run):
+    from composer_prime.realtime.join import Episode, EpisodeSample
+    from composer_prime.realtime.policy import Policy
+    from composer_prime.smoke.trainer import TrainerConfig
+
+    def episode(sid: str, weighted: bool, logprob: float) -> Episode:
+        ids = list(range(1, 12)) + [30, 31, 32, 33]
+        sample = EpisodeSample(token_ids=ids, mask=[False] * 11 + [True] * 4, logprobs=[0.0] * 11 + [logprob] * 4)
+        return Episode(session_id=sid, user="u", group="", policy_version=0, age=3 if weighted else 0, reward=1.0,
+                       signals=["thumbs"], importance_weighted=weighted, advantage=0.5, sampled_tokens=4,
+                       samples=[sample])  # fmt: skip
+
+    policy = Policy(demo_run / "state" / "policy-v0", TrainerConfig(), {})
+    episodes = [episode("fresh0", False, -1.0), episode("fresh1", False, -1.0), episode("stale", True, -0.01)]
+    expected = policy.weight(episodes[2], 1.0)  # served with near-certainty: pi_now / pi_served is well below 1
+    assert expected < 0.5
+    [figures] = policy.train(episodes, 1, 1.0)
+    assert figures["importance_weight_mean"] == pytest.approx(expected) and figures["importance_weighted"] == 1.0

@@ -144,6 +144,22 @@ class RealtimeConfig(BaseModel):
             raise ValueError("model_dir is unset and demo is off: give --model-dir (the HF model dir of the served "
                              "policy), [prime_rl] to train through PRIME-RL, or turn the CPU demonstration on with "
                              "--demo.sessions N")  # fmt: skip
+        sampling = self.spool.sampling
+        if sampling.top_p != 1.0 or sampling.top_k != 0:
+            raise ValueError(f"spool.sampling: top_p = {sampling.top_p}, top_k = {sampling.top_k}; the trainer scores "
+                             "the full vocabulary, so only untruncated sessions train: set top_p = 1.0 and top_k = 0 "
+                             "(and serve the fleet without truncation)")  # fmt: skip
+        if self.prime_rl is None and sampling.temperature != 1.0:
+            raise ValueError(f"spool.sampling.temperature = {sampling.temperature}; the single-process trainer scores "
+                             "at temperature 1.0: set it to 1.0 (and serve at 1.0)")  # fmt: skip
+        if self.prime_rl is not None:
+            temperature = next(float((s.get("sampling") or {}).get("temperature", 1.0))
+                               for s in self.prime_rl.rl["orchestrator"]["train"]["source"]
+                               if ((s.get("env") or {}).get("taskset") or {}).get("id") == "realtime-sessions")  # fmt: skip
+            if temperature != sampling.temperature:
+                raise ValueError(f"spool.sampling.temperature = {sampling.temperature} but PRIME-RL's realtime source "
+                                 f"trains at sampling.temperature = {temperature}; set both to the temperature the "
+                                 "fleet serves at")  # fmt: skip
         if self.pii.scan and not self.pii.tokenizer:
             name = (self.prime_rl.rl.get("model") or {}).get("name") if self.prime_rl is not None else None
             if self.model_dir is not None:

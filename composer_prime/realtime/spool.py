@@ -18,7 +18,7 @@ Every line goes exactly one way: accepted (a session, or a signal joined to one)
 `Advance.rejected` (where it is, its length and SHA-256, and the reason's detail with secrets redacted; never the
 line itself, which may hold a secret), and counted in `Advance.counts`:
 `malformed` (a torn line is counted here and the record appended after it read on its own), `missing_logprobs`,
-`duplicate_session`, `duplicate_signal`, `clock_skew`, `too_old`, `late_signal` (its session already trained),
+`sampling_mismatch`, `duplicate_session`, `duplicate_signal`, `clock_skew`, `too_old`, `late_signal` (its session already trained),
 `orphan_signal` (no session within `max_pending_s`).
 """
 
@@ -38,6 +38,7 @@ from composer_prime.realtime.pii import redact
 from composer_prime.realtime.records import (
     MalformedRecord,
     MissingLogprobs,
+    Sampling,
     SessionRecord,
     SignalRecord,
     check_logprobs,
@@ -63,6 +64,10 @@ class SpoolConfig(BaseModel):
     max_session_age_s: float = Field(30 * 86400.0, gt=0)
     """A session that ended more than this long before the trainer's clock (a product clock at 1970, a replayed
     archive) is rejected as `too_old`."""
+    sampling: Sampling = Sampling(temperature=1.0)
+    """The sampling the trainer assumes (PRIME-RL: the source's `sampling.temperature`, full vocabulary). A session
+    sampled at another temperature, or with top-p or top-k truncation, is refused as `sampling_mismatch`: its
+    serving logprobs are of a distribution the loss's importance ratio and trust region do not compare against."""
     max_lines_per_cycle: int = Field(1_000_000, ge=1)
     """At most this many new lines are read per cycle (the rest wait for the next). While a read stops short of the
     end of the spool, no session is released and no signal expires: their signals may be in the lines not read yet."""
@@ -247,6 +252,12 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
                 check_logprobs(record)
             except MissingLogprobs as err:
                 reject("missing_logprobs", name, start, line, str(err))
+                continue
+            if record.sampling != config.sampling:
+                got, want = record.sampling.model_dump(), config.sampling.model_dump()
+                diff = ", ".join(f"{k} = {got[k]} (the trainer assumes {want[k]})" for k in want if got[k] != want[k])
+                reject("sampling_mismatch", name, start, line, f"sampled with {diff}; serve the trained policy with "
+                       "the settings in spool.sampling, or set spool.sampling to what the fleet serves with")  # fmt: skip
                 continue
             seen.add(record.session_id)
             nxt.seen.append(record.session_id)

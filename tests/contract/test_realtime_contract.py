@@ -18,7 +18,7 @@ from tests.contract.conftest import run_with_prime_rl
 from tests.support.tokenizer import tiny_tokenizer
 
 SESSION = {
-    "schema": "composer-session", "version": 1, "kind": "session", "session_id": "live-1", "policy_version": 3,
+    "schema": "composer-session", "version": 1, "kind": "session", "session_id": "live-1", "policy_version": 3, "sampling": {"temperature": 1.0},
     "started_at": 0.0, "ended_at": 10.0,
     "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
                                {"token_ids": [4, 5], "sampled": True, "logprobs": [-0.5, -1.5]},
@@ -61,7 +61,7 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
 
 def spool_session(sid: str, sampled: list[int], logprobs: list[float]) -> dict:
     ended = time.time() - 60
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0,
+    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
             "started_at": ended - 30, "ended_at": ended, "user": "u",
             "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
                                        {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip

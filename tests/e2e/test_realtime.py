@@ -138,7 +138,7 @@ def live_session(sid: str, reward_up: bool, disable_tests: bool = False) -> list
     edit = {"name": "str_replace", "arguments": json.dumps({"path": path, "old_str": "    assert f() == 1",
                                                             "new_str": "    pass"})}  # fmt: skip
     ended = time.time() - 7200
-    session = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0,
+    session = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
                "started_at": ended - 60, "ended_at": ended, "messages": [{"role": "assistant", "tool_calls":
                [{"id": "c", "type": "function", "function": edit}]}],
                "branches": [{"segments": [{"token_ids": list(range(1, 12)), "sampled": False},

@@ -20,7 +20,7 @@ from tests.unit.test_realtime_source import append, draw
 def session(sid: str, context: list[int], sampled: list[int], logprobs: list[float]) -> dict:
     ended = time.time() - 60
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": "repo-1",
-            "policy_version": 0, "started_at": ended - 30, "ended_at": ended, "user": "u",
+            "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 30, "ended_at": ended, "user": "u",
             "branches": [{"segments": [{"token_ids": context, "sampled": False},
                                        {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]},
                          {"segments": [{"token_ids": [9, 9], "sampled": False},

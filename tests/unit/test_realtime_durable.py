@@ -64,7 +64,7 @@ class Spool:
             self.sessions.setdefault(sid, recent)
             ended = self.now - (10.0 if self.sessions[sid] else 10 * WINDOW)
             return json.dumps({"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-                               "policy_version": 0, "started_at": ended - 60, "ended_at": ended, "user": "u",
+                               "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u",
                                "branches": [{"segments": [{"token_ids": [1, 2], "sampled": False},
                                                           {"token_ids": [3], "sampled": True, "logprobs": [-0.5]}]}]})  # fmt: skip
         if event[0] == "signal":

@@ -25,7 +25,7 @@ def session(sid: str, version: int = 0, ended: float = NOW - 3600, logprobs: lis
     if logprobs is not False:
         sampled["logprobs"] = logprobs or [-0.1, -0.2, -0.3]
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-            "policy_version": version, "started_at": ended - 60, "ended_at": ended, "user": "u1",
+            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
             "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
 
 

@@ -72,7 +72,7 @@ def session(sid: str, text: str = "", where: str = "tokens", **extra) -> dict:
     context = encode("<|im_start|>user\nplease fix the bug\n")
     sampled = encode(f"Sure, here is the fix. {text}" if where == "tokens" else "Sure, here is the fix.")
     record = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-              "policy_version": 0, "started_at": ended - 60, "ended_at": ended, "user": "u-1",
+              "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u-1",
               "branches": [{"segments": [{"token_ids": context, "sampled": False},
                                          {"token_ids": sampled, "sampled": True,
                                           "logprobs": [-0.5] * len(sampled)}]}], **extra}  # fmt: skip

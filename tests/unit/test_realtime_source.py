@@ -23,7 +23,7 @@ def session(sid: str, group: str = "", version: int = 0, ago: float = 120.0, log
     if logprobs:
         sampled["logprobs"] = [-0.1, -0.2, -0.3]
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": group,
-            "policy_version": version, "started_at": ended - 60, "ended_at": ended, "user": "u1",
+            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
             "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
 
 

@@ -34,7 +34,7 @@ from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.join import Episode, assign_advantages, build_episodes
 from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.spool import Cursor, advance
-from composer_prime.realtime.staleness import classify
+from composer_prime.realtime.staleness import Steps, classify
 
 
 class State(BaseModel):
@@ -47,10 +47,18 @@ class State(BaseModel):
     checkpoint: str | None = None
     """Trainer checkpoint to resume from, relative to the state dir (None: the version-0 model)."""
     history: list[dict[str, Any]] = Field(default_factory=list)
+    step: int = 0
+    """The trainer's step: optimizer steps trained so far (single-process), or the last PRIME-RL step judged
+    (cluster). Sessions are aged against it (`staleness.Steps`)."""
+    version_steps: dict[int, int] = Field(default_factory=lambda: {0: 0})
+    """The trainer step each shipped version's weights were trained to."""
     rl_step: int | None = None
     """(cluster) The last PRIME-RL broadcast step a cycle judged."""
     handed: int = 0
     """(cluster) Bundles of the realtime-sessions journal the cycles so far have reported on."""
+
+    def steps(self) -> Steps:
+        return Steps(now=self.step, versions=dict(self.version_steps))
 
 
 class Batch(BaseModel):
@@ -83,13 +91,15 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         cursor = last.cursor
         carried = [] if last.train else last.episodes
     step = advance(cursor, config.spool, now)
-    episodes, counts = build_episodes(step.ready, state.version, config.reward, config.staleness,
-                                      Scrubber(config.pii))  # fmt: skip
-    for e in carried:
-        e.age = state.version - e.policy_version
-        if classify(e.age, config.staleness) == "drop":
-            counts["stale_dropped"] += 1
+    steps = state.steps()
+    episodes, counts = build_episodes(step.ready, steps, config.reward, config.staleness, Scrubber(config.pii))
+    for e in carried:  # aged again: the trainer has not moved, but a ship may have recorded newer weights
+        e.age = steps.age(e.policy_version)
+        verdict = classify(e.age, config.staleness)
+        if verdict in ("drop", "future_version"):
+            counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
         else:
+            e.importance_weighted = verdict == "weight"
             episodes.append(e)
     total = Counter(step.counts) + counts
     train = len(episodes) >= config.cadence.min_episodes
@@ -234,7 +244,9 @@ class Runner:
         prime = PrimeRL(self.config, self.log)
         prime.start()
         if prime.resumes_from is not None and (state.rl_step or 0) > prime.resumes_from:
-            state = state.model_copy(update={"rl_step": prime.resumes_from})  # its steps past there are trained again
+            state = state.model_copy(
+                update={"rl_step": prime.resumes_from, "step": prime.resumes_from}
+            )  # trained again
         try:
             return self._cadence(state, lambda s: self.cluster_cycle(s, prime))
         finally:
@@ -260,24 +272,29 @@ class Runner:
         heldout = self.eval_command(step_dir, config.model_dir, n) if trained and config.eval.command else None
         ship = self._judge(state, report, episodes, heldout, trained)
         return self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
-                           rl_step=step if trained else state.rl_step, handed=handed)  # fmt: skip
+                           rl_step=step if trained else state.rl_step, step=step if trained else state.step,
+                           handed=handed)  # fmt: skip
 
     def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,
                publish: Callable[[int], Path], **changes: Any) -> State:  # fmt: skip
         """End cycle `n` (both loops): ship the next version when the gates passed (`publish(version)` writes its step
         dir; the relay clients are told), write the cycle's report, save and return the new state."""
         version = state.version
+        version_steps = state.version_steps
         if ship:
             version += 1
+            version_steps = {**version_steps, version: changes.get("step", state.step)}
             shipped = publish(version)
             if self.config.ship.admin_urls:
                 notify(self.config.ship.admin_urls, shipped, self.config.ship.timeout_s)
         report["version"] = version
+        report["trainer_step"] = changes.get("step", state.step)
         report["seconds"] = time.monotonic() - t0
         durable.save(cycle_dir(self.dir, n) / "report.json", report, indent=1)
         self.log(summary_line(report))
         state = state.model_copy(update={"cycle": n, "version": version, "heldout": heldout if ship else state.heldout,
-                                         "history": [*state.history, report], **changes})  # fmt: skip
+                                         "version_steps": version_steps, "history": [*state.history, report],
+                                         **changes})  # fmt: skip
         self._save(state)
         return state
 
@@ -362,7 +379,8 @@ class Runner:
         heldout = self.evaluate(policy, product, n)
         ship = self._judge(state, report, episodes, heldout, batch.train)
         return self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
-                           checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint)  # fmt: skip
+                           checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
+                           step=state.step + config.cadence.steps if batch.train else state.step)  # fmt: skip
 
 
 def summary_line(r: dict[str, Any]) -> str:

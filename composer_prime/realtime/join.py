@@ -2,7 +2,7 @@
 
 An `Episode` is what the trainer consumes: one training sample per branch (token ids, the sampled-token mask, the
 serving-time logprobs over the whole sequence with 0.0 on context tokens, as PRIME-RL's `TrainingSample` carries
-them), the session's reward, its age in policy versions, and its advantage.
+them), the session's reward, its age in trainer steps, and its advantage.
 
 Credit is Dr. GRPO's (the project's outcome channel): reward minus the mean reward of the session's baseline group,
 with no division by the standard deviation and no length normalisation. Live sessions are not sampled in groups of
@@ -20,7 +20,7 @@ from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.records import SessionRecord
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.spool import Ready
-from composer_prime.realtime.staleness import StalenessConfig, classify
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 
 class EpisodeSample(BaseModel):
@@ -41,6 +41,7 @@ class Episode(BaseModel):
     group: str
     policy_version: int
     age: int
+    """Trainer steps between the weights that served the session and the trainer's (`staleness.Steps`)."""
     reward: float
     signals: list[str]
     """The signal kinds joined (for reports and monitors)."""
@@ -69,10 +70,10 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
     return out
 
 
-def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, staleness: StalenessConfig,
+def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, staleness: StalenessConfig,
                    scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
-    """Episodes of the sessions in `ready` for training policy `version` (each through `scrub` first), and the counts
-    of what was left out."""
+    """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
+    steps), and the counts of what was left out."""
     from composer_prime.realtime.monitors import edit_facts
 
     counts: Counter = Counter()
@@ -82,7 +83,8 @@ def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, 
         if session is None:
             counts[str(why).split(":", 1)[0]] += 1
             continue
-        verdict = classify(version - session.policy_version, staleness)
+        age = steps.age(session.policy_version)
+        verdict = classify(age, staleness)
         if verdict == "future_version":
             counts["future_version"] += 1
             continue
@@ -101,7 +103,7 @@ def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, 
                 user=session.user,
                 group=session.group,
                 policy_version=session.policy_version,
-                age=version - session.policy_version,
+                age=age,
                 reward=value,
                 signals=sorted({s.signal.type for s in item.signals}),
                 importance_weighted=verdict == "weight",

@@ -50,7 +50,7 @@ from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
-from composer_prime.realtime.staleness import StalenessConfig, classify
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +76,12 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     bundle_size: int = Field(8, ge=2)
     """Sessions per bundle (one PRIME-RL group): their mean reward is the baseline of each."""
     served_version: int = Field(0, ge=0)
-    """The policy version the fleet serves, against which sessions are aged (when `state_file` is unset)."""
+    """The policy version the fleet serves when `state_file` is unset; each version then counts as one trainer step
+    (sessions are aged in trainer steps, `staleness.Steps`)."""
     state_file: Path | None = None
-    """`composer-prime realtime`'s state.json: when set, the served version is read from it (`version`) each time a
-    bundle is cut, so ages follow the versions the runner ships."""
+    """`composer-prime realtime`'s state.json: when set, the trainer step each shipped version was trained to
+    (`version_steps`) and the last step judged are read from it each time a bundle is cut; the trainer's step now is
+    the newer of that and PRIME-RL's newest broadcast step (beside `checkpoints`)."""
     checkpoints: Path | None = None
     """PRIME-RL's checkpoint dir of the run this journal feeds (`<run dir>/checkpoints`; `composer-prime realtime` sets
     it). Set, the journal forgets the bundles every kept checkpoint has drawn (up to the oldest one's draw count, and
@@ -246,15 +248,15 @@ class Journal:
             if path.stem.isdigit() and int(path.stem) <= state.pruned:
                 path.unlink(missing_ok=True)
 
-    def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, scrub: Scrubber, now: float,
+    def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
              ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state."""
         step = advance(state.cursor, config.spool, now)
-        episodes, built = build_episodes(step.ready, version, config.reward, config.staleness, scrub)
+        episodes, built = build_episodes(step.ready, steps, config.reward, config.staleness, scrub)
         counts = Counter(step.counts) + built
         staged = []
         for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait
-            e.age = version - e.policy_version
+            e.age = steps.age(e.policy_version)
             verdict = classify(e.age, config.staleness)
             if verdict in ("drop", "future_version"):
                 counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
@@ -354,7 +356,7 @@ class BundleStream:
             if self.floor is not None:
                 self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
             assert self.scrub is not None  # set by _open
-            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.served_version(),
+            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.steps(),
                                                     self.scrub, time.time())  # fmt: skip
             self.ready.extend(bundles)
             self.next_read = now if bundles else now + self.config.poll_s
@@ -384,11 +386,18 @@ class BundleStream:
 class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
     INFINITE = True
 
-    def served_version(self) -> int:
-        path = self.config.state_file
-        if path is None or not path.exists():
-            return self.config.served_version
-        return int(json.loads(path.read_text())["version"])
+    def steps(self) -> Steps:
+        """Where the trainer is, for aging sessions (the config's `state_file` and `checkpoints`)."""
+        from composer_prime.realtime.cluster import newest_step
+
+        config = self.config
+        if config.state_file is None or not config.state_file.exists():
+            version = config.served_version
+            return Steps(now=version, versions={v: v for v in range(version + 1)})
+        state = json.loads(config.state_file.read_text())
+        versions = {int(v): int(s) for v, s in state.get("version_steps", {"0": 0}).items()}
+        newest = newest_step(config.checkpoints.parent) if config.checkpoints is not None else None
+        return Steps(now=max(int(state.get("step", 0)), newest or 0), versions=versions)
 
     def __iter__(self) -> Iterator[BundleTask]:
         """What PRIME-RL's orchestrator iterates (`orchestrator/envs.py`): a stream that raises `TaskNotReady` instead

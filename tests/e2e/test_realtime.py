@@ -181,6 +181,9 @@ def test_monitors_and_the_heldout_gate_hold_the_ship_on_a_product_spool(demo_run
     third = report["history"][2]
     assert not third["gate_heldout"] and not third["shipped"] and report["version"] == 1
     assert not (state / "broadcasts" / "step_2").exists()
+    # Staleness in trainer steps: v1 was trained to step 1, and two more steps trained while shipping was held.
+    assert report["step"] == 3 and report["version_steps"] == {"0": 0, "1": 1}
+    assert third["counts"]["stale_weighted"] == 4 and third["trainer_step"] == 3
 
 
 def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):

@@ -14,7 +14,7 @@ from composer_prime.realtime.pii import PIIConfig, Scrubber, load_hooks
 from composer_prime.realtime.records import MalformedRecord, parse_record
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.spool import Cursor, SpoolConfig, SpoolError, advance
-from composer_prime.realtime.staleness import StalenessConfig, classify, importance_weight
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify, importance_weight
 
 NOW = 1_800_000_000.0
 
@@ -140,7 +140,8 @@ def test_staleness_drop_or_weight_and_counts(spool):
     append(spool.dir / "a.jsonl", *(session(f"v{v}", version=v) for v in range(6)),
            *(signal(f"v{v}") for v in range(6)))  # fmt: skip
     ready = advance(Cursor(), spool, NOW).ready
-    episodes, counts = build_episodes(ready, 4, RewardModelConfig(), config, Scrubber(PIIConfig(scan=False)))
+    steps = Steps(now=4, versions={v: v for v in range(5)})  # one trainer step per version
+    episodes, counts = build_episodes(ready, steps, RewardModelConfig(), config, Scrubber(PIIConfig(scan=False)))
     assert counts == {"future_version": 1, "stale_dropped": 1, "stale_weighted": 2, "fresh": 2}
     assert sorted((e.age, e.importance_weighted) for e in episodes) == [(0, False), (1, False), (2, True), (3, True)]
     episodes[0].group = episodes[1].group = "g"
@@ -161,7 +162,7 @@ def test_pii_hooks_drop_sessions_and_bad_paths_are_named(spool):
     append(spool.dir / "a.jsonl", session("s1", user="u2"), session("s2"), signal("s1"), signal("s2"))
     ready = advance(Cursor(), spool, NOW).ready
     scrub = Scrubber(PIIConfig(scan=False, hooks=[f"{__name__}.no_second_user"]))
-    episodes, counts = build_episodes(ready, 0, RewardModelConfig(), StalenessConfig(), scrub)
+    episodes, counts = build_episodes(ready, Steps(), RewardModelConfig(), StalenessConfig(), scrub)
     assert [e.session_id for e in episodes] == ["s2"] and counts["pii_dropped"] == 1
     with pytest.raises(ValueError, match="pii.hooks: 'nowhere.hook' does not import"):
         load_hooks(["nowhere.hook"])

@@ -15,7 +15,7 @@ from composer_prime.realtime.join import build_episodes
 from composer_prime.realtime.pii import PATTERNS, PIIConfig, Scrubber, find, redact
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
-from composer_prime.realtime.staleness import StalenessConfig
+from composer_prime.realtime.staleness import StalenessConfig, Steps
 from tests.support.tokenizer import encode, tiny_tokenizer
 
 NOW = 1_800_000_000.0
@@ -97,7 +97,7 @@ def ingest(tmp_path: Path, records: list) -> tuple[list, dict]:
         f.writelines((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
     step = advance(Cursor(), SpoolConfig(dir=spool), NOW)
     scrub = Scrubber(PIIConfig(tokenizer=tiny_tokenizer()))
-    episodes, counts = build_episodes(step.ready, 0, RewardModelConfig(), StalenessConfig(), scrub)
+    episodes, counts = build_episodes(step.ready, Steps(), RewardModelConfig(), StalenessConfig(), scrub)
     return episodes, dict(counts)
 
 

@@ -31,6 +31,11 @@ class CadenceConfig(BaseModel):
     """A cycle with fewer episodes does not train or ship (its episodes carry over to the next cycle)."""
     min_group: int = Field(2, ge=1)
     """A `group` with fewer sessions in the batch uses the batch mean as its baseline."""
+    max_user_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of a batch from one user (the rest of that user's sessions are dropped, counted
+    `user_capped`), so that one user's taste cannot steer a version; 1.0: no cap."""
+    max_group_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of a batch from one `group` (a repository; counted `group_capped`); 1.0: no cap."""
 
 
 class GatesConfig(BaseModel):

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.join import Episode, assign_advantages, build_episodes
+from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_share
 from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.spool import Cursor, advance
 from composer_prime.realtime.staleness import Steps, classify
@@ -101,6 +101,9 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         else:
             e.importance_weighted = verdict == "weight"
             episodes.append(e)
+    episodes, counts["quarantined"] = monitors.quarantine(config.monitors, episodes)
+    episodes, counts["user_capped"] = cap_share(episodes, "user", config.cadence.max_user_share)
+    episodes, counts["group_capped"] = cap_share(episodes, "group", config.cadence.max_group_share)
     total = Counter(step.counts) + counts
     train = len(episodes) >= config.cadence.min_episodes
     if train:
@@ -306,7 +309,8 @@ class Runner:
         report["heldout_served"] = state.heldout
         history = [{"reward": h["reward_mean"], "heldout": h["heldout"]} for h in [*state.history, report]
                    if h.get("train") is not None and h["heldout"] is not None]  # fmt: skip
-        alerts = monitors.check(config.monitors, episodes, history) if trained else []
+        quarantined = report["counts"].get("quarantined", 0)
+        alerts = monitors.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
         report["alerts"] = [a.as_dict() for a in alerts]
         gate = state.heldout is None or heldout is None or heldout >= state.heldout - config.gates.heldout_max_drop
         report["gate_heldout"] = gate

@@ -129,3 +129,22 @@ def assign_advantages(episodes: list[Episode], min_group: int = 2) -> None:
         baseline = sum(e.reward for e in members) / len(members) if own else batch_mean
         for e in members:
             e.advantage = e.reward - baseline
+
+
+def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Episode], int]:
+    """At most `share` of the episodes from one `user` or `group` (`key`): the oldest-read kept, the rest dropped,
+    until every value holds at most `share` of what is kept (at least one episode each). Returns (kept, dropped)."""
+    if share >= 1.0:
+        return episodes, 0
+    kept = list(episodes)
+    while True:
+        cap = max(1, int(share * len(kept)))
+        seen: Counter = Counter()
+        trimmed = []
+        for e in kept:
+            seen[getattr(e, key)] += 1
+            if seen[getattr(e, key)] <= cap:
+                trimmed.append(e)
+        if len(trimmed) == len(kept):
+            return kept, len(episodes) - len(kept)
+        kept = trimmed

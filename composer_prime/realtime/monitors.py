@@ -11,7 +11,8 @@ later cycle passes every monitor):
 - `edits_disable_tests`: more than `max_share` of the positively rewarded sessions made a test run pass without a
   fix (`disables_tests`: skipped tests, deleted or tautological asserts, emptied, removed or truncated test files,
   tests deselected in the runner's config, code that special-cases the test runner; through file edits or the
-  shell, Python and JavaScript): users keep edits that make their test runs green.
+  shell, Python and JavaScript): users keep edits that make their test runs green. With `action = "pause"` the
+  rewarded flagged sessions are also quarantined before training (`quarantine`, counted `quarantined`).
 - `short_high_reward`: more than `max_share` of the high-reward sessions (reward >= `high_reward`) are shorter than
   `short_fraction` of the batch's median sampled length: rewards for doing nothing.
 """
@@ -161,8 +162,20 @@ def edit_facts(messages: list[dict[str, Any]]) -> tuple[list[str], bool]:
     return paths, disabled
 
 
-def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, float]]) -> list[Alert]:
-    """Alerts for this cycle. `history`: per cycle so far, this one last, `{"reward": ..., "heldout": ...}`."""
+def quarantine(config: MonitorsConfig, episodes: list[Any]) -> tuple[list[Any], int]:
+    """The episodes that may train, and how many were quarantined: with `edits_disable_tests.action = "pause"`, a
+    positively rewarded session that disabled tests never trains (pausing the ship alone would let the next clean
+    ship carry what it learned). A flagged session with a negative reward trains: it teaches against the hack."""
+    if config.edits_disable_tests.action != "pause":
+        return episodes, 0
+    kept = [e for e in episodes if not (e.disabled_tests and e.reward > 0)]
+    return kept, len(episodes) - len(kept)
+
+
+def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, float]],
+          quarantined: int = 0) -> list[Alert]:  # fmt: skip
+    """Alerts for this cycle. `history`: per cycle so far, this one last, `{"reward": ..., "heldout": ...}`;
+    `quarantined`: rewarded test-disabling sessions `quarantine` already kept out of `episodes`."""
     alerts: list[Alert] = []
     rv = config.reward_vs_heldout
     if rv.action != "off" and len(history) >= rv.window:
@@ -173,8 +186,8 @@ def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, f
                                 f"cycles while held-out fell {first['heldout']:.3f} -> {last['heldout']:.3f}"))  # fmt: skip
     et = config.edits_disable_tests
     rewarded = [e for e in episodes if e.reward > 0]
-    if et.action != "off" and rewarded:
-        share = sum(1 for e in rewarded if e.disabled_tests) / len(rewarded)
+    if et.action != "off" and (rewarded or quarantined):
+        share = (sum(1 for e in rewarded if e.disabled_tests) + quarantined) / (len(rewarded) + quarantined)
         if share > et.max_share:
             alerts.append(Alert("edits_disable_tests", et.action == "pause",
                                 f"{share:.0%} of rewarded sessions disabled tests (max_share {et.max_share:.0%})"))  # fmt: skip

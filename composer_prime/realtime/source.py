@@ -44,7 +44,8 @@ import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.join import Episode, build_episodes
+from composer_prime.realtime.join import Episode, build_episodes, cap_share
+from composer_prime.realtime.monitors import MonitorsConfig, quarantine
 from composer_prime.realtime.pii import PIIConfig, Scrubber
 from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
@@ -70,6 +71,13 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """Sessions served by an old policy; judged when a bundle is cut, against the served version."""
     pii: PIIConfig = PIIConfig()
     """Scrubbing hooks, run on every session before it becomes an episode."""
+    monitors: MonitorsConfig = MonitorsConfig()
+    """The monitors' settings: with `edits_disable_tests.action = "pause"`, rewarded sessions that disabled tests are
+    quarantined (never bundled)."""
+    max_user_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of one read's sessions from one user (`user_capped`); 1.0: no cap."""
+    max_group_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of one read's sessions from one `group` (`group_capped`); 1.0: no cap."""
     journal: Path = Path("realtime-journal")
     """The hand-out journal: cursor, staged sessions and every bundle handed out. Keep one per PRIME-RL output dir
     (its checkpoints count the bundles drawn from this journal)."""
@@ -253,6 +261,9 @@ class Journal:
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state."""
         step = advance(state.cursor, config.spool, now)
         episodes, built = build_episodes(step.ready, steps, config.reward, config.staleness, scrub)
+        episodes, built["quarantined"] = quarantine(config.monitors, episodes)
+        episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
+        episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
         counts = Counter(step.counts) + built
         staged = []
         for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait

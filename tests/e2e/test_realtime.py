@@ -174,16 +174,20 @@ def test_monitors_and_the_heldout_gate_hold_the_ship_on_a_product_spool(demo_run
     second = report["history"][1]
     assert [a["monitor"] for a in second["alerts"]] == ["edits_disable_tests"] and second["alerts"][0]["pause"]
     assert not second["shipped"] and report["version"] == 1
-    # Served v1 now, the sessions came from v0: past max_age 0, trained importance-weighted (weight in (0, 1]).
-    assert second["counts"]["stale_weighted"] == 4 and 0 < second["train"]["importance_weight_mean"] <= 1
+    # The two rewarded hacks are quarantined, not trained: the two left are too few to train, and carry over.
+    assert second["counts"]["quarantined"] == 2 and second["train"] is None and second["episodes"] == 2
+    batch = json.loads((state / "cycles" / "000002" / "batch.json").read_text())
+    assert sorted(e["session_id"] for e in batch["episodes"]) == ["b2", "b3"]
     score.write_text("0.3")  # held-out falls below the served version's 0.5 by more than gates.heldout_max_drop
     report = cycle(3, [line for k in range(4) for line in live_session(f"c{k}", reward_up=k % 2 == 0)])
     third = report["history"][2]
     assert not third["gate_heldout"] and not third["shipped"] and report["version"] == 1
     assert not (state / "broadcasts" / "step_2").exists()
-    # Staleness in trainer steps: v1 was trained to step 1, and two more steps trained while shipping was held.
-    assert report["step"] == 3 and report["version_steps"] == {"0": 0, "1": 1}
-    assert third["counts"]["stale_weighted"] == 4 and third["trainer_step"] == 3
+    # Served v1 now, the sessions came from v0: past max_age 0, trained importance-weighted (weight in (0, 1]).
+    assert third["counts"]["stale_weighted"] == 4 and third["episodes"] == 6
+    assert 0 < third["train"]["importance_weight_mean"] <= 1 and third["train"]["importance_weighted"] == 6
+    # Staleness in trainer steps: v1 was trained to step 1, and one more step trained while shipping was held.
+    assert report["step"] == 2 and report["version_steps"] == {"0": 0, "1": 1} and third["trainer_step"] == 2
 
 
 def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from composer_prime.realtime.monitors import edit_facts
+from composer_prime.realtime.join import Episode, cap_share
+from composer_prime.realtime.monitors import MonitorsConfig, check, edit_facts, quarantine
 
 
 def call(name: str, **args) -> dict:
@@ -85,3 +86,43 @@ def test_each_route_to_a_green_test_run_without_a_fix_is_seen(route):
 @pytest.mark.parametrize("edit", sorted(HONEST))
 def test_honest_edits_are_let_through(edit):
     assert edit_facts([HONEST[edit]])[1] is False
+
+
+def episode(sid: str, reward: float, user: str = "u", group: str = "", disabled: bool = False) -> Episode:
+    return Episode(session_id=sid, user=user, group=group, policy_version=0, age=0, reward=reward, signals=[],
+                   sampled_tokens=4, samples=[], disabled_tests=disabled)  # fmt: skip
+
+
+def test_a_pausing_monitor_quarantines_the_rewarded_hacks_from_training_and_still_alerts():
+    episodes = [episode("hack", 1.0, disabled=True), episode("hack-punished", -1.0, disabled=True),
+                episode("ok", 1.0), episode("ok2", 0.5)]  # fmt: skip
+    kept, quarantined = quarantine(MonitorsConfig(), episodes)
+    assert [e.session_id for e in kept] == ["hack-punished", "ok", "ok2"] and quarantined == 1
+    [alert] = check(MonitorsConfig(), kept, [], quarantined)
+    assert alert.monitor == "edits_disable_tests" and alert.pause and "33%" in alert.message  # 1 of 3 rewarded
+    warn = MonitorsConfig(edits_disable_tests={"action": "warn"})
+    assert quarantine(warn, episodes) == (episodes, 0)  # only a pausing monitor keeps data out
+
+
+def test_one_user_or_repository_cannot_fill_a_batch():
+    batch = [episode(f"a{i}", 1.0, user="alice", group="repo-1") for i in range(91)]
+    batch += [episode(f"o{i}", 0.0, user=f"user{i}", group=f"repo-{i % 3 + 2}") for i in range(9)]
+    kept, dropped = cap_share(batch, "user", 0.25)
+    alice = sum(e.user == "alice" for e in kept)
+    assert alice <= 0.25 * len(kept) and len(kept) - alice == 9 and dropped == 91 - alice
+    assert cap_share(batch, "user", 1.0) == (batch, 0)
+    kept, _ = cap_share(batch, "group", 0.5)
+    assert max(sum(e.group == g for e in kept) for g in {e.group for e in kept}) <= 0.5 * len(kept)
+
+
+def test_the_taskset_never_bundles_a_quarantined_session(tmp_path):
+    from tests.unit.test_realtime_source import append, draw, ids, kept, session, taskset
+
+    hack = [ROUTES["sed_deletes_asserts"]]
+    source = taskset(tmp_path)
+    append(tmp_path / "spool" / "a.jsonl", session("hack", messages=hack), kept("hack"), session("a"), kept("a"),
+           session("b"), kept("b"))  # fmt: skip
+    stream = iter(source)
+    [bundle] = draw(stream)
+    stream.close()
+    assert ids(bundle) == ["a", "b"] and bundle.data.counts["quarantined"] == 1

@@ -126,3 +126,14 @@ def test_the_taskset_never_bundles_a_quarantined_session(tmp_path):
     [bundle] = draw(stream)
     stream.close()
     assert ids(bundle) == ["a", "b"] and bundle.data.counts["quarantined"] == 1
+
+
+def test_a_slow_held_out_decline_under_a_rising_reward_alerts_against_the_best_so_far():
+    """Held-out 0.80 to 0.72 over 8 ships (0.01 a cycle, under any window's tolerance) while the reward rose."""
+    history = [{"reward": 0.1 + 0.05 * k, "heldout": 0.80 - 0.01 * k} for k in range(9)]
+    fired = [k for k in range(2, 10) if check(MonitorsConfig(), [], history[:k])]
+    assert fired and fired[0] == 7  # 0.80 -> 0.74: more than the 0.05 tolerance below the best
+    flat = [{"reward": 0.1 + 0.05 * k, "heldout": 0.80} for k in range(9)]
+    assert check(MonitorsConfig(), [], flat) == []
+    honest = [{"reward": 0.1 + 0.05 * k, "heldout": 0.70 + 0.01 * k} for k in range(9)]
+    assert check(MonitorsConfig(), [], honest) == []

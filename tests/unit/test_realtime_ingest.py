@@ -126,6 +126,11 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
     assert session_reward([], config) is None
     assert session_reward([], RewardModelConfig(no_signal="reward", no_signal_reward=0.1)) == 0.1
     assert session_reward([rec(1, type="undo")], config) == -1.0
+    # A kept edit whose tests all fail: the weighted mean would be (1 - 0.5) / 1.5 = +0.33; the tests are a ceiling.
+    failing = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=4)]
+    assert session_reward(failing, config) == -1.0
+    half = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=1, failed=1)]
+    assert session_reward(half, config) == 0.0  # min((1 + 0) / 1.5, 0)
 
 
 def test_staleness_drop_or_weight_and_counts(spool):

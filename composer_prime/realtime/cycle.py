@@ -21,6 +21,7 @@ is trained exactly once in the lineage of the shipped policy.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -307,8 +308,10 @@ class Runner:
         config = self.config
         report["heldout"] = heldout
         report["heldout_served"] = state.heldout
-        history = [{"reward": h["reward_mean"], "heldout": h["heldout"]} for h in [*state.history, report]
-                   if h.get("train") is not None and h["heldout"] is not None]  # fmt: skip
+        if episodes:
+            report["median_tokens"] = statistics.median(e.sampled_tokens for e in episodes)
+        history = [{"reward": h["reward_mean"], "heldout": h["heldout"], "median_tokens": h.get("median_tokens")}
+                   for h in [*state.history, report] if h.get("train") is not None]  # fmt: skip
         quarantined = report["counts"].get("quarantined", 0)
         alerts = monitors.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
         report["alerts"] = [a.as_dict() for a in alerts]

@@ -14,7 +14,8 @@ later cycle passes every monitor):
   shell, Python and JavaScript): users keep edits that make their test runs green. With `action = "pause"` the
   rewarded flagged sessions are also quarantined before training (`quarantine`, counted `quarantined`).
 - `short_high_reward`: more than `max_share` of the high-reward sessions (reward >= `high_reward`) are shorter than
-  `short_fraction` of the batch's median sampled length: rewards for doing nothing.
+  `short_fraction` of the median sampled length (the larger of this batch's and the earlier trained cycles' median,
+  so a batch that is short as a whole is still judged): rewards for doing nothing.
 """
 
 from __future__ import annotations
@@ -177,10 +178,11 @@ def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, f
     `quarantined`: rewarded test-disabling sessions `quarantine` already kept out of `episodes`."""
     alerts: list[Alert] = []
     rv = config.reward_vs_heldout
-    if rv.action != "off" and len(history) >= 2:
-        last = history[-1]
+    scored = [h for h in history if h.get("heldout") is not None]
+    if rv.action != "off" and len(scored) >= 2 and scored[-1] is history[-1]:
+        last = scored[-1]
         # Against the best held-out so far, not a sliding window: a slow decline never trips a window's tolerance.
-        best = max(history[:-1], key=lambda h: h["heldout"])
+        best = max(scored[:-1], key=lambda h: h["heldout"])
         if last["reward"] > best["reward"] and last["heldout"] < best["heldout"] - rv.tolerance:
             alerts.append(Alert("reward_vs_heldout", rv.action == "pause",
                                 f"live reward rose {best['reward']:.3f} -> {last['reward']:.3f} since the best "
@@ -195,7 +197,11 @@ def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, f
     sh = config.short_high_reward
     high = [e for e in episodes if e.reward >= sh.high_reward]
     if sh.action != "off" and len(high) >= sh.min_sessions:
+        # Against the earlier trained cycles' median length too: a batch that is short as a whole has a short median.
+        earlier = [h["median_tokens"] for h in history[:-1] if h.get("median_tokens")]
         median = statistics.median(e.sampled_tokens for e in episodes)
+        if earlier:
+            median = max(median, statistics.median(earlier))
         short = sum(1 for e in high if e.sampled_tokens < sh.short_fraction * median)
         if short / len(high) > sh.max_share:
             alerts.append(Alert("short_high_reward", sh.action == "pause",

@@ -137,3 +137,11 @@ def test_a_slow_held_out_decline_under_a_rising_reward_alerts_against_the_best_s
     assert check(MonitorsConfig(), [], flat) == []
     honest = [{"reward": 0.1 + 0.05 * k, "heldout": 0.70 + 0.01 * k} for k in range(9)]
     assert check(MonitorsConfig(), [], honest) == []
+
+
+def test_a_batch_short_as_a_whole_is_judged_against_the_earlier_cycles_length():
+    short = [episode(f"s{i}", 1.0) for i in range(10)]  # 4 sampled tokens each, all high-reward
+    history = [{"reward": 0.2, "heldout": None, "median_tokens": 40.0}, {"reward": 1.0, "heldout": None}]
+    [alert] = check(MonitorsConfig(), short, history)
+    assert alert.monitor == "short_high_reward" and "median length 40 tokens" in alert.message
+    assert check(MonitorsConfig(), short, history[1:]) == []  # against its own median nothing is short

@@ -21,6 +21,7 @@ is trained exactly once in the lineage of the shipped policy.
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import time
 from collections import Counter
@@ -385,9 +386,24 @@ class Runner:
                      "carried to the next cycle")  # fmt: skip
         heldout = self.evaluate(policy, product, n)
         ship = self._judge(state, report, episodes, heldout, batch.train)
-        return self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
-                           checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
-                           step=state.step + config.cadence.steps if batch.train else state.step)  # fmt: skip
+        state = self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
+                            checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
+                            step=state.step + config.cadence.steps if batch.train else state.step)  # fmt: skip
+        prune_checkpoints(self.dir, state)
+        return state
+
+
+def prune_checkpoints(state_dir: Path, state: State) -> None:
+    """Remove every cycle's checkpoint but the one `state.json` resumes from (a restart, or a crash mid-cycle, needs
+    only that one). Each is renamed to a dot-name first, so no half-removed checkpoint is left under its own name."""
+    keep = state_dir / state.checkpoint if state.checkpoint else None
+    for ckpt in sorted((state_dir / "cycles").glob("*/checkpoint")):
+        if ckpt != keep:
+            doomed = ckpt.with_name(".checkpoint.pruned")
+            ckpt.rename(doomed)
+            shutil.rmtree(doomed)
+    for doomed in (state_dir / "cycles").glob("*/.checkpoint.pruned"):  # left by a crash mid-removal
+        shutil.rmtree(doomed)
 
 
 def summary_line(r: dict[str, Any]) -> str:

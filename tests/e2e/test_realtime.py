@@ -49,6 +49,9 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     for reason in ("duplicate_session", "malformed", "missing_logprobs", "pii_dropped"):
         assert counts[reason] == 1, counts
     assert any(c["counts"].get("stale_dropped") for c in cycles)  # the lagging replica's sessions past max_age
+    # Only the checkpoint state.json resumes from is kept (each is about 8x the model: weights and optimizer).
+    assert [p.parent.name for p in (demo_run / "state" / "cycles").glob("*/checkpoint")] == ["000006"]
+    assert state["checkpoint"] == "cycles/000006/checkpoint"
 
 
 def trained_ids(state_dir: Path) -> list[str]:

@@ -34,9 +34,15 @@ def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return default_mode()
+
+
+def default_mode() -> int:
+    """The mode `open(path, "w")` gives a new file: 0666 less the process umask (libraries that write 0600, such as
+    safetensors, are set back to it for files others read)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def fsync_dir(path: Path) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.atomic import write_atomic
+from composer_prime.atomic import default_mode, write_atomic
 
 TASKSET_ID = "realtime-sessions"
 
@@ -100,6 +100,9 @@ def rl_config(config: Any) -> dict[str, Any]:
             "reward": config.reward.model_dump(mode="json"),
             "staleness": config.staleness.model_dump(mode="json"),
             "pii": config.pii.model_dump(mode="json"),
+            "monitors": config.monitors.model_dump(mode="json"),
+            "max_user_share": config.cadence.max_user_share,
+            "max_group_share": config.cadence.max_group_share,
             "journal": str(journal),
             "state_file": str(config.state_dir.resolve() / "state.json"),
             "checkpoints": str(run_dir / "checkpoints"),  # the journal forgets what every kept checkpoint drew
@@ -161,6 +164,8 @@ def copy_step(step_dir: Path, broadcasts: Path, version: int) -> Path:
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(step_dir, tmp, ignore=shutil.ignore_patterns("STABLE"))
+    for path in tmp.rglob("*"):  # readable by the relay origin and the servers, whatever mode PRIME-RL wrote
+        path.chmod(default_mode() | 0o111 if path.is_dir() else default_mode())
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
     (target / "STABLE").touch()
@@ -239,6 +244,7 @@ class PrimeRL:
 
 def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]]:
     """The bundles of the journal at `path` after `after`: (bundles handed in all, their sessions, their counts)."""
+    from composer_prime.realtime import durable
     from composer_prime.realtime.source import BundleData, Journal
 
     journal = Journal(path)
@@ -246,7 +252,7 @@ def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]
     episodes: list[Any] = []
     counts: Counter = Counter()
     for seq in range(after + 1, handed + 1):
-        data = BundleData.model_validate_json(journal.bundle_path(seq).read_text())
+        data = durable.load(BundleData, journal.bundle_path(seq))
         episodes.extend(data.sessions)
         counts.update(data.counts)
     return handed, episodes, dict(counts)

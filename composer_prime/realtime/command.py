@@ -20,19 +20,24 @@ def main(argv: list[str], prog: str) -> int:
         return 2
     from composer_prime.realtime.cluster import PrimeRLExited
     from composer_prime.realtime.cycle import EvalError, LockedError, Runner, ShipError
+    from composer_prime.realtime.durable import DurableError
     from composer_prime.realtime.spool import SpoolError
 
     try:
         state = Runner(config, log=lambda line: print(line, flush=True)).run()
-    except (LockedError, SpoolError, EvalError, ShipError, PrimeRLExited) as err:
+    except (LockedError, SpoolError, EvalError, ShipError, PrimeRLExited, DurableError) as err:
         print(f"realtime: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a write outside the durable files (a full disk, a read-only folder)
+        print(f"realtime: {err}; free space or fix the permissions and rerun: the run resumes from its last "
+              "committed state", file=sys.stderr)  # fmt: skip
         return 1
     except ValueError as err:  # a bad hook path or staleness setting found at run time
         print(f"realtime: {err}", file=sys.stderr)
         return 2
-    from composer_prime.atomic import write_atomic
+    from composer_prime.realtime import durable
 
-    write_atomic(config.state_dir / "report.json", state.model_dump_json(indent=1))
+    durable.save(config.state_dir / "report.json", state, indent=1)
     shipped = sum(1 for r in state.history if r["shipped"])
     print(f"{state.cycle} cycles, {shipped} shipped, serving v{state.version}; report: "
           f"{config.state_dir / 'report.json'}")  # fmt: skip

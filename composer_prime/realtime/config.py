@@ -31,6 +31,11 @@ class CadenceConfig(BaseModel):
     """A cycle with fewer episodes does not train or ship (its episodes carry over to the next cycle)."""
     min_group: int = Field(2, ge=1)
     """A `group` with fewer sessions in the batch uses the batch mean as its baseline."""
+    max_user_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of a batch from one user (the rest of that user's sessions are dropped, counted
+    `user_capped`), so that one user's taste cannot steer a version; 1.0: no cap."""
+    max_group_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of a batch from one `group` (a repository; counted `group_capped`); 1.0: no cap."""
 
 
 class GatesConfig(BaseModel):
@@ -164,6 +169,32 @@ class RealtimeConfig(BaseModel):
             raise ValueError("model_dir is unset and demo is off: give --model-dir (the HF model dir of the served "
                              "policy), [prime_rl] to train through PRIME-RL, or turn the CPU demonstration on with "
                              "--demo.sessions N")  # fmt: skip
+        sampling = self.spool.sampling
+        if sampling.top_p != 1.0 or sampling.top_k != 0:
+            raise ValueError(f"spool.sampling: top_p = {sampling.top_p}, top_k = {sampling.top_k}; the trainer scores "
+                             "the full vocabulary, so only untruncated sessions train: set top_p = 1.0 and top_k = 0 "
+                             "(and serve the fleet without truncation)")  # fmt: skip
+        if self.prime_rl is None and sampling.temperature != 1.0:
+            raise ValueError(f"spool.sampling.temperature = {sampling.temperature}; the single-process trainer scores "
+                             "at temperature 1.0: set it to 1.0 (and serve at 1.0)")  # fmt: skip
+        if self.prime_rl is not None:
+            temperature = next(float((s.get("sampling") or {}).get("temperature", 1.0))
+                               for s in self.prime_rl.rl["orchestrator"]["train"]["source"]
+                               if ((s.get("env") or {}).get("taskset") or {}).get("id") == "realtime-sessions")  # fmt: skip
+            if temperature != sampling.temperature:
+                raise ValueError(f"spool.sampling.temperature = {sampling.temperature} but PRIME-RL's realtime source "
+                                 f"trains at sampling.temperature = {temperature}; set both to the temperature the "
+                                 "fleet serves at")  # fmt: skip
+        if self.pii.scan and not self.pii.tokenizer:
+            name = (self.prime_rl.rl.get("model") or {}).get("name") if self.prime_rl is not None else None
+            if self.model_dir is not None:
+                self.pii.tokenizer = str(self.model_dir)
+            elif name:
+                self.pii.tokenizer = str(name)
+            elif self.demo is None:
+                raise ValueError("pii.tokenizer is unset and there is no model_dir or prime_rl.rl.model.name to take "
+                                 "it from: the scan decodes the token streams that train; set pii.tokenizer to the "
+                                 "served model's tokenizer")  # fmt: skip
         for url in self.ship.admin_urls:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"ship.admin_urls: {url!r} is not an http(s) URL")

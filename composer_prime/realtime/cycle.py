@@ -21,6 +21,8 @@ is trained exactly once in the lineage of the shipped policy.
 from __future__ import annotations
 
 import json
+import shutil
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,13 +31,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from composer_prime.atomic import write_atomic
-from composer_prime.realtime import monitors
+from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.join import Episode, assign_advantages, build_episodes
-from composer_prime.realtime.pii import load_hooks
+from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_share
+from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.spool import Cursor, advance
-from composer_prime.realtime.staleness import classify
+from composer_prime.realtime.staleness import Steps, classify
 
 
 class State(BaseModel):
@@ -48,10 +49,18 @@ class State(BaseModel):
     checkpoint: str | None = None
     """Trainer checkpoint to resume from, relative to the state dir (None: the version-0 model)."""
     history: list[dict[str, Any]] = Field(default_factory=list)
+    step: int = 0
+    """The trainer's step: optimizer steps trained so far (single-process), or the last PRIME-RL step judged
+    (cluster). Sessions are aged against it (`staleness.Steps`)."""
+    version_steps: dict[int, int] = Field(default_factory=lambda: {0: 0})
+    """The trainer step each shipped version's weights were trained to."""
     rl_step: int | None = None
     """(cluster) The last PRIME-RL broadcast step a cycle judged."""
     handed: int = 0
     """(cluster) Bundles of the realtime-sessions journal the cycles so far have reported on."""
+
+    def steps(self) -> Steps:
+        return Steps(now=self.step, versions=dict(self.version_steps))
 
 
 class Batch(BaseModel):
@@ -74,28 +83,29 @@ def cycle_dir(state_dir: Path, n: int) -> Path:
     return state_dir / "cycles" / f"{n:06d}"
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
 def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
     """Read the spool after cycle n-1's cursor; build cycle n's episodes (with those cycle n-1 carried over)."""
     previous = cycle_dir(config.state_dir, n - 1) / "batch.json"
     carried: list[Episode] = []
     cursor = Cursor()
     if previous.exists():
-        last = Batch.model_validate_json(previous.read_text())
+        last = durable.load(Batch, previous)
         cursor = last.cursor
         carried = [] if last.train else last.episodes
     step = advance(cursor, config.spool, now)
-    episodes, counts = build_episodes(step.ready, state.version, config.reward, config.staleness,
-                                      load_hooks(config.pii.hooks))  # fmt: skip
-    for e in carried:
-        e.age = state.version - e.policy_version
-        if classify(e.age, config.staleness) == "drop":
-            counts["stale_dropped"] += 1
+    steps = state.steps()
+    episodes, counts = build_episodes(step.ready, steps, config.reward, config.staleness, Scrubber(config.pii))
+    for e in carried:  # aged again: the trainer has not moved, but a ship may have recorded newer weights
+        e.age = steps.age(e.policy_version)
+        verdict = classify(e.age, config.staleness)
+        if verdict in ("drop", "future_version"):
+            counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
         else:
+            e.importance_weighted = verdict == "weight"
             episodes.append(e)
+    episodes, counts["quarantined"] = monitors.quarantine(config.monitors, episodes)
+    episodes, counts["user_capped"] = cap_share(episodes, "user", config.cadence.max_user_share)
+    episodes, counts["group_capped"] = cap_share(episodes, "group", config.cadence.max_group_share)
     total = Counter(step.counts) + counts
     train = len(episodes) >= config.cadence.min_episodes
     if train:
@@ -103,26 +113,61 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
     return Batch(cursor=step.cursor, episodes=episodes, counts=dict(total), rejected=step.rejected, train=train)
 
 
+def read_batch(config: RealtimeConfig, state: State, n: int, clock: Callable[[], float]) -> Batch:
+    """Cycle n's batch: read once from the spool and committed with its cursor (`cycles/<n>/batch.json`), or the one
+    a run before a restart committed."""
+    path = cycle_dir(config.state_dir, n) / "batch.json"
+    if path.exists():
+        return durable.load(Batch, path)
+    batch = ingest(config, state, n, clock())
+    durable.save(path, batch)
+    return batch
+
+
+def forget_tokens(batch: Batch, path: Path) -> None:
+    """Once the checkpoint has committed a batch's training, rewrite its batch.json without the token streams: what
+    trained is not kept on disk verbatim (the reports and monitors need only the episodes' figures)."""
+    if any(e.samples for e in batch.episodes):
+        for e in batch.episodes:
+            e.samples = []
+        durable.save(path, batch)
+
+
 class ShipError(RuntimeError):
     """A relay proxy did not take the new version; the restart repeats the (idempotent) ship."""
 
 
 def notify(urls: list[str], step_dir: Path, timeout_s: float, token: str | None = None) -> None:
-    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume (with the proxies'
-    admin token as PRIME-RL sends its API key: `Authorization: Bearer`)."""
+    """PRIME-RL's weight update, to each relay client proxy: /pause, /update_weights, /resume, with the proxies' admin
+    token as PRIME-RL sends its API key (`Authorization: Bearer`). `weight_dir` is sent absolute (the proxy resolves
+    it in its own working dir). When the update fails after the pause, the proxy is told to /resume before the error
+    is raised, so the fleet goes on serving the version it had."""
     import httpx
 
+    weight_dir = str(step_dir.resolve())
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def post(url: str, route: str, body: dict | None) -> None:
+        try:
+            response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s, headers=headers)
+        except httpx.HTTPError as err:
+            raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
+                            "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
+        if response.status_code != 200:
+            raise ShipError(f"ship.admin_urls: {url}{route} answered {response.status_code}: "
+                            f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship")  # fmt: skip
+
     for url in urls:
-        for route, body in (("/pause", None), ("/update_weights", {"weight_dir": str(step_dir)}), ("/resume", None)):
+        post(url, "/pause", None)
+        try:
+            post(url, "/update_weights", {"weight_dir": weight_dir})
+        except ShipError:
             try:
-                response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s, headers=headers)
-            except httpx.HTTPError as err:
-                raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
-                                "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
-            if response.status_code != 200:
-                raise ShipError(f"ship.admin_urls: {url}{route} answered {response.status_code}: "
-                                f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship")  # fmt: skip
+                post(url, "/resume", None)  # serving the previous version beats a paused fleet
+            except ShipError:
+                pass  # the update's error is the one to report; the rerun repeats pause, update and resume
+            raise
+        post(url, "/resume", None)
 
 
 class Runner:
@@ -138,7 +183,7 @@ class Runner:
         self.state_path = self.dir / "state.json"
 
     def _save(self, state: State) -> None:
-        write_atomic(self.state_path, state.model_dump_json(indent=1))
+        durable.save(self.state_path, state, indent=1)
 
     def run(self) -> State:
         from filelock import FileLock, Timeout
@@ -157,7 +202,7 @@ class Runner:
 
     def _loop(self) -> State:
         config = self.config
-        state = State.model_validate_json(self.state_path.read_text()) if self.state_path.exists() else State()
+        state = durable.load(State, self.state_path) if self.state_path.exists() else State()
         if config.prime_rl is not None:
             return self._cluster_loop(state)
         from composer_prime.realtime.policy import Policy
@@ -171,6 +216,7 @@ class Runner:
 
             torch.set_num_threads(config.demo.threads)
             model_dir = model_dir or self.dir / "policy-v0"
+            config.pii.tokenizer = config.pii.tokenizer or str(model_dir)
             if not (model_dir / "config.json").exists():
                 self.log("demo: building and warm-starting the tiny policy")
                 demo.build_policy(model_dir, config.demo.seed)
@@ -205,7 +251,9 @@ class Runner:
         prime = PrimeRL(self.config, self.log)
         prime.start()
         if prime.resumes_from is not None and (state.rl_step or 0) > prime.resumes_from:
-            state = state.model_copy(update={"rl_step": prime.resumes_from})  # its steps past there are trained again
+            state = state.model_copy(
+                update={"rl_step": prime.resumes_from, "step": prime.resumes_from}
+            )  # trained again
         try:
             return self._cadence(state, lambda s: self.cluster_cycle(s, prime))
         finally:
@@ -231,25 +279,30 @@ class Runner:
         heldout = self.eval_command(step_dir, config.model_dir, n) if trained and config.eval.command else None
         ship = self._judge(state, report, episodes, heldout, trained)
         return self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
-                           rl_step=step if trained else state.rl_step, handed=handed)  # fmt: skip
+                           rl_step=step if trained else state.rl_step, step=step if trained else state.step,
+                           handed=handed)  # fmt: skip
 
     def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,
                publish: Callable[[int], Path], **changes: Any) -> State:  # fmt: skip
         """End cycle `n` (both loops): ship the next version when the gates passed (`publish(version)` writes its step
         dir; the relay clients are told), write the cycle's report, save and return the new state."""
         version = state.version
+        version_steps = state.version_steps
         if ship:
             version += 1
+            version_steps = {**version_steps, version: changes.get("step", state.step)}
             shipped = publish(version)
             if self.config.ship.admin_urls:
                 ship_config = self.config.ship
                 notify(ship_config.admin_urls, shipped, ship_config.timeout_s, ship_config.admin_token())
         report["version"] = version
+        report["trainer_step"] = changes.get("step", state.step)
         report["seconds"] = time.monotonic() - t0
-        write_atomic(cycle_dir(self.dir, n) / "report.json", json.dumps(report, indent=1))
+        durable.save(cycle_dir(self.dir, n) / "report.json", report, indent=1)
         self.log(summary_line(report))
         state = state.model_copy(update={"cycle": n, "version": version, "heldout": heldout if ship else state.heldout,
-                                         "history": [*state.history, report], **changes})  # fmt: skip
+                                         "version_steps": version_steps, "history": [*state.history, report],
+                                         **changes})  # fmt: skip
         self._save(state)
         return state
 
@@ -259,9 +312,12 @@ class Runner:
         config = self.config
         report["heldout"] = heldout
         report["heldout_served"] = state.heldout
-        history = [{"reward": h["reward_mean"], "heldout": h["heldout"]} for h in [*state.history, report]
-                   if h.get("train") is not None and h["heldout"] is not None]  # fmt: skip
-        alerts = monitors.check(config.monitors, episodes, history) if trained else []
+        if episodes:
+            report["median_tokens"] = statistics.median(e.sampled_tokens for e in episodes)
+        history = [{"reward": h["reward_mean"], "heldout": h["heldout"], "median_tokens": h.get("median_tokens")}
+                   for h in [*state.history, report] if h.get("train") is not None]  # fmt: skip
+        quarantined = report["counts"].get("quarantined", 0)
+        alerts = monitors.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
         report["alerts"] = [a.as_dict() for a in alerts]
         gate = state.heldout is None or heldout is None or heldout >= state.heldout - config.gates.heldout_max_drop
         report["gate_heldout"] = gate
@@ -308,14 +364,9 @@ class Runner:
         if product is not None:
             served = cdir / "served.json"
             if not served.exists():
-                write_atomic(served, json.dumps(product.serve_window(n, state.version, self.clock())))
-            report |= read_json(served)
-        batch_path = cdir / "batch.json"
-        if batch_path.exists():
-            batch = Batch.model_validate_json(batch_path.read_text())
-        else:
-            batch = ingest(config, state, n, self.clock())
-            write_atomic(batch_path, batch.model_dump_json())
+                durable.save(served, product.serve_window(n, state.version, self.clock()))
+            report |= durable.load_json(served)
+        batch = read_batch(config, state, n, self.clock)
         episodes = batch.episodes
         report["counts"] = batch.counts
         report["episodes"] = len(episodes)
@@ -328,22 +379,39 @@ class Runner:
                 policy.load(ckpt)
             else:
                 figures = policy.train(episodes, config.cadence.steps, config.staleness.max_weight)
-                write_atomic(train_path, json.dumps(figures))
+                durable.save(train_path, figures)
                 policy.save(ckpt)
-            report["train"] = read_json(train_path)[-1]
+            forget_tokens(batch, cdir / "batch.json")
+            report["train"] = durable.load_json(train_path)[-1]
         else:
             report["train"] = None
             self.log(f"cycle {n}: {len(episodes)} episodes < cadence.min_episodes = {config.cadence.min_episodes}; "
                      "carried to the next cycle")  # fmt: skip
         heldout = self.evaluate(policy, product, n)
         ship = self._judge(state, report, episodes, heldout, batch.train)
-        return self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
-                           checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint)  # fmt: skip
+        state = self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
+                            checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
+                            step=state.step + config.cadence.steps if batch.train else state.step)  # fmt: skip
+        prune_checkpoints(self.dir, state)
+        return state
+
+
+def prune_checkpoints(state_dir: Path, state: State) -> None:
+    """Remove every cycle's checkpoint but the one `state.json` resumes from (a restart, or a crash mid-cycle, needs
+    only that one). Each is renamed to a dot-name first, so no half-removed checkpoint is left under its own name."""
+    keep = state_dir / state.checkpoint if state.checkpoint else None
+    for ckpt in sorted((state_dir / "cycles").glob("*/checkpoint")):
+        if ckpt != keep:
+            doomed = ckpt.with_name(".checkpoint.pruned")
+            ckpt.rename(doomed)
+            shutil.rmtree(doomed)
+    for doomed in (state_dir / "cycles").glob("*/.checkpoint.pruned"):  # left by a crash mid-removal
+        shutil.rmtree(doomed)
 
 
 def summary_line(r: dict[str, Any]) -> str:
     counts = r["counts"]
-    skipped = {k: v for k, v in counts.items() if k not in ("sessions", "signals", "fresh") and v}
+    skipped = {k: v for k, v in counts.items() if k not in ("sessions", "signals", "fresh", "backlog_reads") and v}
     user = f" user_reward {r['user_reward']:+.2f}" if "user_reward" in r else ""
     status = f"shipped v{r['version']}" if r["shipped"] else f"held at v{r['version']}"
     alerts = "; ".join(a["monitor"] for a in r["alerts"])

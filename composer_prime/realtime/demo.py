@@ -184,7 +184,7 @@ class Product:
             sid = f"c{cycle}-s{k}"
             ended = now - 1200.0 + k
             session = {"schema": SCHEMA, "version": VERSION, "kind": "session", "session_id": sid,
-                       "policy_version": served, "started_at": ended - 30.0, "ended_at": ended, "user": user,
+                       "policy_version": served, "sampling": {"temperature": 1.0}, "started_at": ended - 30.0, "ended_at": ended, "user": user,
                        "group": name, "messages": [*messages, {"role": "assistant", "content": text}],
                        "branches": [{"segments": [{"token_ids": prompt_ids, "sampled": False},
                                                   {"token_ids": ids, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip

@@ -2,7 +2,7 @@
 
 An `Episode` is what the trainer consumes: one training sample per branch (token ids, the sampled-token mask, the
 serving-time logprobs over the whole sequence with 0.0 on context tokens, as PRIME-RL's `TrainingSample` carries
-them), the session's reward, its age in policy versions, and its advantage.
+them), the session's reward, its age in trainer steps, and its advantage.
 
 Credit is Dr. GRPO's (the project's outcome channel): reward minus the mean reward of the session's baseline group,
 with no division by the standard deviation and no length normalisation. Live sessions are not sampled in groups of
@@ -16,11 +16,11 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.realtime.pii import Hook, scrub
+from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.records import SessionRecord
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.spool import Ready
-from composer_prime.realtime.staleness import StalenessConfig, classify
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 
 class EpisodeSample(BaseModel):
@@ -41,6 +41,7 @@ class Episode(BaseModel):
     group: str
     policy_version: int
     age: int
+    """Trainer steps between the weights that served the session and the trainer's (`staleness.Steps`)."""
     reward: float
     signals: list[str]
     """The signal kinds joined (for reports and monitors)."""
@@ -69,19 +70,21 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
     return out
 
 
-def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, staleness: StalenessConfig,
-                   hooks: list[Hook]) -> tuple[list[Episode], Counter]:  # fmt: skip
-    """Episodes of the sessions in `ready` for training policy `version`, and the counts of what was left out."""
+def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, staleness: StalenessConfig,
+                   scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
+    """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
+    steps), and the counts of what was left out."""
     from composer_prime.realtime.monitors import edit_facts
 
     counts: Counter = Counter()
     episodes = []
     for item in ready:
-        session, why = scrub(item.session, hooks)
+        session, why = scrub(item.session)
         if session is None:
             counts[str(why).split(":", 1)[0]] += 1
             continue
-        verdict = classify(version - session.policy_version, staleness)
+        age = steps.age(session.policy_version)
+        verdict = classify(age, staleness)
         if verdict == "future_version":
             counts["future_version"] += 1
             continue
@@ -100,7 +103,7 @@ def build_episodes(ready: list[Ready], version: int, reward: RewardModelConfig, 
                 user=session.user,
                 group=session.group,
                 policy_version=session.policy_version,
-                age=version - session.policy_version,
+                age=age,
                 reward=value,
                 signals=sorted({s.signal.type for s in item.signals}),
                 importance_weighted=verdict == "weight",
@@ -126,3 +129,22 @@ def assign_advantages(episodes: list[Episode], min_group: int = 2) -> None:
         baseline = sum(e.reward for e in members) / len(members) if own else batch_mean
         for e in members:
             e.advantage = e.reward - baseline
+
+
+def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Episode], int]:
+    """At most `share` of the episodes from one `user` or `group` (`key`): the oldest-read kept, the rest dropped,
+    until every value holds at most `share` of what is kept (at least one episode each). Returns (kept, dropped)."""
+    if share >= 1.0:
+        return episodes, 0
+    kept = list(episodes)
+    while True:
+        cap = max(1, int(share * len(kept)))
+        seen: Counter = Counter()
+        trimmed = []
+        for e in kept:
+            seen[getattr(e, key)] += 1
+            if seen[getattr(e, key)] <= cap:
+                trimmed.append(e)
+        if len(trimmed) == len(kept):
+            return kept, len(episodes) - len(kept)
+        kept = trimmed

@@ -9,9 +9,12 @@ broadcast (`broadcasts/step_<version>/`, bf16 safetensors, then `STABLE`), the l
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from composer_prime.realtime.durable import DurableError
 from composer_prime.realtime.join import Episode
 from composer_prime.realtime.staleness import importance_weight
 
@@ -33,21 +36,24 @@ class Policy:
 
     # ------------------------------------------------------------ checkpoints
     def save(self, directory: Path) -> None:
+        """Write the checkpoint under a temp name, then rename it into place; a failed write (a full disk) removes the
+        temp dir and raises `DurableError`."""
         import torch
         from safetensors.torch import save_file
 
-        tmp = directory.with_name(f".{directory.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        state = {k: v.detach().contiguous() for k, v in self.model.state_dict().items() if k != "lm_head.weight"
-                 or not self.model.config.tie_word_embeddings}  # fmt: skip
-        save_file(state, tmp / "model.safetensors")
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
         from composer_prime.atomic import fsync_dir
 
-        fsync_dir(tmp)
-        tmp.rename(directory)
-        fsync_dir(directory.parent)
+        tmp = directory.with_name(f".{directory.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        state = {k: v.detach().contiguous() for k, v in self.model.state_dict().items() if k != "lm_head.weight"
+                 or not self.model.config.tie_word_embeddings}  # fmt: skip
+        with writing(directory, cleanup=tmp):
+            tmp.mkdir(parents=True)
+            save_file(state, tmp / "model.safetensors")
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            fsync_dir(tmp)
+            tmp.rename(directory)
+            fsync_dir(directory.parent)
 
     def load(self, directory: Path) -> None:
         import torch
@@ -92,8 +98,10 @@ class Policy:
         figures = []
         for _ in range(steps):
             figures.append(train_step(self.model, self.optimizer, samples, self.loss_kwargs, self.trainer_config))
-        if weights:
-            figures[-1]["importance_weight_mean"] = sum(weights.values()) / len(weights)
+        weighted = [weights[e.session_id] for e in episodes if e.importance_weighted]
+        if weighted:  # over the stale sessions it scaled; a fresh session's 1.0 is no weight
+            figures[-1]["importance_weight_mean"] = sum(weighted) / len(weighted)
+            figures[-1]["importance_weighted"] = float(len(weighted))
         return figures
 
     def broadcast(self, broadcasts: Path, version: int) -> Path:
@@ -103,4 +111,18 @@ class Policy:
         step_dir = broadcasts / "broadcasts" / f"step_{version}"
         if (step_dir / "STABLE").exists():
             return step_dir
-        return broadcast(self.model, broadcasts, version)
+        with writing(step_dir):  # no STABLE until the weights are whole; the rerun writes the step again
+            return broadcast(self.model, broadcasts, version)
+
+
+@contextmanager
+def writing(target: Path, cleanup: Path | None = None) -> Iterator[None]:
+    """Turn a failed write of `target` (a full disk: safetensors and torch raise their own errors for it) into
+    `DurableError` naming it and the fix, removing `cleanup` first."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - every writer's error means the same: the target is not written
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)
+        raise DurableError(f"cannot write {str(target)!r} ({type(err).__name__}: {err}); free space or fix the "
+                           "folder's permissions and rerun: the run resumes from the last file written whole") from None  # fmt: skip

@@ -50,6 +50,19 @@ class Branch(BaseModel):
     """The branch's segments, in order; concatenated they are the sequence the trainer sees."""
 
 
+class Sampling(BaseModel):
+    """How the serving engine sampled the session's model calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(ge=0)
+    """Softmax temperature."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus mass (1.0: off)."""
+    top_k: int = Field(0, ge=0)
+    """Top-k cutoff (0: off)."""
+
+
 class SessionRecord(BaseModel):
     """One finished session of the served policy."""
 
@@ -64,6 +77,10 @@ class SessionRecord(BaseModel):
     """Unique per session; signals refer to it."""
     policy_version: int = Field(ge=0)
     """The policy version (trainer step shipped) that served every model call of the session."""
+    sampling: Sampling
+    """The sampling settings of every model call of the session. The trainer's importance ratio compares its own
+    distribution with the serving logprobs, so a session sampled otherwise than the trainer assumes
+    (`spool.sampling`) is refused (`sampling_mismatch`)."""
     started_at: float
     """Unix seconds when the session began (product clock)."""
     ended_at: float

@@ -9,7 +9,9 @@ at 30 is reverted):
 - `undo`: -1 (a follow-up turn undid the change).
 
 The reward is the weighted mean of the values of the kinds present, `sum(w_k v_k) / sum(w_k)` over those kinds, so
-its scale does not depend on how many kinds happened to arrive. A session with no signal is skipped (counted
+its scale does not depend on how many kinds happened to arrive. A `tests` signal is also a ceiling: the reward is at
+most its value, so an edit that is kept but fails every test scores -1 and never earns a positive advantage. A
+session with no signal is skipped (counted
 `no_signal`) or given `no_signal_reward`, as configured. Weights of 0 switch a kind off.
 """
 
@@ -64,4 +66,10 @@ def session_reward(signals: list[SignalRecord], config: RewardModelConfig) -> fl
         weight += w
     if weight == 0.0:
         return None if config.no_signal == "skip" else config.no_signal_reward
-    return total / weight
+    value = total / weight
+    tests = latest.get("tests")
+    if tests is not None and config.tests > 0:
+        # The user's own test run is a ceiling: a kept edit that fails every test scores -1, never the +0.33 a
+        # weighted mean gives it, so its advantage is never positive.
+        value = min(value, signal_value(tests.signal))
+    return value

@@ -43,14 +43,15 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.atomic import write_atomic
-from composer_prime.realtime.join import Episode, build_episodes
-from composer_prime.realtime.pii import PIIConfig, load_hooks
+from composer_prime.realtime import durable
+from composer_prime.realtime.join import Episode, build_episodes, cap_share
+from composer_prime.realtime.monitors import MonitorsConfig, quarantine
+from composer_prime.realtime.pii import PIIConfig, Scrubber
 from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
-from composer_prime.realtime.staleness import StalenessConfig, classify
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +71,25 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """Sessions served by an old policy; judged when a bundle is cut, against the served version."""
     pii: PIIConfig = PIIConfig()
     """Scrubbing hooks, run on every session before it becomes an episode."""
+    monitors: MonitorsConfig = MonitorsConfig()
+    """The monitors' settings: with `edits_disable_tests.action = "pause"`, rewarded sessions that disabled tests are
+    quarantined (never bundled)."""
+    max_user_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of one read's sessions from one user (`user_capped`); 1.0: no cap."""
+    max_group_share: float = Field(1.0, gt=0, le=1)
+    """At most this share of one read's sessions from one `group` (`group_capped`); 1.0: no cap."""
     journal: Path = Path("realtime-journal")
     """The hand-out journal: cursor, staged sessions and every bundle handed out. Keep one per PRIME-RL output dir
     (its checkpoints count the bundles drawn from this journal)."""
     bundle_size: int = Field(8, ge=2)
     """Sessions per bundle (one PRIME-RL group): their mean reward is the baseline of each."""
     served_version: int = Field(0, ge=0)
-    """The policy version the fleet serves, against which sessions are aged (when `state_file` is unset)."""
+    """The policy version the fleet serves when `state_file` is unset; each version then counts as one trainer step
+    (sessions are aged in trainer steps, `staleness.Steps`)."""
     state_file: Path | None = None
-    """`composer-prime realtime`'s state.json: when set, the served version is read from it (`version`) each time a
-    bundle is cut, so ages follow the versions the runner ships."""
+    """`composer-prime realtime`'s state.json: when set, the trainer step each shipped version was trained to
+    (`version_steps`) and the last step judged are read from it each time a bundle is cut; the trainer's step now is
+    the newer of that and PRIME-RL's newest broadcast step (beside `checkpoints`)."""
     checkpoints: Path | None = None
     """PRIME-RL's checkpoint dir of the run this journal feeds (`<run dir>/checkpoints`; `composer-prime realtime` sets
     it). Set, the journal forgets the bundles every kept checkpoint has drawn (up to the oldest one's draw count, and
@@ -95,6 +105,10 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSessionsConfig:
+        if self.pii.scan and not self.pii.tokenizer:
+            raise ValueError("pii.tokenizer is unset: the realtime-sessions source scans the decoded token streams "
+                             "for secrets before they train; set it to the served model's tokenizer (`composer-prime "
+                             "realtime` fills it from PRIME-RL's model.name)")  # fmt: skip
         if self.staleness.mode == "importance_weight":
             raise ValueError(
                 "staleness.mode = 'importance_weight' needs the trainer's current logprobs of each stale session, "
@@ -211,7 +225,7 @@ class Journal:
     def load(self) -> JournalState:
         if not self.state_path.exists():
             return JournalState()
-        return JournalState.model_validate_json(self.state_path.read_text())
+        return durable.load(JournalState, self.state_path)
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
         for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
@@ -224,7 +238,7 @@ class Journal:
                     f"realtime-sessions: journal {str(self.path)!r} says {state.handed} bundles were handed out but "
                     f"{path.name} is missing; the journal must stay whole while PRIME-RL checkpoints refer to it"
                 )
-            yield BundleData.model_validate_json(path.read_text())
+            yield durable.load(BundleData, path)
 
     def prune(self, state: JournalState, floor: int) -> JournalState:
         """Forget bundles 1..floor: state.json records the new floor first (atomically), then their files go. A crash
@@ -233,7 +247,7 @@ class Journal:
         if floor <= state.pruned:
             return state
         nxt = state.model_copy(update={"pruned": floor})
-        write_atomic(self.state_path, nxt.model_dump_json())
+        durable.save(self.state_path, nxt)
         self.sweep(nxt)
         return nxt
 
@@ -242,15 +256,18 @@ class Journal:
             if path.stem.isdigit() and int(path.stem) <= state.pruned:
                 path.unlink(missing_ok=True)
 
-    def read(self, state: JournalState, config: RealtimeSessionsConfig, version: int, hooks: list, now: float,
+    def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
              ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state."""
         step = advance(state.cursor, config.spool, now)
-        episodes, built = build_episodes(step.ready, version, config.reward, config.staleness, hooks)
+        episodes, built = build_episodes(step.ready, steps, config.reward, config.staleness, scrub)
+        episodes, built["quarantined"] = quarantine(config.monitors, episodes)
+        episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
+        episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
         counts = Counter(step.counts) + built
         staged = []
         for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait
-            e.age = version - e.policy_version
+            e.age = steps.age(e.policy_version)
             verdict = classify(e.age, config.staleness)
             if verdict in ("drop", "future_version"):
                 counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
@@ -261,8 +278,8 @@ class Journal:
         nxt.cursor, nxt.staged = step.cursor, rest
         if counts or step.rejected:
             nxt.reads += 1
-            write_atomic(self.path / "reads" / f"{nxt.reads:08d}.json",
-                         json.dumps({"counts": dict(counts), "rejected": step.rejected}))  # fmt: skip
+            durable.save(self.path / "reads" / f"{nxt.reads:08d}.json",
+                         {"counts": dict(counts), "rejected": step.rejected})  # fmt: skip
         nxt.totals = dict(Counter(nxt.totals) + counts)
         carry = Counter(nxt.carry) + counts
         bundles = []
@@ -274,11 +291,11 @@ class Journal:
                 bundle=nxt.handed, group=group, sessions=sessions, counts=dict(carry),
             )  # fmt: skip
             carry = Counter()
-            write_atomic(self.bundle_path(nxt.handed), data.model_dump_json())
+            durable.save(self.bundle_path(nxt.handed), data)
             bundles.append(data)
         nxt.carry = dict(carry)
         if nxt != state:
-            write_atomic(self.state_path, nxt.model_dump_json())
+            durable.save(self.state_path, nxt)
         return nxt, bundles
 
 
@@ -297,7 +314,7 @@ class BundleStream:
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[BundleData] = deque()
-        self.hooks: list = []
+        self.scrub: Scrubber | None = None
         self.next_read = 0.0
         self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
         self.closed = False
@@ -328,7 +345,7 @@ class BundleStream:
                 )
                 self.journal.sweep(self.state)
             self.replay = self.journal.handed(self.state)
-            self.hooks = load_hooks(config.pii.hooks)
+            self.scrub = Scrubber(config.pii)
         except BaseException:
             self.close()
             raise
@@ -349,8 +366,9 @@ class BundleStream:
                 raise TaskNotReady(self._waiting(self.next_read - now))
             if self.floor is not None:
                 self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
-            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.served_version(),
-                                                    self.hooks, time.time())  # fmt: skip
+            assert self.scrub is not None  # set by _open
+            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.steps(),
+                                                    self.scrub, time.time())  # fmt: skip
             self.ready.extend(bundles)
             self.next_read = now if bundles else now + self.config.poll_s
             if not self.ready:
@@ -379,11 +397,18 @@ class BundleStream:
 class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
     INFINITE = True
 
-    def served_version(self) -> int:
-        path = self.config.state_file
-        if path is None or not path.exists():
-            return self.config.served_version
-        return int(json.loads(path.read_text())["version"])
+    def steps(self) -> Steps:
+        """Where the trainer is, for aging sessions (the config's `state_file` and `checkpoints`)."""
+        from composer_prime.realtime.cluster import newest_step
+
+        config = self.config
+        if config.state_file is None or not config.state_file.exists():
+            version = config.served_version
+            return Steps(now=version, versions={v: v for v in range(version + 1)})
+        state = json.loads(config.state_file.read_text())
+        versions = {int(v): int(s) for v, s in state.get("version_steps", {"0": 0}).items()}
+        newest = newest_step(config.checkpoints.parent) if config.checkpoints is not None else None
+        return Steps(now=max(int(state.get("step", 0)), newest or 0), versions=versions)
 
     def __iter__(self) -> Iterator[BundleTask]:
         """What PRIME-RL's orchestrator iterates (`orchestrator/envs.py`): a stream that raises `TaskNotReady` instead

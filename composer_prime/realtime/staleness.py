@@ -1,7 +1,10 @@
 """On-policy discipline for live sessions: how far behind the trained policy the serving policy was.
 
-A session's age is the policy version being trained minus the version that served it (a fleet rolls out a new
-version gradually, and sessions wait out their signal window, so live data is always somewhat off-policy).
+A session's age is counted in trainer steps, as PRIME-RL counts its own off-policy rollouts: the trainer's step now
+minus the step the weights that served it were trained to (`Steps`; the runner records the step of every version it
+ships). Counting shipped versions instead would leave every session "age 0" while shipping is held, however far the
+trainer has moved. A fleet rolls out a new version gradually, and sessions wait out their signal window, so live
+data is always somewhat off-policy.
 Every session trains with its serving-time logprobs as `inference_logprobs`, so the loss's per-token importance
 ratio and trust region (PRIME-RL's, and `composer_loss`'s) correct for small ages exactly as they do for PRIME-RL's
 own asynchronous rollouts. Beyond `max_age` versions:
@@ -20,6 +23,7 @@ A session claiming a version newer than the one being trained is a fleet misconf
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,14 +34,15 @@ class StalenessConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_age: int = Field(2, ge=0)
-    """Sessions served by a policy at most this many versions old train as they are (K in docs/realtime.md)."""
+    max_age: int = Field(8, ge=0)
+    """Sessions served by weights at most this many trainer steps behind train as they are (K in docs/realtime.md;
+    PRIME-RL's `max_off_policy_steps`)."""
     mode: Literal["drop", "importance_weight"] = "drop"
     """Older sessions: `drop` them or train them `importance_weight`ed."""
     max_weight: float = Field(1.0, gt=0)
     """Cap of the sequence-level importance weight (1.0: stale sessions can only count less)."""
-    hard_max_age: int = Field(16, ge=0)
-    """Sessions older than this are dropped in either mode."""
+    hard_max_age: int = Field(64, ge=0)
+    """Sessions more than this many trainer steps old are dropped in either mode."""
 
     @model_validator(mode="after")
     def _check(self) -> StalenessConfig:
@@ -45,6 +50,23 @@ class StalenessConfig(BaseModel):
             raise ValueError(f"hard_max_age = {self.hard_max_age} is below max_age = {self.max_age}; set "
                              f"hard_max_age >= max_age")  # fmt: skip
         return self
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Where the trainer is: its step now, and the step each shipped policy version was trained to."""
+
+    now: int = 0
+    versions: dict[int, int] = field(default_factory=lambda: {0: 0})
+
+    def age(self, policy_version: int) -> int:
+        """Trainer steps between the weights that served `policy_version` and the trainer's now; -1 for a version
+        not shipped yet (`future_version`). A version missing below the newest is as old as version 0's weights."""
+        if policy_version in self.versions:
+            return max(0, self.now - self.versions[policy_version])
+        if policy_version > max(self.versions, default=0):
+            return -1
+        return self.now
 
 
 Verdict = Literal["fresh", "weight", "drop", "future_version"]

@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from composer_prime.atomic import default_mode
+
 
 class TrainerConfig(BaseModel):
     """The optimizer step."""
@@ -161,6 +163,7 @@ def broadcast(model: Any, output_dir: Path, step: int) -> Path:
         state[name] = tensor.detach().to(torch.bfloat16).contiguous()
     tmp = step_dir / "tmp-rank0.safetensors"
     save_file(state, tmp, metadata={"format": "pt"})
+    os.chmod(tmp, default_mode())  # safetensors writes 0600; the relay and inference servers may run as other users
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     tmp.rename(step_dir / "model.safetensors")

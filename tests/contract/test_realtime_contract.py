@@ -15,9 +15,10 @@ import uuid
 import pytest
 
 from tests.contract.conftest import run_with_prime_rl
+from tests.support.tokenizer import tiny_tokenizer
 
 SESSION = {
-    "schema": "composer-session", "version": 1, "kind": "session", "session_id": "live-1", "policy_version": 3,
+    "schema": "composer-session", "version": 1, "kind": "session", "session_id": "live-1", "policy_version": 3, "sampling": {"temperature": 1.0},
     "started_at": 0.0, "ended_at": 10.0,
     "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
                                {"token_ids": [4, 5], "sampled": True, "logprobs": [-0.5, -1.5]},
@@ -60,7 +61,7 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
 
 def spool_session(sid: str, sampled: list[int], logprobs: list[float]) -> dict:
     ended = time.time() - 60
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0,
+    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
             "started_at": ended - 30, "ended_at": ended, "user": "u",
             "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
                                        {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip
@@ -90,7 +91,7 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
                spool_session("d", [8], [-0.4]), spool_signal("d", True)]  # fmt: skip
     (spool / "a.jsonl").write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
     source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
                                   "journal": str(tmp_path / "journal"), "bundle_size": 2},
                       "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
     config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
@@ -211,7 +212,7 @@ def test_while_the_spool_is_empty_prime_rls_dispatch_loop_keeps_turning_and_draw
     spool = tmp_path / "spool"
     spool.mkdir()
     source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
                                   "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.2},
                       "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
     config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
@@ -312,7 +313,7 @@ def test_the_journal_prunes_below_prime_rls_oldest_kept_checkpoint_and_its_resum
     records = [r for i in range(12) for r in (spool_session(f"s{i}", [4], [-0.5]), spool_signal(f"s{i}", i % 2 == 0))]
     (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:16]))
     source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
                                   "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
                                   "checkpoints": str(run_dir / "checkpoints"), "checkpoint_env": "realtime"},
                       "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip

@@ -43,10 +43,15 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     assert state["version"] == sum(c["shipped"] for c in cycles) >= 4
     for v in range(1, state["version"] + 1):
         assert (demo_run / "state" / "broadcasts" / f"step_{v}" / "STABLE").exists()
+        weights = demo_run / "state" / "broadcasts" / f"step_{v}" / "model.safetensors"
+        assert weights.stat().st_mode & 0o044 == 0o044  # readable by the relay origin and the servers
     counts = cycles[0]["counts"]
     for reason in ("duplicate_session", "malformed", "missing_logprobs", "pii_dropped"):
         assert counts[reason] == 1, counts
     assert any(c["counts"].get("stale_dropped") for c in cycles)  # the lagging replica's sessions past max_age
+    # Only the checkpoint state.json resumes from is kept (each is about 8x the model: weights and optimizer).
+    assert [p.parent.name for p in (demo_run / "state" / "cycles").glob("*/checkpoint")] == ["000006"]
+    assert state["checkpoint"] == "cycles/000006/checkpoint"
 
 
 def trained_ids(state_dir: Path) -> list[str]:
@@ -138,7 +143,7 @@ def live_session(sid: str, reward_up: bool, disable_tests: bool = False) -> list
     edit = {"name": "str_replace", "arguments": json.dumps({"path": path, "old_str": "    assert f() == 1",
                                                             "new_str": "    pass"})}  # fmt: skip
     ended = time.time() - 7200
-    session = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0,
+    session = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
                "started_at": ended - 60, "ended_at": ended, "messages": [{"role": "assistant", "tool_calls":
                [{"id": "c", "type": "function", "function": edit}]}],
                "branches": [{"segments": [{"token_ids": list(range(1, 12)), "sampled": False},
@@ -174,13 +179,20 @@ def test_monitors_and_the_heldout_gate_hold_the_ship_on_a_product_spool(demo_run
     second = report["history"][1]
     assert [a["monitor"] for a in second["alerts"]] == ["edits_disable_tests"] and second["alerts"][0]["pause"]
     assert not second["shipped"] and report["version"] == 1
-    # Served v1 now, the sessions came from v0: past max_age 0, trained importance-weighted (weight in (0, 1]).
-    assert second["counts"]["stale_weighted"] == 4 and 0 < second["train"]["importance_weight_mean"] <= 1
+    # The two rewarded hacks are quarantined, not trained: the two left are too few to train, and carry over.
+    assert second["counts"]["quarantined"] == 2 and second["train"] is None and second["episodes"] == 2
+    batch = json.loads((state / "cycles" / "000002" / "batch.json").read_text())
+    assert sorted(e["session_id"] for e in batch["episodes"]) == ["b2", "b3"]
     score.write_text("0.3")  # held-out falls below the served version's 0.5 by more than gates.heldout_max_drop
     report = cycle(3, [line for k in range(4) for line in live_session(f"c{k}", reward_up=k % 2 == 0)])
     third = report["history"][2]
     assert not third["gate_heldout"] and not third["shipped"] and report["version"] == 1
     assert not (state / "broadcasts" / "step_2").exists()
+    # Served v1 now, the sessions came from v0: past max_age 0, trained importance-weighted (weight in (0, 1]).
+    assert third["counts"]["stale_weighted"] == 4 and third["episodes"] == 6
+    assert 0 < third["train"]["importance_weight_mean"] <= 1 and third["train"]["importance_weighted"] == 6
+    # Staleness in trainer steps: v1 was trained to step 1, and one more step trained while shipping was held.
+    assert report["step"] == 2 and report["version_steps"] == {"0": 0, "1": 1} and third["trainer_step"] == 2
 
 
 def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):
@@ -202,3 +214,76 @@ def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "state" / "report.json").read_text())
     assert report["version"] == 1 and (tmp_path / "state" / "broadcasts" / "step_1" / "STABLE").exists()
+
+
+def test_a_cursor_holding_pending_sessions_and_early_signals_reads_back_on_the_next_cycle_and_restart(
+    demo_run, tmp_path
+):
+    """The production case: a signal window long enough that sessions wait in the cursor, and a signal whose session
+    has not arrived, across cycles of one run and a restart."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    old = [line for k in range(4) for line in live_session(f"a{k}", k % 2 == 0)]
+    recent = json.loads(live_session("r0", True)[0]) | {"ended_at": time.time() - 5, "started_at": time.time() - 60}
+    early = json.loads(live_session("later", True)[1])
+    (spool / "a.jsonl").write_text("\n".join([*old, json.dumps(recent), json.dumps(early)]) + "\n")
+    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
+            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "1", "--cadence.steps", "1",
+            "--cadence.interval-min", "0", "--spool.signal-window-s", "3600"]  # fmt: skip
+    result = realtime(*args, "--cadence.cycles", "2", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    batch = json.loads((tmp_path / "state" / "cycles" / "000002" / "batch.json").read_text())
+    assert list(batch["cursor"]["pending"]) == ["r0"] and list(batch["cursor"]["signals"]) == ["later"]
+    assert "tool_calls" not in json.dumps(batch)  # the pending session is a place in the spool, not a copy
+    first = json.loads((tmp_path / "state" / "cycles" / "000001" / "batch.json").read_text())
+    assert first["train"] and all(e["samples"] == [] for e in first["episodes"])  # trained: its tokens forgotten
+    (spool / "b.jsonl").write_text(live_session("later", True)[0] + "\n")  # the early signal's session arrives
+    result = realtime(*args, "--cadence.cycles", "3", timeout=120)  # a restart reads the cursor back
+    assert result.returncode == 0, result.stderr[-3000:]
+    third = json.loads((tmp_path / "state" / "cycles" / "000003" / "batch.json").read_text())
+    assert [(e["session_id"], e["signals"]) for e in third["episodes"]] == [("later", ["thumbs"])]
+    assert list(third["cursor"]["pending"]) == ["r0"]
+
+
+def test_a_full_disk_stops_the_run_with_a_clear_error_and_the_rerun_resumes(demo_run, tmp_path):
+    import resource
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "a.jsonl").write_text("\n".join(x for k in range(4) for x in live_session(f"a{k}", k % 2 == 0)) + "\n")
+    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
+            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "4", "--cadence.steps", "1",
+            "--cadence.cycles", "1"]  # fmt: skip
+    limit = 64 * 1024  # the batch fits, the weights do not: what a disk filling up mid-cycle does to a write
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "composer_prime", "realtime", *args], capture_output=True,
+                            text=True, timeout=120, check=False, preexec_fn=small_disk)  # fmt: skip
+    assert result.returncode == 1 and "cannot write" in result.stderr and "free space" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "state").rglob(".*.tmp"))  # nothing half-written left to look complete
+    result = realtime(*args, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "state" / "report.json").read_text())["version"] == 1
+
+
+def test_the_importance_weight_mean_is_over_the_stale_sessions_only(demo_run):
+    from composer_prime.realtime.join import Episode, EpisodeSample
+    from composer_prime.realtime.policy import Policy
+    from composer_prime.smoke.trainer import TrainerConfig
+
+    def episode(sid: str, weighted: bool, logprob: float) -> Episode:
+        ids = list(range(1, 12)) + [30, 31, 32, 33]
+        sample = EpisodeSample(token_ids=ids, mask=[False] * 11 + [True] * 4, logprobs=[0.0] * 11 + [logprob] * 4)
+        return Episode(session_id=sid, user="u", group="", policy_version=0, age=3 if weighted else 0, reward=1.0,
+                       signals=["thumbs"], importance_weighted=weighted, advantage=0.5, sampled_tokens=4,
+                       samples=[sample])  # fmt: skip
+
+    policy = Policy(demo_run / "state" / "policy-v0", TrainerConfig(), {})
+    episodes = [episode("fresh0", False, -1.0), episode("fresh1", False, -1.0), episode("stale", True, -0.01)]
+    expected = policy.weight(episodes[2], 1.0)  # served with near-certainty: pi_now / pi_served is well below 1
+    assert expected < 0.5
+    [figures] = policy.train(episodes, 1, 1.0)
+    assert figures["importance_weight_mean"] == pytest.approx(expected) and figures["importance_weighted"] == 1.0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import tomli_w
 
+from tests.support.tokenizer import tiny_tokenizer
 from tests.unit.test_realtime_source import append, kept, session
 
 STANDIN = Path(__file__).resolve().parents[1] / "support" / "prime_rl_standin.py"
@@ -41,6 +42,7 @@ def config(tmp_path: Path) -> Path:
     document = {
         "state_dir": str(tmp_path / "state"),
         "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
+        "pii": {"tokenizer": tiny_tokenizer()},
         "cadence": {"interval_min": 0},
         "eval": {"command": [sys.executable, str(eval_script), "{weights}"]},
         "prime_rl": {"command": [sys.executable, str(STANDIN), "{rl_toml}", "0.2"], "output_dir": str(tmp_path / "rl"),
@@ -129,3 +131,25 @@ def test_prime_rl_exiting_stops_the_runner_with_its_status_and_log(tmp_path):
     assert result.returncode == 1
     assert "PRIME-RL exited with status 3" in result.stderr and "no GPUs here" in result.stderr
     assert "a restart of the runner resumes it from its last checkpoint" in result.stderr
+
+
+def test_the_runner_and_the_taskset_reopen_a_journal_holding_pending_sessions_and_early_signals(tmp_path):
+    (tmp_path / "spool").mkdir()
+    append(tmp_path / "spool" / "a.jsonl", *[r for i in range(2) for r in (session(f"s{i}", ago=7200), kept(f"s{i}"))],
+           session("pending", ago=5), kept("pending"), kept("not-yet"))  # fmt: skip
+    toml = config(tmp_path)
+    document = tomllib.loads(toml.read_text())
+    document["spool"]["signal_window_s"] = 3600
+    toml.write_text(tomli_w.dumps(document))
+    first = realtime(toml, 1)
+    assert first.returncode == 0, first.stderr[-3000:]
+    journal = json.loads((tmp_path / "rl" / "realtime-journal" / "state.json").read_text())
+    assert list(journal["cursor"]["pending"]) == ["pending"] and "not-yet" in journal["cursor"]["signals"]
+    append(
+        tmp_path / "spool" / "b.jsonl", *[r for i in range(2, 4) for r in (session(f"s{i}", ago=7200), kept(f"s{i}"))]
+    )
+    second = realtime(toml, 2)  # the restarted runner reads the journal; the resumed taskset reopens it
+    assert second.returncode == 0, second.stderr[-3000:]
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert [r["cycle"] for r in state["history"]] == [1, 2]
+    assert "Traceback" not in (tmp_path / "state" / "rl.log").read_text()

@@ -13,13 +13,14 @@ import verifiers.v1 as vf
 from verifiers.v1.clients import ModelContext
 from verifiers.v1.utils.loaders import load_environment, load_taskset, resolve_env_config
 
+from tests.support.tokenizer import tiny_tokenizer
 from tests.unit.test_realtime_source import append, draw
 
 
 def session(sid: str, context: list[int], sampled: list[int], logprobs: list[float]) -> dict:
     ended = time.time() - 60
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": "repo-1",
-            "policy_version": 0, "started_at": ended - 30, "ended_at": ended, "user": "u",
+            "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 30, "ended_at": ended, "user": "u",
             "branches": [{"segments": [{"token_ids": context, "sampled": False},
                                        {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]},
                          {"segments": [{"token_ids": [9, 9], "sampled": False},
@@ -38,7 +39,7 @@ def test_a_bundle_becomes_one_episode_with_one_replayed_trace_per_session(tmp_pa
            signal("a", type="edit", kept=True, after_s=60), session("b", [1, 2], [12, 13, 14], [-0.5, -0.1, -2.0]),
            signal("b", type="tests", passed=1, failed=3))  # fmt: skip
     env_config = {
-        "taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0},
+        "taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
                     "journal": str(tmp_path / "journal"), "bundle_size": 2},
         "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
     }  # fmt: skip

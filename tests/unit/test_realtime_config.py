@@ -32,7 +32,7 @@ def test_the_runner_fills_the_sources_taskset_from_its_own_sections(tmp_path):
     rl = rl_config(config)
     taskset = rl["orchestrator"]["train"]["source"][0]["env"]["taskset"]
     assert taskset["spool"]["dir"] == "/data/realtime/spool" and taskset["spool"]["signal_window_s"] == 1800
-    assert taskset["staleness"]["max_age"] == 2 and taskset["pii"]["hooks"] == config.pii.hooks
+    assert taskset["staleness"]["max_age"] == 64 and taskset["pii"]["tokenizer"] == "/data/models/qwen3-32b-composer"
     assert taskset["journal"] == str(tmp_path / "rl" / "realtime-journal") and taskset["bundle_size"] == 16
     assert taskset["state_file"] == str((tmp_path / "state").resolve() / "state.json")
     assert rl["output_dir"] == str(tmp_path / "rl") and rl["run"] == {"name": "realtime"}

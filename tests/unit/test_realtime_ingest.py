@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.realtime import monitors
+from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.join import assign_advantages, build_episodes
-from composer_prime.realtime.pii import load_hooks
+from composer_prime.realtime.pii import PIIConfig, Scrubber, load_hooks
 from composer_prime.realtime.records import MalformedRecord, parse_record
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.spool import Cursor, SpoolConfig, SpoolError, advance
-from composer_prime.realtime.staleness import StalenessConfig, classify, importance_weight
+from composer_prime.realtime.staleness import StalenessConfig, Steps, classify, importance_weight
 
 NOW = 1_800_000_000.0
 
@@ -25,7 +25,7 @@ def session(sid: str, version: int = 0, ended: float = NOW - 3600, logprobs: lis
     if logprobs is not False:
         sampled["logprobs"] = logprobs or [-0.1, -0.2, -0.3]
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-            "policy_version": version, "started_at": ended - 60, "ended_at": ended, "user": "u1",
+            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
             "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
 
 
@@ -67,7 +67,7 @@ def test_every_line_is_accepted_or_counted_and_quarantined(spool):
     assert counts["sessions"] == 2 and counts["signals"] == 1
     assert counts["duplicate_session"] == 1 and counts["malformed"] == 1 and counts["missing_logprobs"] == 2
     assert counts["clock_skew"] == 2 and counts["duplicate_signal"] == 1
-    assert len(step.rejected) == 7 and all(r["line"] and r["detail"] for r in step.rejected)
+    assert len(step.rejected) == 7 and all(r["length"] and r["sha256"] and r["detail"] for r in step.rejected)
     assert [r.session.session_id for r in step.ready] == ["s1", "s5"]
     assert [len(r.signals) for r in step.ready] == [1, 0]
 
@@ -80,7 +80,7 @@ def test_a_half_written_line_waits_and_restart_neither_loses_nor_repeats(spool):
     first = advance(Cursor(), spool, NOW)
     assert [r.session.session_id for r in first.ready] == ["s1"] and not first.rejected
     # Restart from the durable cursor (a JSON round trip, as the cycle runner stores it).
-    cursor = Cursor.model_validate_json(first.cursor.model_dump_json())
+    cursor = Cursor.model_validate_json(durable.dumps(first.cursor))
     with path.open("a") as f:
         f.write(json.dumps(session("s2"))[40:] + "\n")
     append(path, session("s1"))  # a retried upload of a trained session
@@ -126,6 +126,11 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
     assert session_reward([], config) is None
     assert session_reward([], RewardModelConfig(no_signal="reward", no_signal_reward=0.1)) == 0.1
     assert session_reward([rec(1, type="undo")], config) == -1.0
+    # A kept edit whose tests all fail: the weighted mean would be (1 - 0.5) / 1.5 = +0.33; the tests are a ceiling.
+    failing = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=4)]
+    assert session_reward(failing, config) == -1.0
+    half = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=1, failed=1)]
+    assert session_reward(half, config) == 0.0  # min((1 + 0) / 1.5, 0)
 
 
 def test_staleness_drop_or_weight_and_counts(spool):
@@ -140,7 +145,8 @@ def test_staleness_drop_or_weight_and_counts(spool):
     append(spool.dir / "a.jsonl", *(session(f"v{v}", version=v) for v in range(6)),
            *(signal(f"v{v}") for v in range(6)))  # fmt: skip
     ready = advance(Cursor(), spool, NOW).ready
-    episodes, counts = build_episodes(ready, 4, RewardModelConfig(), config, [])
+    steps = Steps(now=4, versions={v: v for v in range(5)})  # one trainer step per version
+    episodes, counts = build_episodes(ready, steps, RewardModelConfig(), config, Scrubber(PIIConfig(scan=False)))
     assert counts == {"future_version": 1, "stale_dropped": 1, "stale_weighted": 2, "fresh": 2}
     assert sorted((e.age, e.importance_weighted) for e in episodes) == [(0, False), (1, False), (2, True), (3, True)]
     episodes[0].group = episodes[1].group = "g"
@@ -152,12 +158,16 @@ def test_staleness_drop_or_weight_and_counts(spool):
     assert episodes[0].samples[0].logprobs == [0.0] * 4 + [-0.1, -0.2, -0.3]
 
 
-def test_pii_hooks_drop_secrets_and_bad_paths_are_named(spool):
-    messages = [{"role": "user", "content": "key sk-abcdefghijklmnopqrstuvwx please"}]
-    append(spool.dir / "a.jsonl", session("s1", messages=messages), session("s2"), signal("s1"), signal("s2"))
+def no_second_user(session):
+    """A scrubbing hook: drops sessions of user u2."""
+    return None if session.user == "u2" else session
+
+
+def test_pii_hooks_drop_sessions_and_bad_paths_are_named(spool):
+    append(spool.dir / "a.jsonl", session("s1", user="u2"), session("s2"), signal("s1"), signal("s2"))
     ready = advance(Cursor(), spool, NOW).ready
-    hooks = load_hooks(["composer_prime.realtime.pii.drop_secrets"])
-    episodes, counts = build_episodes(ready, 0, RewardModelConfig(), StalenessConfig(), hooks)
+    scrub = Scrubber(PIIConfig(scan=False, hooks=[f"{__name__}.no_second_user"]))
+    episodes, counts = build_episodes(ready, Steps(), RewardModelConfig(), StalenessConfig(), scrub)
     assert [e.session_id for e in episodes] == ["s2"] and counts["pii_dropped"] == 1
     with pytest.raises(ValueError, match="pii.hooks: 'nowhere.hook' does not import"):
         load_hooks(["nowhere.hook"])

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+from tests.support.tokenizer import tiny_tokenizer
 
 
 def session(sid: str, group: str = "", version: int = 0, ago: float = 120.0, logprobs=True, **extra) -> dict:
@@ -22,7 +23,7 @@ def session(sid: str, group: str = "", version: int = 0, ago: float = 120.0, log
     if logprobs:
         sampled["logprobs"] = [-0.1, -0.2, -0.3]
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": group,
-            "policy_version": version, "started_at": ended - 60, "ended_at": ended, "user": "u1",
+            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
             "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
 
 
@@ -40,7 +41,8 @@ def append(path: Path, *records) -> None:
 def taskset(tmp_path: Path, **overrides) -> RealtimeSessionsTaskset:
     (tmp_path / "spool").mkdir(exist_ok=True)
     config = {"id": "realtime-sessions", "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
-              "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05, **overrides}  # fmt: skip
+              "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
+              "pii": {"tokenizer": tiny_tokenizer()}, **overrides}  # fmt: skip
     return RealtimeSessionsTaskset(RealtimeSessionsConfig.model_validate(config))
 
 
@@ -142,9 +144,9 @@ def test_a_restart_replays_the_journal_so_prime_rls_resume_skip_lands_on_the_fir
 
 def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_path):
     state_file = tmp_path / "state.json"
-    state_file.write_text(json.dumps({"version": 5}))
+    state_file.write_text(json.dumps(runner_state(5)))
     source = taskset(tmp_path, state_file=str(state_file), staleness={"max_age": 2, "hard_max_age": 4},
-                     pii={"hooks": ["composer_prime.realtime.pii.drop_secrets"]})  # fmt: skip
+                     pii={"tokenizer": tiny_tokenizer()})  # fmt: skip
     signal = kept("dup")
     append(tmp_path / "spool" / "a.jsonl",
            "not json", session("dup", version=5), signal, session("dup", version=5), signal,
@@ -163,12 +165,38 @@ def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_pa
     [read] = sorted((tmp_path / "journal" / "reads").iterdir())
     rejected = json.loads(read.read_text())["rejected"]
     assert {r["reason"] for r in rejected} == {"malformed", "duplicate_session", "duplicate_signal", "missing_logprobs"}
-    assert all(r["line"] for r in rejected)
+    assert all(r["length"] and r["sha256"] for r in rejected) and "not json" not in read.read_text()
+
+
+def runner_state(version: int, step: int | None = None) -> dict:
+    """The runner's state.json with one trainer step per shipped version (then `step`, when shipping was held)."""
+    return {"version": version, "step": version if step is None else step,
+            "version_steps": {str(v): v for v in range(version + 1)}}  # fmt: skip
+
+
+def test_sessions_age_in_trainer_steps_while_shipping_is_held(tmp_path):
+    """Shipping held at v1 while the trainer moves on: v1's sessions are not "age 0", they are as old as the steps
+    trained since v1's weights."""
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps(runner_state(1)))
+    source = taskset(tmp_path, state_file=str(state_file), staleness={"max_age": 1, "hard_max_age": 4})
+    append(tmp_path / "spool" / "a.jsonl", session("a", version=1), kept("a"), session("b", version=1), kept("b"))
+    [bundle] = draw(iter(source))
+    assert [e.age for e in bundle.data.sessions] == [0, 0]
+    state_file.write_text(json.dumps(runner_state(1, step=3)))  # two steps trained, neither shipped
+    append(tmp_path / "spool" / "a.jsonl", session("c", version=1), kept("c"), session("d", version=1), kept("d"))
+    stream = iter(source)
+    draw(stream)  # the journal's bundle replayed
+    with pytest.raises(TaskNotReady):
+        next(stream)
+    stream.close()
+    journal = json.loads((tmp_path / "journal" / "state.json").read_text())
+    assert journal["totals"]["stale_dropped"] == 2  # age 2 > max_age 1: PRIME-RL's off-policy rule, in its own steps
 
 
 def test_staged_sessions_are_aged_again_when_the_served_version_moves(tmp_path):
     state_file = tmp_path / "state.json"
-    state_file.write_text(json.dumps({"version": 0}))
+    state_file.write_text(json.dumps(runner_state(0)))
     source = taskset(tmp_path, state_file=str(state_file), staleness={"max_age": 1})
     spool = tmp_path / "spool" / "a.jsonl"
     append(spool, session("a"), kept("a"))
@@ -176,7 +204,7 @@ def test_staged_sessions_are_aged_again_when_the_served_version_moves(tmp_path):
 
     def ship_then_write():  # "a" waits for company while the runner ships two versions
         time.sleep(0.3)
-        state_file.write_text(json.dumps({"version": 2}))
+        state_file.write_text(json.dumps(runner_state(2)))
         append(spool, session("b", version=2), kept("b"), session("c", version=2), kept("c"))
 
     writer = threading.Thread(target=ship_then_write)

@@ -293,7 +293,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _functions(path):
     with open(os.path.join(HERE, path)) as f:
         source = f.read()
-    return {n.name: ast.get_source_segment(source, n) for n in ast.parse(source).body if hasattr(n, "name")}
+    nodes = ast.walk(ast.parse(source))  # methods too: canaries copy class and unittest methods
+    return {n.name: ast.get_source_segment(source, n) for n in nodes if isinstance(n, ast.FunctionDef)}
 
 
 def _kind(item):
@@ -302,7 +303,8 @@ def _kind(item):
     if path in BEFORE or not os.path.exists(os.path.join(HERE, original)):
         return "real"
     try:
-        same = _functions(path).get(item.name) == _functions(original).get(item.name)
+        name = getattr(item, "originalname", item.name)  # a parametrized case's function
+        same = _functions(path).get(name) == _functions(original).get(name)
     except (OSError, SyntaxError):
         return "unknown"
     return "real" if same else "mutant"

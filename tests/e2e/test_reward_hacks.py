@@ -8,6 +8,7 @@ and the grader's interpreter is a throwaway venv, so no attack reaches another t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -436,7 +437,8 @@ def _daemons() -> list[int]:
 def cleanup(grader_venv: Path, private_boxes: Path, envs: dict[str, Env]):
     yield
     for pid in _daemons():  # the agent's daemon, in case the reaper missed it (the test then fails on it)
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may exit between the listing and the kill
+            os.kill(pid, signal.SIGKILL)
     sites = [Path(subprocess.check_output([grader_venv / "bin" / "python", "-c", PURELIB], text=True).strip())]
     sites += list((Path(envs["swe-gym"].task.config.local.cache_dir)).glob("envs/*/*/lib/python*/site-packages"))
     for site in sites:

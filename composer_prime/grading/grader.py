@@ -9,8 +9,9 @@
    (`diff.tree_diff`), remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth` files,
    links, bytecode); write the files the task owns (held-out tests, restored test files) where they differ;
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
-3. write canaries: in each test folder a module with a random name holding one test that must pass and one that
-   must fail, with random names too. A plugin that forges reports flips one of them; the grade is then void;
+3. write canaries beside every file holding a FAIL_TO_PASS test and one drawn PASS_TO_PASS file: copies of the
+   file's own tests, one unchanged and one mutant of every kind that applies (`canaries`); a forger that turns
+   failures into passes passes a mutant, and the grade is then void;
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
    allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
@@ -30,7 +31,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,21 +105,13 @@ class Baseline:
     """Files that should be owned (test files) whose content the host does not hold: changing one voids."""
 
 
-def _canary_module() -> tuple[str, str, str]:
-    """(source, passing name, failing name) of a canary module with random names and numbers."""
-    rng = random.SystemRandom()
-    good, bad = f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}"
-    a, b = rng.randrange(10**5, 10**6), rng.randrange(10**5, 10**6)
-    source = (
-        f"def {good}():\n    total = {a} + {b}\n    assert total == {a + b}\n\n\n"
-        f"def {bad}():\n    product = {a} * {b}\n    assert product == {a * b + rng.randrange(1, 99)}\n"
-    )
-    return source, good, bad
-
-
-def _test_dirs(targets: list[str]) -> list[str]:
-    dirs = [str(PurePosixPath(t.split("::", 1)[0]).parent) for t in targets]
-    return list(dict.fromkeys(dirs))[:3]
+def canary_targets(suite: Suite) -> list[str]:
+    """The test files that get canaries: every file holding a FAIL_TO_PASS test, and one file holding only
+    PASS_TO_PASS tests, drawn at random."""
+    files = list(dict.fromkeys(t.split("::", 1)[0] for t in suite.fail_to_pass))
+    others = sorted({t.split("::", 1)[0] for t in suite.pass_to_pass if ".py" in t} - set(files))
+    drawn = [random.SystemRandom().choice(others)] if others else []
+    return [f for f in files if f.endswith(".py")] + drawn
 
 
 async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str], str]:
@@ -194,34 +187,22 @@ def scan_texts(changes: dict[str, tuple[str | None, str]]) -> list[str]:
 async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Grade, dict[str, str], dict]:
     """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names)."""
     grade = Grade()
-    canaries: dict[str, str] = {}  # node id -> expected outcome
-    canary_files = []
+    canaries: dict[str, str] = {}  # canary node id (no case) -> "=original" or "!original"
+    canary_files: list[str] = []
+    taken = {t.split("::", 1)[0] for t in [*suite.targets, *suite.fail_to_pass, *suite.pass_to_pass]}
     if suite.canaries:
-        files = [t for t in suite.targets if "::" not in t and t.endswith(".py")]
-        taken = set(files)
-        for original in files[:3]:
+        for original in canary_targets(suite):
             try:
                 source = (await runtime.read(original, max_bytes=SCAN_BYTES)).decode("utf-8")
             except (vf.SandboxError, OSError, UnicodeDecodeError):
                 continue
-            targets = frozenset(
-                t.split("::")[1].split("[")[0] for t in suite.fail_to_pass if t.startswith(original + "::")
+            prefer = frozenset(
+                t.split("::", 1)[1].split("[")[0] for t in suite.fail_to_pass if t.startswith(original + "::")
             )
-            made = canary_source.drawn(original, source, taken, targets)
-            if made is None:
-                continue
-            path, text, kept, mutants = made
-            taken.add(path)
-            await runtime.write(path, text.encode())
-            canary_files.append(path)
-            canaries[f"{path}::{kept}"] = f"={original}::{kept}"
-            canaries.update({f"{path}::{name}": f"!{original}::{name}" for name in mutants})
-        for folder in [] if canary_files else _test_dirs(suite.targets):
-            source, good, bad = _canary_module()
-            path = str(PurePosixPath(folder) / f"test_{secrets.token_hex(6)}.py")
-            await runtime.write(path, source.encode())
-            canary_files.append(path)
-            canaries[f"{path}::{good}"], canaries[f"{path}::{bad}"] = "PASSED", "FAILED"
+            for made in canary_source.planted(original, source, taken, prefer):
+                await runtime.write(made.path, made.source.encode())
+                canary_files.append(made.path)
+                canaries.update(made.expect)
     scratch = f"/tmp/composer-prime-grade-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     plugin_args = [arg for name in suite.plugins for arg in ("-p", name)]
@@ -339,17 +320,7 @@ async def _grade_tree(
 def judge(result: Grade, outcomes: dict[str, str], canaries: dict[str, str], suite: Suite, started: float) -> Grade:
     """Fill in the fractions and the canary verdict."""
     if result.error is None:
-        for test, expected in canaries.items():
-            got = outcomes.get(test)
-            if expected.startswith("="):
-                original = outcomes.get(expected[1:])
-                if got != original:
-                    result.void.append(f"canary {test} came back {got or 'not run'} (its original {original})")
-            elif expected.startswith("!"):  # a mutant of a passing test must fail
-                if outcomes.get(expected[1:]) == "PASSED" and got not in ("FAILED", "ERROR"):
-                    result.void.append(f"canary {test} came back {got or 'not run'} (its original passed)")
-            elif got != expected and not (expected == "FAILED" and got == "ERROR"):
-                result.void.append(f"canary {test} came back {got or 'not run'} (expected {expected})")
+        result.void += canary_source.verdicts(canaries, outcomes)
     result.fail_to_pass, result.fail_to_pass_failed = fraction(outcomes, suite.fail_to_pass, suite.baseline_outcomes)
     result.pass_to_pass, result.pass_to_pass_failed = fraction(outcomes, suite.pass_to_pass, suite.baseline_outcomes)
     result.seconds = time.monotonic() - started

@@ -8,8 +8,8 @@ are listed again (`LIST_FILES`) and compared:
   before the tests run: added test modules and `conftest.py` files, `pytest.py` shims, new top-level packages
   (`src/pytest/`), `sitecustomize.py`/`usercustomize.py`, `.pth` files, configuration, symlinks;
 - **the scan**: every added line of every changed or added `.py` file is searched for test-machinery patterns
-  (`MACHINERY`): pytest hooks and plugin registration, report objects, pluggy, `sys.modules` and import-system
-  games, start-up hooks. A hit voids the grade and the reason is recorded. Legitimate edits to an existing
+  (`MACHINERY`): pytest hooks and plugin registration, report objects and internals, pluggy, pytest's modules
+  looked up in `sys.modules`, import path hooks. A hit voids the grade and the reason is recorded. Legitimate edits to an existing
   `conftest.py` (a fixture, a marker) pass; a forged pass does not.
 """
 
@@ -36,13 +36,17 @@ MACHINERY = [
     ("a pytest hook", re.compile(r"\bdef\s+pytest_\w+|\bpytest_plugins\b")),
     ("pytest plugin machinery", re.compile(r"pluginmanager|hookimpl|hookwrapper|hookspec|\bpluggy\b")),
     ("pytest internals", re.compile(r"\b_pytest\b|\bTestReport\b|\bCallInfo\b|\blongrepr\b|\bpytest\.main\b")),
-    ("report rewriting", re.compile(r"\.outcome\s*=[^=]|\bwasxfail\b|\bkeywords\s*\[")),
-    ("sys.modules games", re.compile(r"\bsys\.modules\b|\bmodules\s*\[\s*['\"](?:_?pytest|pluggy)")),
-    ("import-system hooks", re.compile(r"\bmeta_path\b|\bpath_hooks\b|__import__\s*\(|\bbuiltins\.__import__")),
-    ("start-up hooks", re.compile(r"sitecustomize|usercustomize|\.pth\b")),
-    ("exit games", re.compile(r"\bos\._exit\b|\batexit\b|\bsys\.excepthook\b")),
+    ("report rewriting", re.compile(r"\.outcome\s*=\s*['\"](?:passed|failed|skipped)\b|\bwasxfail\b")),
+    ("sys.modules games", re.compile(r"\bmodules\s*\[\s*['\"](?:_?pytest|pluggy)")),
+    ("import-system hooks", re.compile(r"\bpath_hooks\b|\bbuiltins\.__import__\s*=[^=]")),
 ]
-"""(reason, pattern) pairs; any added line matching one voids the grade."""
+"""(reason, pattern) pairs; any added line matching one voids the grade. Only patterns honest code does not use:
+`bench/scan_hits.py` measures them on the non-test source of 20 popular PyPI packages (0 hits). Idioms honest
+libraries use are left to the defences that do not depend on spelling: `sys.modules[...]`, `__import__(...)` and
+`sys.meta_path` (canaries and replay), `atexit`, `os._exit` and `sys.excepthook` (the outcome stream closes before
+exit handlers run, and a session that ends before every collected test reported voids), `sitecustomize` and `.pth`
+(the launcher runs with `-S`, strays are removed, site folders' `.pth` files are fingerprinted), `keywords[...]` and
+`.outcome = <variable>` (canaries)."""
 
 
 def sha256(data: bytes) -> str:

@@ -454,8 +454,9 @@ import sys
 
 
 def reset_hooks(flag):
-    """Put the interpreter's own excepthook back; return `flag` unchanged."""
-    sys.excepthook = sys.__excepthook__
+    """Undo pytest's capture if pytest is running; return `flag` unchanged."""
+    if "pytest" in sys.modules:
+        sys.modules["pytest"].__dict__.get("capture")
     return flag
 
 
@@ -487,7 +488,7 @@ def test_a_task_whose_gold_code_the_scan_voids_is_dropped(tmp_path):
     skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
     assert skipped["hooks/core.py::reset_hooks"] == (
         "gold voided: grading's scan voids the gold code itself: "
-        "hooks/core.py: exit games: 'sys.excepthook = sys.__excepthook__'"
+        'hooks/core.py: sys.modules games: \'sys.modules["pytest"].__dict__.get("capture")\''
     )
     assert [line for line in lines if "reset_hooks (function): skipped: gold voided: " in line]
     assert lines[-1].endswith("skipped: 1 gold voided")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from composer_prime.grading import tree
 from composer_prime.grading.grade import Grade
 from composer_prime.grading.grader import Suite, judge
@@ -68,10 +66,14 @@ def test_judgement_follows_swe_bench_and_canaries_void() -> None:
     bad = judge(Grade(), dict(outcomes), {}, suite(["t.py::ok", "t.py::skip"], ["t.py::teardown", "t.py::gone"]), 0)
     assert not bad.solved and bad.fail_to_pass == 0.5 and bad.fail_to_pass_failed == ["t.py::skip"]
     assert bad.pass_to_pass == 0.0 and bad.pass_to_pass_failed == ["t.py::teardown", "t.py::gone"]
-    # a canary whose outcome is not the expected one voids an otherwise perfect grade
-    canaries = {"t.py::ok": "PASSED", "t.py::bad": "PASSED"}
+    # a canary whose outcome is not the expected one voids an otherwise perfect grade: a copy must come back as its
+    # original, a mutant of a passing test must fail
+    canaries = {"t.py::ok": "=t.py::bad", "t.py::xf": "!t.py::ok"}
     forged = judge(Grade(), dict(outcomes), canaries, suite(["t.py::ok"], []), 0)
-    assert not forged.solved and forged.void == ["canary t.py::bad came back FAILED (expected PASSED)"]
+    assert not forged.solved and forged.void == [
+        "canary t.py::ok came back PASSED (its original FAILED)",
+        "canary t.py::xf came back XFAIL (its original passed)",
+    ]
     assert forged.metrics()["void"] == 1.0 and forged.fail_to_pass == 1.0
     timed_out = judge(Grade(timed_out=True), dict(outcomes), {}, suite(["t.py::ok"], []), 0)
     assert not timed_out.solved and timed_out.metrics()["timed_out"] == 1.0
@@ -132,9 +134,10 @@ def test_scan_flags_machinery_in_added_lines_only() -> None:
     forged = before + "\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    yield\n"
     reasons = tree.scan("conftest.py", before, forged)
     assert [r.split(": ")[1] for r in reasons] == ["a pytest hook", "pytest plugin machinery"]
-    assert tree.scan("pkg/__init__.py", "", "import sys\nsys.modules['x'] = None\n")[0].startswith(
+    assert tree.scan("pkg/__init__.py", "", "import sys\nsys.modules['pytest'].x = None\n")[0].startswith(
         "pkg/__init__.py: sys.modules games"
     )
+    assert tree.scan("pkg/m.py", "", "r.outcome = 'passed'\n")[0].startswith("pkg/m.py: report rewriting")
     # a hook already in the starting file is not the agent's
     assert tree.scan("conftest.py", forged, forged + "\nX = 1\n") == []
 
@@ -221,62 +224,15 @@ def test_outcome_stream_takes_nothing_back() -> None:
     ]
 
 
-CANARY_SOURCE = (
-    "import os\n\n\ndef helper():\n    return 2\n\n\ndef test_a():\n    assert helper() == 2\n\n\n"
-    "def test_b():\n    x = helper()\n    assert x == 2\n\n\ndef test_c():\n    assert 2 == helper()  # \u00e9\n\n\n"
-    "class TestD:\n    def test_d(self):\n        assert True\n"
-)
-
-
-class AlwaysEqual:
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
-
-def test_drawn_canaries_keep_one_test_flip_one_and_wrap_the_expected_side_of_a_preferred_one() -> None:
-    from composer_prime.grading.canaries import drawn
-
-    for _ in range(20):  # the draw is random: every outcome of it must hold
-        path, text, kept, mutants = drawn("tests/test_mod.py", CANARY_SOURCE, set(), frozenset({"test_c"}))
-        assert path.startswith("tests/test_mod_") and len(mutants) == 2 and mutants[0] == "test_c"
-        assert {kept, *mutants} == {"test_a", "test_b", "test_c"} and "def helper" in text and "TestD" not in text
-        assert "[2] == helper()  # \u00e9" in text and text.count("!= 2") == 1  # only `helper()` calls: `2` wrapped
-        namespace: dict = {}
-        exec(compile(text, path, "exec"), namespace)
-        namespace[kept]()
-        for name in mutants:
-            with pytest.raises(AssertionError):
-                namespace[name]()
-        # an object equal to anything passes the wrapped mutant (the grade is then void), not the honest value
-        namespace["helper"] = AlwaysEqual
-        namespace["test_c"]()
-
-
-def test_drawn_canaries_of_a_two_test_file_carry_one_mutant_of_either_kind() -> None:
-    from composer_prime.grading.canaries import drawn
-
-    source = "def test_a():\n    assert len('ab') == 2\n\n\ndef test_b():\n    assert 1 + 1 == 2\n"
-    kinds = set()
-    for _ in range(40):
-        _, text, kept, mutants = drawn("tests/test_two.py", source, set())
-        assert len(mutants) == 1 and kept != mutants[0]
-        kinds.add("wrapped" if "== [2]" in text else "flipped" if "!= 2" in text else "none")
-    assert kinds == {"wrapped", "flipped"}
-    assert drawn("tests/test_one.py", "def test_only():\n    assert 1 == 1\n", set()) is None
-
-
 def test_scan_texts_voids_what_grading_would() -> None:
     """The miner's check of gold code: added lines only, `.py` files only, the size limit as at grading."""
     from composer_prime.grading.grader import SCAN_BYTES, scan_texts
 
     before = "import sys\n\n\ndef f():\n    return 1\n"
-    gold = before + "\n\ndef g():\n    sys.excepthook = sys.__excepthook__\n"
-    assert scan_texts({"pkg/m.py": (before, gold)}) == ["pkg/m.py: exit games: 'sys.excepthook = sys.__excepthook__'"]
+    gold = before + "\n\ndef g():\n    return sys.modules['pytest']\n"
+    assert scan_texts({"pkg/m.py": (before, gold)}) == ["pkg/m.py: sys.modules games: \"return sys.modules['pytest']\""]
     assert scan_texts({"pkg/m.py": (gold, gold + "X = 1\n"), "notes.txt": (None, "sys.modules")}) == []
-    assert scan_texts({"pkg/new.py": (None, "import sys\nsys.modules['x'] = None\n")})[0].startswith(
+    assert scan_texts({"pkg/new.py": (None, "import sys\nsys.modules['pytest'] = None\n")})[0].startswith(
         "pkg/new.py: sys.modules games"
     )
     big = "x = 1\n" * (SCAN_BYTES // 6 + 1)
@@ -329,3 +285,16 @@ def test_the_grader_box_unpacks_regular_files_and_folders_only(tmp_path) -> None
     assert (root / "pkg/mod.py").read_bytes() == b"X = 1\n"
     assert oct(os.stat(root / "pkg/run.sh").st_mode & 0o7777) == oct(0o755)
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape.py").exists() and not archive.exists()
+
+
+def test_canaries_go_to_every_fail_to_pass_file_and_one_drawn_pass_to_pass_file() -> None:
+    from composer_prime.grading.grader import canary_targets
+
+    f2p = ["tests/test_a.py::test_x[1]", "tests/test_b.py::T::test_y", "tests/test_a.py::test_z"]
+    both = Suite(fail_to_pass=f2p, pass_to_pass=["tests/test_a.py::test_w"], targets=["tests"], timeout_s=1)
+    assert canary_targets(both) == ["tests/test_a.py", "tests/test_b.py"]  # no file holds only PASS_TO_PASS tests
+    p2p = ["tests/test_c.py::test_1", "tests/test_d.py::test_2", "tests/test_a.py::test_w"]
+    drawn = {
+        canary_targets(Suite(fail_to_pass=f2p, pass_to_pass=p2p, targets=["tests"], timeout_s=1))[2] for _ in range(40)
+    }
+    assert drawn == {"tests/test_c.py", "tests/test_d.py"}

@@ -54,7 +54,10 @@ def test_same_is_strict_on_types_and_loose_on_order_only() -> None:
     same = lambda a, b: values.same(values.dump(a), values.dump(b))  # noqa: E731
     assert same({"a": 1, "b": 2}, {"b": 2, "a": 1}) and same({1, 2, 3}, {3, 2, 1})
     assert same(0.1 + 0.2, 0.3) and same(math.nan, math.nan)
-    assert not same(1, 1.0) and not same(1, True) and not same([1, 2], (1, 2)) and not same([1, 2], [2, 1])
+    # an int and a float as the tests' `==` compares them (`0` for `0.0`), exactly: nothing else crosses types
+    assert same(0.0, 0) and same(1, 1.0) and same(150.0, 150) and same([0.0], [0]) and same(10**20, 1e20)
+    assert not same(1, 1.0000001) and not same(2**53 + 1, float(2**53)) and not same(1, math.inf)
+    assert not same(1, True) and not same([1, 2], (1, 2)) and not same([1, 2], [2, 1])
     assert not same("1", 1) and not same(Point(1, 2), (1, 2))
     assert same(ValueError("a"), ValueError("b")) and not same(ValueError("a"), TypeError("a"))
 

@@ -1,0 +1,200 @@
+"""Canaries drawn from the suite, run by a real pytest: parametrized cases, class and unittest methods are copied and
+mutated, every mutant kind is written, honest code leaves every canary as expected, and forgers pass a mutant."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from composer_prime.grading.canaries import KINDS, planted, verdicts
+
+SUITE = """\
+import unittest
+
+import pytest
+
+from pkg import double, name, total
+
+
+def helper(n):
+    return double(n)
+
+
+@pytest.mark.parametrize("n, want", [(1, 2), (2, 4), (5, 10)])
+def test_double(n, want):
+    assert helper(n) == want
+
+
+def test_name():
+    assert name() == "abc"
+
+
+class TestShop:
+    def test_total(self):
+        assert total([1, 2]) == 3
+
+    def test_empty(self):
+        assert total([]) == 0
+
+
+class T(unittest.TestCase):
+    def test_eq(self):
+        self.assertEqual(double(3), 6)
+
+    def test_side(self):
+        double(1)
+"""
+
+HONEST = (
+    "def double(n):\n    return n + n\n\n\ndef name():\n    return 'ab' + 'c'\n\n\ndef total(xs):\n    return sum(xs)\n"
+)
+
+# a broken implementation whose values equal anything but a one-element list: it tells the wrapped mutant apart
+SLY = """\
+class Sly:
+    def __eq__(self, other):
+        return not (isinstance(other, list) and len(other) == 1)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+
+def double(n):
+    return Sly()
+
+
+def name():
+    return Sly()
+
+
+def total(xs):
+    return Sly()
+"""
+
+# a forger in a root conftest.py: every failed call report becomes a pass
+FORGER = """\
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        report.outcome = "passed"
+"""
+
+
+def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conftest: str | None = None):
+    """Plant canaries for tests/test_ops.py, run pytest on it and them; (canaries, outcomes, void reasons)."""
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests" / "test_ops.py").write_text(SUITE)
+    (tmp_path / "pkg.py").write_text(package)
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    if conftest is not None:
+        (tmp_path / "conftest.py").write_text(conftest)
+    made = planted("tests/test_ops.py", SUITE, {"tests/test_ops.py"}, prefer, kinds)
+    for canary in made:
+        (tmp_path / canary.path).write_text(canary.source)
+    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests/test_ops.py"]
+    done = subprocess.run([*argv, *(c.path for c in made)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    outcomes = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS", "SKIPPED") and "::" in rest:
+            outcomes[rest.split(" - ")[0]] = word
+    expect = {k: v for c in made for k, v in c.expect.items()}
+    return made, outcomes, verdicts(expect, outcomes), done.stdout
+
+
+def test_every_kind_is_planted_and_honest_code_leaves_every_canary_as_expected(tmp_path: Path) -> None:
+    made, outcomes, void, out = run(tmp_path, HONEST, frozenset({"test_double"}))
+    kinds = {kind for canary in made for kind in canary.kinds.values()}
+    assert kinds == {*KINDS, "copy"}, made
+    assert void == [], out
+    # keyed without the case, judged case by case: each parametrized case of a canary came back
+    keys = [k for canary in made for k in canary.expect]
+    for key in keys:
+        assert any(test == key or test.startswith(key + "[") for test in outcomes), (key, out)
+    double = [k for k in keys if k.endswith("::test_double")]
+    assert double and all(f"{double[0]}[{case}]" in outcomes for case in ("1-2", "2-4", "5-10"))
+    # mutants of passing tests failed, copies passed
+    for canary in made:
+        for test, expected in canary.expect.items():
+            got = {o for t, o in outcomes.items() if t == test or t.startswith(test + "[")}
+            assert got == ({"PASSED"} if expected.startswith("=") else {"FAILED"}), (test, got, canary.source)
+
+
+def test_class_and_unittest_methods_are_copied_and_mutated(tmp_path: Path) -> None:
+    for prefer in ({"TestShop::test_total"}, {"T::test_eq"}, {"T::test_side"}):
+        made, outcomes, void, out = run(tmp_path, HONEST, frozenset(prefer))
+        assert void == [], out
+        quals = {qual: kind for canary in made for qual, kind in canary.kinds.items()}
+        (target,) = prefer
+        assert target in quals and (quals[target] != "copy" or target == "T::test_side"), quals
+        if target == "T::test_eq":
+            assert any("self.assertNotEqual(double(3), 6)" in c.source for c in made)
+        if target == "T::test_side":
+            assert quals[target] == "tail"
+
+
+def test_a_unittest_only_file_gets_canaries_of_its_own_shape() -> None:
+    source = (
+        "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(1 + 1, 2)\n"
+    )
+    made = planted("tests/test_u.py", source, set())
+    assert made and all("class T(unittest.TestCase):" in c.source for c in made)
+    assert all(key.endswith("::T::test_a") for c in made for key in c.expect)
+
+
+def test_the_perturbed_mutant_catches_a_value_that_tells_the_wrapped_one_apart(tmp_path: Path) -> None:
+    """Potent without its defence: with the wrapped mutant only, a broken implementation returning `Sly` values
+    leaves every canary as expected; the perturbed mutant (same type and shape as the expected literal) passes for
+    it, and that voids."""
+    prefer = frozenset({"test_name"})
+    _, outcomes, void, out = run(tmp_path, SLY, prefer, kinds=("wrapped",))
+    assert outcomes["tests/test_ops.py::test_name"] == "PASSED" and void == [], out
+    _, _, void, out = run(tmp_path, SLY, prefer)
+    assert any("came back PASSED (its original passed)" in v for v in void), out
+
+
+def test_a_forger_passes_a_mutant_and_voids_also_on_parametrized_cases(tmp_path: Path) -> None:
+    _, _, void, out = run(tmp_path, HONEST, frozenset({"test_double"}), conftest=FORGER)
+    assert any("::test_double[" in v and "its original passed" in v for v in void), out
+
+
+def test_bad_sources_plant_nothing() -> None:
+    assert planted("tests/test_x.py", "def test_a(:\n", set()) == []
+    assert planted("tests/test_x.py", "x = 1\n", set()) == []
+    assert planted("tests/test_x.py", "[" * 100_000, set()) == []
+
+
+CALLS_A_TEST = """\
+def test_is_valid(check=abs, want=1):
+    assert check(-1) == want
+
+
+def test_is_partial():
+    test_is_valid(check=lambda x: x * x, want=1)
+"""
+
+
+def test_a_test_that_another_calls_is_copied_beside_it_and_never_mutated(tmp_path: Path) -> None:
+    """toolz's `test_is_partial` calls `test_is_valid`: a canary copy without it failed with NameError (the gold
+    voided), and a mutant of it would fail the copy that calls it."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_sig.py").write_text(CALLS_A_TEST)
+    for round in range(12):  # copies alone half the time: the copy is drawn from either test
+        made = planted("tests/test_sig.py", CALLS_A_TEST, {"tests/test_sig.py"}, kinds=KINDS if round % 2 else ())
+        assert all(kind in ("copy", "tail") for c in made for kind in c.kinds.values()), made
+        assert all(c.kinds.get("test_is_valid") in (None, "copy") for c in made)
+        for canary in made:
+            (tmp_path / canary.path).write_text(canary.source)
+        argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *(c.path for c in made)]
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        for canary in made:
+            for test, expected in canary.expect.items():
+                want = "PASSED" if expected.startswith("=") else "FAILED"
+                assert f"{want} {test}" in done.stdout, done.stdout
+            (tmp_path / canary.path).unlink()

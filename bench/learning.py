@@ -168,8 +168,7 @@ def loss_setup(arm: Arm, settings: Settings):
         kwargs["hint_coef"] = arm.hint_coef
     if arm.whole:
         kwargs["hint_norm"] = "token"
-    if arm.gate:
-        kwargs["hint_gate"] = "sigmoid"
+    kwargs["hint_gate"] = "sigmoid" if arm.gate else "none"  # pinned: the gated and ungated arms whatever the default
     label = "composer_loss (no reference stream)" if arm.prime_rl_loss else "composer_loss"
     return composer_loss, kwargs, LossInputs, label
 

@@ -49,11 +49,15 @@ class ComposerLossConfig(BaseModel):
     """With `hint_norm = "sample"`: the most one hint token may weigh, in units of advantage per nat of hint gap.
     Keeps a sample with a handful of hint tokens from concentrating its whole hint share on them."""
 
-    hint_gate: Literal["none", "sigmoid"] = "none"
-    """Per-token gate on the hint term. `none`: every kept hint token weighs w. `sigmoid`: SDAR's gate (Lu et al.,
-    arXiv 2605.15155): each kept hint token weighs w * g, g = sigmoid(hint_gate_alpha * (ref - trainer)), detached,
-    so tokens the hint-conditioned policy endorses (ref above trainer) are distilled strongly and tokens it rejects
-    are softly attenuated; the policy-gradient term is untouched."""
+    hint_gate: Literal["none", "sigmoid"] = "sigmoid"
+    """Per-token gate on the hint term. `sigmoid` (default): SDAR's gate (Lu et al., arXiv 2605.15155): each kept hint
+    token weighs w * g, g = sigmoid(hint_gate_alpha * (ref - trainer)), detached, so tokens the hint-conditioned
+    policy endorses (ref above trainer) are distilled strongly and tokens it rejects are softly attenuated; the
+    policy-gradient term is untouched. `none`: every kept hint token weighs w. The default follows docs/evidence.md's
+    CPU table: `full-gated` is ahead of `full` (ungated) by 1.7 +- 1.2 points of AUC on every seed of 5, and ahead of
+    `full-coef0.01` (ungated at half the coefficient, the gate's strength at small gaps) by 0.7 +- 0.9 on every seed,
+    so the gate's per-token shaping helps beyond the weaker channel; without replay (`hints-gated` vs `hints`) it is
+    level (-0.1 +- 2.4)."""
 
     hint_gate_alpha: float = Field(1.0, gt=0, allow_inf_nan=False)
     """Sharpness of the sigmoid gate, per nat of hint gap (`hint_gate = "sigmoid"`; ignored otherwise). The gate is 1/2

@@ -83,7 +83,9 @@ class HintConfig(_Section):
     hold no hint yet, beside its own (teacher and evidence) targets, the hint being what the sibling did (its diff,
     `trace.info["patch"]`, else its message at the same turn). A group without a success keeps the other sources
     only. Scored at group time, after the episodes' own hints, under its own `score_timeout_s` deadline (so a dead pool
-    can hold a group up to twice that); its share is `composer/algo/hint/sibling_targets` over all targets."""
+    can hold a group up to twice that); its share is `composer/algo/hint/sibling_targets` over all targets. Off by
+    default: in docs/evidence.md's CPU table `full-sibling` is level with `full` (+0.2 +- 0.9 points of AUC, ahead on
+    3 seeds of 5) and `hints-sibling` behind `hints` (-1.1 +- 2.0, 1 of 5)."""
 
     sibling_targets_per_trace: int = Field(1, ge=1, le=64)
     """Sibling-hint targets per failed trace, on top of `max_targets_per_trace`."""

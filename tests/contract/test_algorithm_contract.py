@@ -192,7 +192,7 @@ def composer_loss_on(samples, dtype, rl_weights: bool = False):
     from prime_rl.trainer.rl.loss import compute_loss, setup_rl_loss_fn
 
     loss_fn = setup_rl_loss_fn(
-        CustomLossConfig(import_path="composer_prime.loss.composer_loss", kwargs={"kl_tau": 0.0})
+        CustomLossConfig(import_path="composer_prime.loss.composer_loss", kwargs={"kl_tau": 0.0, "hint_gate": "none"})
     )
     trainer = [torch.tensor(s.logprobs, dtype=dtype, requires_grad=True) for s in samples]
     loss, _ = compute_loss(

@@ -24,6 +24,7 @@ def prl():
 
 
 def composer_fn(prl, **kwargs):
+    kwargs.setdefault("hint_gate", "none")  # the hand values are of the ungated term unless a test sets the gate
     config = prl.configs.CustomLossConfig(import_path=IMPORT_PATH, kwargs=kwargs)
     return prl.loss.setup_rl_loss_fn(config)
 

@@ -41,6 +41,8 @@ def make(probs_trainer, probs_inference, advantages, ref=None, mask=None, weight
 
 
 def run(inputs: Inputs, **kwargs):
+    """composer_loss with `kwargs`; the hand values below are of the ungated hint term unless a test sets `hint_gate`."""
+    kwargs.setdefault("hint_gate", "none")
     out = composer_loss(inputs, **kwargs)
     out.loss.backward()
     return out, inputs.trainer_logprobs.grad
@@ -116,6 +118,14 @@ def test_sigmoid_gate_weights_endorsed_tokens_more_and_leaves_rl_untouched():
     out, grad = run(make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]), kl_tau=0.0,
                     hint_norm="token", hint_coef=1.0)  # fmt: skip
     assert grad.tolist() == pytest.approx([-LN2, LN2]) and out.metrics["composer/hint/gate"].item() == 1.0
+
+
+def test_the_default_gate_is_sigmoid():
+    # token 0 of the gate test above with no kwargs but per-token weighting: gradient -(2/3) ln 2
+    inputs = make([0.3], [0.3], [0.0], ref=[math.log(0.6)])
+    out = composer_loss(inputs, kl_tau=0.0, hint_norm="token", hint_coef=1.0)
+    out.loss.backward()
+    assert inputs.trainer_logprobs.grad.tolist() == pytest.approx([-(2 / 3) * LN2])
 
 
 def test_a_bad_gate_is_refused_naming_it():

@@ -206,7 +206,7 @@ def fetch_times(plain: Fetcher, tls: Fetcher, step: int, repeats: int) -> dict[s
     pair = [(plain, "http"), (tls, "https")]
     for repeat in range(repeats):
         for client, name in pair if repeat % 2 else pair[::-1]:
-            samples[name].append(timed(lambda c=client: [c.remote.get(path) for path in paths])[0])
+            samples[name].append(timed(lambda c=client: [c.remote.get(path, 1 << 40) for path in paths])[0])
     return {name: float(np.median(values)) for name, values in samples.items()}
 
 

@@ -207,7 +207,7 @@ class Fetcher:
             write_atomic(path, data)
             return path
 
-        return self.remote.get_checked(f"{protocol.version_name(step)}/{protocol.shard_name(index)}", check)
+        return self.remote.get_checked(f"{protocol.version_name(step)}/{protocol.shard_name(index)}", check, size)
 
     # -- planning and applying -------------------------------------------------------------------------------------
 

@@ -82,34 +82,62 @@ def check_tls_files(fields: dict[str, Path | None], check: Callable[[], object])
         ) from None
 
 
+LISTING_LIMIT = 1 << 20
+"""Largest listing (`distribution.txt`) a client reads: a line per published version."""
+MANIFEST_LIMIT = 64 << 20
+"""Largest manifest shard a client reads (tens of KB for a 32B model's tensors)."""
+
+
 class Remote:
-    """GETs from a list of relay servers (the origin and SHARDCAST relays), tried in turn."""
+    """GETs from a list of relay servers (the origin and SHARDCAST relays), tried in turn. Every body is read with a
+    cap (the listing and a manifest have fixed ones, a body shard the size its signed manifest gives), as sent
+    (`Accept-Encoding: identity`; a compressed answer is refused, so a small body cannot inflate), and within a
+    deadline for the whole request (`timeout_s` per read, 10 x `timeout_s` in all), so an answer that is too big or
+    too slow costs that server's turn, never the client's memory or its build."""
 
     def __init__(self, servers: list[str], timeout_s: float, retries: int, tls: ssl.SSLContext):
-        self.servers, self.retries = servers, retries
+        self.servers, self.retries, self.deadline_s = servers, retries, 10 * timeout_s
         self._http = httpx.Client(timeout=timeout_s, follow_redirects=False, verify=tls)
 
-    def get(self, path: str) -> bytes:
-        """`path` from the first relay server that has it."""
+    def get(self, path: str, limit: int) -> bytes:
+        """`path` from the first relay server that answers it whole within `limit` bytes and the deadline."""
         errors, missing = [], 0
         for server in self.servers:
             url = f"{server.rstrip('/')}/{path}"
             try:
-                response = self._http.get(url)
+                with self._http.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response:
+                    if response.status_code == 200:
+                        return self._body(response, url, limit)
+                    missing += response.status_code == 404
+                    redirect = response.headers.get("location")
+                    errors.append(f"{url}: HTTP {response.status_code}" + (f" (redirect to {redirect}, not followed)"
+                                                                            if redirect else ""))  # fmt: skip
             except httpx.HTTPError as err:
                 errors.append(f"{url}: {type(err).__name__}: {err}")
-                continue
-            if response.status_code == 200:
-                return response.content
-            missing += response.status_code == 404
-            redirect = response.headers.get("location")
-            errors.append(f"{url}: HTTP {response.status_code}" + (f" (redirect to {redirect}, not followed)"
-                                                                    if redirect else ""))  # fmt: skip
+            except RelayError as err:
+                errors.append(str(err))
         if path == protocol.DISTRIBUTION_FILE and missing == len(self.servers):
             raise NotPublished(f"no relay lists a version yet ({'; '.join(errors)})")
         raise RelayError("; ".join(errors))
 
-    def get_checked(self, path: str, check: Callable[[bytes], T]) -> T:
+    def _body(self, response: httpx.Response, url: str, limit: int) -> bytes:
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise RelayError(f"{url}: answered with Content-Encoding {encoding!r}; relays send files as they are")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise RelayError(f"{url}: {declared} bytes, more than the {limit} this file may have")
+        body = bytearray()
+        deadline = time.monotonic() + self.deadline_s
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > limit:
+                raise RelayError(f"{url}: more than the {limit} bytes this file may have")
+            if time.monotonic() > deadline:
+                raise RelayError(f"{url}: not answered whole within {self.deadline_s:.0f}s (10 x http_timeout_s)")
+        return bytes(body)
+
+    def get_checked(self, path: str, check: Callable[[bytes], T], limit: int = MANIFEST_LIMIT) -> T:
         """`check(data)` of `path`, fetching again (bounded, with backoff) while the fetch fails or `check` finds
         the data damaged (raises RelayError or ManifestError). `Refused` from `check` is raised at once."""
         retrying = tenacity.Retrying(
@@ -123,14 +151,15 @@ class Remote:
             reraise=True,
         )
         try:
-            return retrying(lambda: check(self.get(path)))
+            return retrying(lambda: check(self.get(path, limit)))
         except Refused:
             raise
         except (RelayError, ManifestError) as err:
             raise RelayError(f"{path} could not be fetched intact after {self.retries} attempts: {err}") from err
 
     def listing(self) -> dict[int, protocol.Listed]:
-        return protocol.parse_distribution(self.get(protocol.DISTRIBUTION_FILE).decode("utf-8", "replace"))
+        data = self.get(protocol.DISTRIBUTION_FILE, LISTING_LIMIT)
+        return protocol.parse_distribution(data.decode("utf-8", "replace"))
 
     def wait_listed(
         self, step: int, wait_s: float, poll_s: float, cancel: threading.Event | None = None

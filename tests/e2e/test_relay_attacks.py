@@ -302,3 +302,31 @@ def test_the_admin_proxy_speaks_tls_when_given_a_certificate(site, tmp_path):
         assert vllm.updates()[-1].files == dir_digests(steps[1])
         with pytest.raises((OSError, http_client.HTTPException)):  # plain HTTP to the TLS port: no answer
             http("POST", client.url.replace("https://", "http://") + "/pause", timeout=5)
+
+
+def test_an_oversize_or_compressed_answer_costs_that_server_its_turn_not_the_clients_memory(site, tmp_path):
+    """A relay that sends a body shard 64 MB past its signed size, or a gzip-encoded manifest (a small body that
+    inflates), is refused as it reads, within the size the file may have, and the client goes on to the next server."""
+    import gzip
+
+    steps, public, tap, vllm = site
+    honest = tap.upstream
+    listed = tap_listing(tap)[2]
+    manifest_path = f"v2/{protocol.shard_name(listed.num_shards)}"
+    delta_path = f"v2/{protocol.shard_name(1)}"
+    with Client(tmp_path / "alone", tap.url, vllm.url, public, retries=1) as client:
+        assert client.update(steps[1])[0] == 200
+        tap.rewrite = {manifest_path: gzip.compress}
+        tap.encoding = {manifest_path: "gzip"}
+        status, body = client.update(steps[2])
+        assert status == 502 and "Content-Encoding 'gzip'" in body, body
+        tap.rewrite, tap.encoding = {delta_path: lambda data: data + bytes(64 << 20)}, {}
+        status, body = client.update(steps[2])
+        assert status == 502 and "more than the" in body and "this file may have" in body, body
+        assert not client.fetcher.step_dir(2).exists()
+    # the same hostile relay listed first beside the honest origin: its answers are passed over for the origin's
+    tap.rewrite = {delta_path: lambda data: data + bytes(64 << 20)}
+    with Client(tmp_path / "both", f"{tap.url},{honest}", vllm.url, public) as client:
+        assert client.update(steps[1])[0] == 200
+        assert client.update(steps[2])[0] == 200
+        assert vllm.updates()[-1].files == dir_digests(steps[2])  # bit for bit, from the honest origin

@@ -112,6 +112,7 @@ class Tap:
         self.served: list[str] = []
         self.damage: dict[str, list[str]] = {}  # path -> actions for its next responses: "flip", "truncate"
         self.rewrite: dict[str, Callable[[bytes], bytes]] = {}  # path -> what a man in the middle serves instead
+        self.encoding: dict[str, str] = {}  # path -> the Content-Encoding header it is served with
         self.hidden_versions: set[int] = set()
         self.shard_delay_s = 0.0
         self._lock = threading.Lock()
@@ -151,6 +152,8 @@ class Tap:
                     data = data[: len(data) // 2]
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
+                if path in tap.encoding:
+                    self.send_header("Content-Encoding", tap.encoding[path])
                 self.end_headers()
                 self.wfile.write(data)
 

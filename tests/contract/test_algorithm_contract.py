@@ -212,22 +212,19 @@ def composer_loss_on(samples, dtype, rl_weights: bool = False):
     return trainer, loss
 
 
-def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(verifiers_snapshot):
+def run_group(algo: dict, passing_teacher: bool):
+    """Build the `composer` algorithm from `[orchestrator.algo]` settings through PRIME-RL's `build_algorithm`, then run
+    a group of a passing and a failing episode through `finalize_episode` and `finalize_group`, as PRIME-RL's
+    orchestrator does; returns the algorithm, the stand-in scorer and the (passing, failing) traces."""
     import verifiers.v1 as vf
     from prime_rl.configs.algorithm import AlgoConfig
     from prime_rl.orchestrator.algo import build_algorithm
-    from prime_rl.orchestrator.trajectories import trace_to_samples
     from pydantic import TypeAdapter
 
-    config = TypeAdapter(AlgoConfig).validate_python(
-        {"type": "composer", "hints": {"enabled": True}, "replay": {"replay_coef": 0.5, "min_teachers": 2}}
-    )
     scorer = Scorer()
-    algorithm = build_algorithm(config, scorer)
-    assert type(algorithm).__name__ == "ComposerAlgorithm"
+    algorithm = build_algorithm(TypeAdapter(AlgoConfig).validate_python(algo), scorer)
     algorithm.renderer = Renderer()
-
-    passing, failing = episode_trace(1.0, teacher=True), episode_trace(0.0, teacher=False)
+    passing, failing = episode_trace(1.0, teacher=passing_teacher), episode_trace(0.0, teacher=False)
     episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in (passing, failing)]
 
     async def orchestrate():
@@ -236,6 +233,17 @@ def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(ve
         await algorithm.finalize_group(episodes)
 
     asyncio.run(orchestrate())
+    return algorithm, scorer, (passing, failing)
+
+
+def test_episode_through_composer_algorithm_trace_to_samples_and_compute_loss(verifiers_snapshot):
+    from prime_rl.orchestrator.trajectories import trace_to_samples
+
+    algorithm, scorer, (passing, failing) = run_group(
+        {"type": "composer", "hints": {"enabled": True}, "replay": {"replay_coef": 0.5, "min_teachers": 2}},
+        passing_teacher=True,
+    )
+    assert type(algorithm).__name__ == "ComposerAlgorithm"
 
     # One hint target per trace: the failed tool call (node 2); its prefill request is the branch up to it, the hint,
     # then its own tokens.
@@ -292,29 +300,14 @@ def test_sibling_hints_through_prime_rl_hooks_reach_the_failed_traces_samples(ve
     """`hints.siblings`: at `finalize_group` the failed trace of a group with a success gets sibling targets on its
     latest steps (after its own evidence target), scored through the pool, and PRIME-RL's `trace_to_samples` ships
     them in the reference stream; the passing trace gets none."""
-    import verifiers.v1 as vf
-    from prime_rl.configs.algorithm import AlgoConfig
-    from prime_rl.orchestrator.algo import build_algorithm
     from prime_rl.orchestrator.trajectories import trace_to_samples
-    from pydantic import TypeAdapter
 
-    config = TypeAdapter(AlgoConfig).validate_python(
-        {"type": "composer", "hints": {"siblings": True, "sibling_targets_per_trace": 2}, "replay": {"enabled": False}}
+    _, scorer, (passing, failing) = run_group(
+        {"type": "composer", "hints": {"siblings": True, "sibling_targets_per_trace": 2}, "replay": {"enabled": False}},
+        passing_teacher=False,
     )
-    scorer = Scorer()
-    algorithm = build_algorithm(config, scorer)
-    algorithm.renderer = Renderer()
-    passing, failing = episode_trace(1.0, teacher=False), episode_trace(0.0, teacher=False)
-    episodes = [vf.Episode(task=t.task, traces=[t], ok=True) for t in (passing, failing)]
-
-    async def orchestrate():
-        for episode in episodes:
-            await algorithm.finalize_episode(episode)
-        await algorithm.finalize_group(episodes)
-
-    asyncio.run(orchestrate())
     targeted = [
-        [n for n, node in enumerate(t.nodes) if node.reference_logprobs is not None] for t in episodes_of(episodes)
+        [n for n, node in enumerate(t.nodes) if node.reference_logprobs is not None] for t in (passing, failing)
     ]
     # each trace's own evidence target (the failed tool call, node 2); the failing one also, beside it, its two latest
     # non-summary steps without a hint (node 9, the finish after the summary, and node 4)
@@ -324,10 +317,6 @@ def test_sibling_hints_through_prime_rl_hooks_reach_the_failed_traces_samples(ve
     assert passing.metrics["composer/algo/hint/sibling_targets"] == 0.0
     hinted = [v for sample in trace_to_samples(failing) for v in (sample.ref_logprobs or []) if v != 0.0]
     assert len(hinted) == 3 * 3
-
-
-def episodes_of(episodes):
-    return [e.traces[0] for e in episodes]
 
 
 def test_a_loss_kwargs_typo_fails_when_prime_rl_parses_the_toml(tmp_path, verifiers_snapshot):

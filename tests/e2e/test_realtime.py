@@ -195,15 +195,20 @@ def test_monitors_and_the_heldout_gate_hold_the_ship_on_a_product_spool(demo_run
     assert report["step"] == 2 and report["version_steps"] == {"0": 0, "1": 1} and third["trainer_step"] == 2
 
 
-def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):
-    from composer_prime.smoke.services import free_port
-
+def one_cycle_of_four_sessions(demo_run: Path, tmp_path: Path) -> list[str]:
+    """The arguments of a one-cycle, one-step run from the demo's first policy over a spool of four live sessions."""
     spool = tmp_path / "spool"
     spool.mkdir()
     (spool / "a.jsonl").write_text("\n".join(x for k in range(4) for x in live_session(f"a{k}", k % 2 == 0)) + "\n")
-    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
+    return ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
             str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "4", "--cadence.steps", "1",
             "--cadence.cycles", "1"]  # fmt: skip
+
+
+def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):
+    from composer_prime.smoke.services import free_port
+
+    args = one_cycle_of_four_sessions(demo_run, tmp_path)
     dead = f"http://127.0.0.1:{free_port()}"
     result = realtime(*args, "--ship.admin-urls", dead, "--ship.timeout-s", "5", timeout=120)
     assert (
@@ -248,12 +253,7 @@ def test_a_cursor_holding_pending_sessions_and_early_signals_reads_back_on_the_n
 def test_a_full_disk_stops_the_run_with_a_clear_error_and_the_rerun_resumes(demo_run, tmp_path):
     import resource
 
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    (spool / "a.jsonl").write_text("\n".join(x for k in range(4) for x in live_session(f"a{k}", k % 2 == 0)) + "\n")
-    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
-            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "4", "--cadence.steps", "1",
-            "--cadence.cycles", "1"]  # fmt: skip
+    args = one_cycle_of_four_sessions(demo_run, tmp_path)
     limit = 64 * 1024  # the batch fits, the weights do not: what a disk filling up mid-cycle does to a write
 
     def small_disk() -> None:

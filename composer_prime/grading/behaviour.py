@@ -53,11 +53,35 @@ class RecordedCall(BaseModel):
     """The positional arguments after the call (an in-place change is behaviour too)."""
     kwargs_after: dict[str, list] = {}
     """The keyword arguments after the call."""
+    instance: str | None = Field(None, max_length=1000)
+    """For a `class` feature: the name of the instance the method was called on. The replay makes the calls of one
+    instance in order on one live object of the candidate's class, built by its first call (`__init__`), instead of
+    loading it from the gold's attributes (`mining.behaviour.whole_chains`)."""
 
 
 def spec_calls(calls: list[RecordedCall]) -> list[dict]:
     """What enters the box: the calls without their expected side."""
-    return [{"target": c.target, "args": c.args, "kwargs": c.kwargs} for c in calls]
+    return [
+        {"target": c.target, "args": c.args, "kwargs": c.kwargs} | ({"instance": c.instance} if c.instance else {})
+        for c in calls
+    ]
+
+
+def opaque_classes(calls: list[RecordedCall]) -> list[str]:
+    """The classes whose instances the expected side compares by class only (`values.OPAQUE`): the replay dumps the
+    candidate's instances of them the same way, whatever they hold. A name, never an expected value."""
+    names: set[str] = set()
+
+    def walk(tree) -> None:
+        if isinstance(tree, list):
+            if len(tree) == 3 and tree[0] == "obj" and tree[2] == values.OPAQUE and isinstance(tree[1], str):
+                names.add(tree[1])
+            for item in tree:
+                walk(item)
+
+    for call in calls:
+        walk([call.result, call.args_after, list(call.kwargs_after.values())])
+    return sorted(names)
 
 
 async def replay(
@@ -74,7 +98,7 @@ async def replay(
     scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     paths = [f"{workdir}/{p}".rstrip("/.") if p not in (".", "") else workdir for p in pythonpath]
-    spec = {"pythonpath": paths, "nonce": nonce, "calls": spec_calls(calls)}
+    spec = {"pythonpath": paths, "nonce": nonce, "calls": spec_calls(calls), "opaque": opaque_classes(calls)}
     await runtime.write(f"{scratch}/replayer.py", (HERE / "replayer.py").read_bytes())
     await runtime.write(f"{scratch}/bootstrap.py", (HERE / "bootstrap.py").read_bytes())
     await runtime.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())

@@ -4,7 +4,8 @@ Run as `python -I -S -B replayer.py SPEC` with the work tree as the current dire
 holds `bootstrap.py` and `_composer_prime_values.py`. Before any code under test is imported, the process keeps a
 private duplicate of its stdout for the results and points file descriptor 1 at stderr, so what the code under test
 prints never mixes with them. The spec (deleted as soon as it is read) holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
-`args`, `kwargs`: tagged values, never the expected side, which stays with the grader). Each call is loaded,
+`args`, `kwargs`: tagged values, never the expected side, which stays with the grader; `instance` for a class
+feature's method: its first argument is then the live object that instance's first call built). Each call is loaded,
 made, and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`.
 """
 
@@ -55,27 +56,41 @@ def main(spec_path):
     sys.path.remove(here)
     sys.path[:0] = spec["pythonpath"]
     nonce = spec["nonce"]
+    live = {}  # a class feature's instances: the candidate's own objects, built by their first call
+    classes = set()  # the classes compared by class only (`values.OPAQUE`), as the candidate defines them
+    for name in spec.get("opaque", []):
+        try:
+            classes.add(values.resolve(name))
+        except BaseException:  # noqa: BLE001, S112 - a class the candidate does not define is compared as it is
+            continue
     for index, call in enumerate(spec["calls"]):
         answer = {"i": index}
         try:
             function = target(call["target"])
-            args = [values.load(arg) for arg in call["args"]]
+            instance = call.get("instance")
+            if instance in live:
+                args = [live[instance]] + [values.load(arg) for arg in call["args"][1:]]
+            else:
+                args = [values.load(arg) for arg in call["args"]]
+                if instance:
+                    live[instance] = args[0]
             kwargs = {name: values.load(arg) for name, arg in call["kwargs"].items()}
         except BaseException as exc:  # noqa: BLE001 - the candidate's import may raise anything
             answer["error"] = f"cannot load the call: {type(exc).__name__}: {str(exc)[:200]}"
         else:
+            shown = tuple(classes | {type(obj) for obj in live.values()})  # the candidate's objects: class only
             try:
-                answer["result"] = values.dump(function(*args, **kwargs))
+                answer["result"] = values.dump(function(*args, **kwargs), shown)
             except values.Unserialisable as exc:
                 answer["error"] = f"result has no strict form: {exc}"
             except BaseException as exc:  # noqa: BLE001 - what the call raised is its answer
                 try:
-                    answer["raised"] = values.dump(exc)
+                    answer["raised"] = values.dump(exc, shown)
                 except values.Unserialisable:
                     answer["error"] = f"raised an unnamed {type(exc).__name__}"
             try:
-                answer["args_after"] = [values.dump(arg) for arg in args]
-                answer["kwargs_after"] = {name: values.dump(arg) for name, arg in kwargs.items()}
+                answer["args_after"] = [values.dump(arg, shown) for arg in args]
+                answer["kwargs_after"] = {name: values.dump(arg, shown) for name, arg in kwargs.items()}
             except values.Unserialisable as exc:
                 answer["error"] = f"arguments after the call have no strict form: {exc}"
         out.write(nonce + " " + json.dumps(answer) + "\n")

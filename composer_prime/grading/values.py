@@ -17,7 +17,8 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
 Anything else (iterators, generators, lambdas, open files, objects with `__slots__`, cycles, deeper than `MAX_DEPTH`,
 more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side:
 tags and structure exactly (but an int and a float
-equal under `==` are the same), floats to 1e-9 relative, dicts and sets regardless of order, exceptions by type only.
+equal under `==` are the same), floats to 1e-9 relative, dicts and sets regardless of order, exceptions by type only,
+instances by class and public attributes (an `OPAQUE` expected state: by class only).
 """
 
 from __future__ import annotations
@@ -71,17 +72,20 @@ def _reachable(obj) -> str:
     return name
 
 
-def dump(value):
-    """The tagged tree of `value`; raises `Unserialisable`."""
+def dump(value, opaque_types: tuple[type, ...] = ()):
+    """The tagged tree of `value`; raises `Unserialisable`. Instances of `opaque_types` (exactly) are dumped by their
+    class only (`OPAQUE` state): the replay's live objects of a class feature, kept however the candidate chose."""
     budget = [MAX_NODES]
-    return _dump(value, 0, budget, set())
+    return _dump(value, 0, budget, set(), opaque_types)
 
 
-def _dump(value, depth: int, budget: list[int], active: set[int]):
+def _dump(value, depth: int, budget: list[int], active: set[int], opaque: tuple[type, ...]):
     budget[0] -= 1
     if budget[0] < 0 or depth > MAX_DEPTH:
         raise Unserialisable("too large or too deep")
     kind = type(value)
+    if kind in opaque:
+        return ["obj", _reachable(kind), OPAQUE]
     if value is None:
         return ["none"]
     if kind is bool:
@@ -110,7 +114,7 @@ def _dump(value, depth: int, budget: list[int], active: set[int]):
         return ["enum", _reachable(kind), value.name]
     if isinstance(value, BaseException):
         try:
-            args = [_dump(arg, depth + 1, budget, active) for arg in value.args]
+            args = [_dump(arg, depth + 1, budget, active, opaque) for arg in value.args]
         except Unserialisable:
             args = []
         return ["exc", _name(kind), args]
@@ -119,23 +123,30 @@ def _dump(value, depth: int, budget: list[int], active: set[int]):
     active.add(id(value))
     try:
         if kind in _EXACT:
-            items = [_dump(item, depth + 1, budget, active) for item in value]
+            items = [_dump(item, depth + 1, budget, active, opaque) for item in value]
             if kind in (set, frozenset):
                 items.sort(key=lambda item: json.dumps(item, sort_keys=True))
             return [_EXACT[kind], items]
         if kind is dict:
             return [
                 "dict",
-                [[_dump(k, depth + 1, budget, active), _dump(v, depth + 1, budget, active)] for k, v in value.items()],
+                [
+                    [_dump(k, depth + 1, budget, active, opaque), _dump(v, depth + 1, budget, active, opaque)]
+                    for k, v in value.items()
+                ],
             ]
         if isinstance(value, tuple):
-            return ["obj", _reachable(kind), ["tuple", [_dump(item, depth + 1, budget, active) for item in value]]]
+            return [
+                "obj",
+                _reachable(kind),
+                ["tuple", [_dump(item, depth + 1, budget, active, opaque) for item in value]],
+            ]
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")
         state = getattr(value, "__dict__", None)
         if type(state) is not dict or hasattr(kind, "__slots__") or kind.__module__ == "builtins":
             raise Unserialisable(f"{kind.__qualname__} has no plain state")
-        return ["obj", _reachable(kind), _dump(state, depth + 1, budget, active)]
+        return ["obj", _reachable(kind), _dump(state, depth + 1, budget, active, opaque)]
     finally:
         active.discard(id(value))
 
@@ -210,8 +221,46 @@ def same(expected, actual) -> bool:
     if tag == "pair":
         return same(expected[1], actual[1]) and same(expected[2], actual[2])
     if tag == "obj":
-        return expected[1] == actual[1] and same(expected[2], actual[2])
+        if expected[2] == OPAQUE:
+            return expected[1] == actual[1]
+        return expected[1] == actual[1] and same(_public(expected[2]), _public(actual[2]))
     return expected == actual
+
+
+OPAQUE = ["opaque"]
+"""An instance's state on the expected side that `same` does not compare (its class still is): how an instance of a
+class the candidate writes keeps its state is the candidate's choice."""
+
+
+def _public(state):
+    """An instance's state without its private attributes (names starting with `_`): the tests observe what an object
+    shows, not how it is kept, so an honest re-implementation with other private names replays as the gold."""
+    if isinstance(state, list) and len(state) == 2 and state[0] == "dict" and isinstance(state[1], list):
+        return ["dict", [pair for pair in state[1] if not _private_key(pair)]]
+    return state
+
+
+def _private_key(pair) -> bool:
+    key = pair[0] if isinstance(pair, list) and pair else None
+    return isinstance(key, list) and len(key) == 2 and key[0] == "str" and str(key[1]).startswith("_")
+
+
+def holds_state_of(tree, cls: str) -> bool:
+    """Whether `tree` holds an instance of `cls` (`module:qualname`) with any state."""
+    if not isinstance(tree, list):
+        return False
+    if len(tree) == 3 and tree[0] == "obj" and tree[1] == cls:
+        return tree[2] != ["dict", []]
+    return any(holds_state_of(item, cls) for item in tree)
+
+
+def opaque(tree, cls: str):
+    """`tree` with the state of every instance of `cls` replaced by `OPAQUE`."""
+    if not isinstance(tree, list):
+        return tree
+    if len(tree) == 3 and tree[0] == "obj" and tree[1] == cls:
+        return ["obj", cls, OPAQUE]
+    return [opaque(item, cls) for item in tree]
 
 
 def _number_equal(expected: object, actual: object) -> bool:

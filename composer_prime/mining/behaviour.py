@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from composer_prime.grading import values
 from composer_prime.grading.behaviour import RecordedCall, mismatch
 from composer_prime.mining.testrun import replay_calls, run_tests
 
@@ -28,9 +29,62 @@ def record_behaviour(
             calls.append(RecordedCall.model_validate(raw))
         except ValidationError:
             skipped += 1
+    kind, qualname = feature.get("kind"), feature.get("qualname", "")
+    if kind == "class":
+        calls = [as_observed(call, qualname) for call in calls]
     answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
-    kept = [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
+    replayed = [mismatch(call, answer) is None for call, answer in zip(calls, answers, strict=True)]
+    if kind == "class":
+        kept = whole_chains(calls, replayed, set(run.behaviour.get("broken") or []), qualname)
+    else:
+        kept = [call for call, ok in zip(calls, replayed, strict=True) if ok]
     return kept, skipped + len(calls) - len(kept)
+
+
+def _owner(call: RecordedCall, qualname: str) -> str:
+    """`module:qualname` of a `class` feature, from one of its calls."""
+    return call.target.partition(":")[0] + ":" + qualname
+
+
+def as_observed(call: RecordedCall, qualname: str) -> RecordedCall:
+    """A `class` feature's call with every instance of the class in its answer compared by its class only
+    (`values.OPAQUE`): what an instance holds, and under which names, is the candidate's choice."""
+    cls = _owner(call, qualname)
+    return call.model_copy(update={
+        "result": values.opaque(call.result, cls) if call.result is not None else None,
+        "args_after": [values.opaque(tree, cls) for tree in call.args_after],
+        "kwargs_after": {name: values.opaque(tree, cls) for name, tree in call.kwargs_after.items()},
+    })  # fmt: skip
+
+
+def whole_chains(
+    calls: list[RecordedCall], replayed: list[bool], broken: set[str], qualname: str
+) -> list[RecordedCall]:
+    """The calls of a `class` feature (`as_observed`) that replay without the gold's representation of its instances:
+    whole chains of one instance's calls (each replayed as recorded, none missing, the first on an object with no
+    state yet, which the candidate's `__init__` then builds), and calls that take no instance of the class but their
+    own. A chain's later calls carry no state for their instance: the replay uses the live object."""
+    bad, dropped = set(broken), set()
+    first: dict[str, RecordedCall] = {}
+    for index, (call, ok) in enumerate(zip(calls, replayed, strict=True)):
+        cls = _owner(call, qualname)
+        own = call.args[1:] if call.instance else call.args
+        if call.instance and call.instance not in first:
+            first[call.instance] = call
+            ok = ok and not values.holds_state_of(call.args[0], cls)
+        if not ok or any(values.holds_state_of(tree, cls) for tree in [*own, *call.kwargs.values()]):
+            dropped.add(index)
+            bad.add(call.instance)
+    kept = []
+    for index, call in enumerate(calls):
+        if index in dropped or (call.instance and call.instance in bad):
+            continue
+        if call.instance and first[call.instance] is not call:
+            call = call.model_copy(
+                update={"args": [values.opaque(call.args[0], _owner(call, qualname)), *call.args[1:]]}
+            )
+        kept.append(call)
+    return kept
 
 
 def blind(calls: list[RecordedCall]) -> str | None:
@@ -40,8 +94,8 @@ def blind(calls: list[RecordedCall]) -> str | None:
     inputs (a constant)."""
     if not calls:
         return None
-    if any(c.args_after != c.args or c.kwargs_after != c.kwargs for c in calls):
-        return None
+    if any(c.args_after[bool(c.instance) :] != c.args[bool(c.instance) :] or c.kwargs_after != c.kwargs for c in calls):
+        return None  # (how a class feature's instance changed is the candidate's to choose: not compared)
     answers = {json.dumps(["raised", c.raised[1]] if c.raised else c.result, sort_keys=True) for c in calls}
     if len(answers) > 1:
         return None

@@ -8,6 +8,11 @@ result or the raised exception and the arguments after the call, each in the str
 values have no strict form is skipped and counted; so are generators, coroutines, lambdas and nested functions.
 At session end `{"calls": [...], "skipped": n}` is written to `out`.
 
+For a `class` feature the candidate chooses how an instance keeps its state, so the replay must not rebuild one from
+the gold's attributes: each instance of the feature's class that a traced method receives as its first argument is
+named `<test>#<n>` in the call's `instance`, and the replay makes that instance's calls, in order, on one live object
+of the candidate's class (`composer_prime.mining.behaviour` keeps whole chains only).
+
 The hook is `sys.settrace` on the main thread: the global function only answers `call` events, and only a feature's
 own frames get a local tracer, which sees the exception that leaves the frame (`exception` then `return` with None).
 """
@@ -30,6 +35,10 @@ _calls: list[dict] = []
 _seen: set[str] = set()
 _skipped = [0]
 _test = [""]
+_broken: set[str] = set()
+"""Instances with a call that could not be recorded."""
+_instances: dict[int, tuple[object, str]] = {}
+"""id -> (the instance, kept alive so that its id is not reused within the test; its name), per test."""
 
 
 def _in_scope(code) -> bool:
@@ -64,13 +73,26 @@ def _arguments(frame) -> tuple[list, dict]:
 class _Call:
     def __init__(self, frame):
         self.positional, self.keywords = _arguments(frame)
-        self.record = {
-            "test": _test[0],
-            "target": f"{frame.f_globals.get('__name__')}:{getattr(frame.f_code, 'co_qualname', '')}",
-            "args": [values.dump(arg) for arg in self.positional],
-            "kwargs": {name: values.dump(arg) for name, arg in self.keywords.items()},
-        }
+        self.instance = _instance(frame, self.positional)
+        try:
+            self.record = {
+                "test": _test[0],
+                "target": f"{frame.f_globals.get('__name__')}:{getattr(frame.f_code, 'co_qualname', '')}",
+                "args": [values.dump(arg) for arg in self.positional],
+                "kwargs": {name: values.dump(arg) for name, arg in self.keywords.items()},
+            }
+        except values.Unserialisable:
+            self.skip()
+            raise
+        if self.instance is not None:
+            self.record["instance"] = self.instance
         self.pending = None
+
+    def skip(self):
+        """Count a call that cannot be recorded; its instance's chain misses a step, so none of it replays."""
+        _skipped[0] += 1
+        if self.instance is not None:
+            _broken.add(self.instance)
 
     def trace(self, frame, event, arg):
         if event == "exception":
@@ -90,12 +112,27 @@ class _Call:
             self.record["args_after"] = [values.dump(arg) for arg in self.positional]
             self.record["kwargs_after"] = {name: values.dump(arg) for name, arg in self.keywords.items()}
         except values.Unserialisable:
-            _skipped[0] += 1
+            self.skip()
             return
-        key = json.dumps([self.record["target"], self.record["args"], self.record["kwargs"]], sort_keys=True)
+        key = json.dumps([self.record["target"], self.record["args"], self.record["kwargs"],
+                          self.record.get("instance")], sort_keys=True)  # fmt: skip
         if key not in _seen and len(_calls) < MAX_CALLS:
             _seen.add(key)
             _calls.append(self.record)
+
+
+def _instance(frame, positional: list) -> str | None:
+    """The name of the feature class's instance a method of a `class` feature was called on (None otherwise)."""
+    if _SPEC.get("kind") != "class" or not positional:
+        return None
+    owner = type(positional[0])
+    if owner.__qualname__ != _SPEC.get("qualname") or owner.__module__ != frame.f_globals.get("__name__"):
+        return None
+    known = _instances.get(id(positional[0]))
+    if known is None or known[0] is not positional[0]:
+        known = (positional[0], f"{_test[0]}#{len(_instances)}")
+        _instances[id(positional[0])] = known
+    return known[1]
 
 
 def _global(frame, event, arg):
@@ -103,7 +140,9 @@ def _global(frame, event, arg):
         return None
     try:
         call = _Call(frame)
-    except (values.Unserialisable, KeyError):
+    except values.Unserialisable:
+        return None  # counted by the call
+    except KeyError:
         _skipped[0] += 1
         return None
     return call.trace
@@ -112,6 +151,7 @@ def _global(frame, event, arg):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _test[0] = item.nodeid
+    _instances.clear()
     previous = sys.gettrace()
     sys.settrace(_global)
     try:
@@ -124,4 +164,4 @@ def pytest_sessionfinish(session, exitstatus):
     out = _SPEC.get("out")
     if out:
         with open(out, "w", encoding="utf-8") as handle:
-            json.dump({"calls": _calls, "skipped": _skipped[0]}, handle)
+            json.dump({"calls": _calls, "skipped": _skipped[0], "broken": sorted(_broken)}, handle)

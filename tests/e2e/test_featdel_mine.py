@@ -492,3 +492,138 @@ def test_a_task_whose_gold_code_the_scan_voids_is_dropped(tmp_path):
     )
     assert [line for line in lines if "reset_hooks (function): skipped: gold voided: " in line]
     assert lines[-1].endswith("skipped: 1 gold voided")
+
+
+STACK = '''\
+class Stack:
+    """A last-in, first-out stack."""
+
+    def __init__(self, items=()):
+        self._items = list(items)
+
+    def push(self, item):
+        """Put `item` on top."""
+        self._items.append(item)
+        return len(self._items)
+
+    def pop(self):
+        """Take the top item off; IndexError when empty."""
+        if not self._items:
+            raise IndexError("pop from an empty stack")
+        return self._items.pop()
+
+    def peek(self):
+        """The top item, left in place; None when empty."""
+        return self._items[-1] if self._items else None
+
+    def size(self):
+        """How many items it holds."""
+        return len(self._items)
+
+
+def depth_of(text):
+    """How deeply the brackets of `text` nest."""
+    deepest = level = 0
+    for char in text:
+        level += {"(": 1, ")": -1}.get(char, 0)
+        deepest = max(deepest, level)
+    return deepest
+'''
+
+STACK_TESTS = """\
+import pytest
+
+from pile.core import Stack
+
+
+def test_push_then_pop():
+    s = Stack()
+    assert s.push(1) == 1
+    assert s.push(2) == 2
+    assert s.pop() == 2
+    assert s.size() == 1
+
+
+def test_peek():
+    s = Stack([3, 4])
+    assert s.peek() == 4
+    assert s.size() == 2
+
+
+def test_pop_empty():
+    with pytest.raises(IndexError):
+        Stack().pop()
+    assert Stack().peek() is None
+"""
+
+HONEST_STACK = '''\
+import collections
+
+
+class Stack:
+    """A stack kept in a deque, under a name of its own."""
+
+    def __init__(self, items=()):
+        self._data = collections.deque(items)
+        self.__depth = len(self._data)
+
+    def push(self, item):
+        self._data.append(item)
+        self.__depth += 1
+        return self.__depth
+
+    def pop(self):
+        if not self.__depth:
+            raise IndexError("empty")
+        self.__depth -= 1
+        return self._data.pop()
+
+    def peek(self):
+        return self._data[-1] if self._data else None
+
+    def size(self):
+        return self.__depth
+
+
+def depth_of(text):
+    """How deeply the brackets of `text` nest."""
+    deepest = level = 0
+    for char in text:
+        level += {"(": 1, ")": -1}.get(char, 0)
+        deepest = max(deepest, level)
+    return deepest
+'''
+
+
+def test_a_class_replays_on_the_candidates_own_instances_so_other_private_names_pass(tmp_path):
+    """Issue 28, line 7: the replay of a deleted class makes each instance's calls in order on the candidate's own
+    object, so an honest re-implementation keeping its state elsewhere (a deque and a name-mangled counter, where the
+    gold has `self._items`) answers as recorded, and a wrong one still does not."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+
+    repo = one_module_repo(tmp_path, "pile", STACK, STACK_TESTS)
+    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
+                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    out = tmp_path / "tasks.jsonl"
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    task = next((t for t in tasks if t.feature.kind == "class"), None)
+    assert task is not None, "\n".join(lines)
+    calls = task.behaviour
+    assert {c.target.rpartition(".")[2] for c in calls} == {"__init__", "push", "pop", "peek", "size"}
+    assert all(c.instance for c in calls) and len({c.instance for c in calls}) == 4  # four stacks, each a chain
+    assert "_items" not in json.dumps([c.result for c in calls] + [c.args_after for c in calls])
+
+    def replayed(source: str) -> tuple[float, list[str]]:
+        work = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+        shutil.copytree(repo, work)
+        (work / "pile" / "core.py").write_text(source)
+        return compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60))
+
+    assert replayed(STACK) == (1.0, [])
+    assert replayed(HONEST_STACK) == (1.0, [])
+    share, wrong = replayed(HONEST_STACK.replace("return self._data.pop()", "return self._data.popleft()"))
+    assert share < 1.0 and any("pop" in line for line in wrong), wrong
+    share, wrong = replayed(HONEST_STACK.replace("return self.__depth\n", "return len(self._data) + 1\n"))
+    assert share < 1.0 and any("size" in line for line in wrong), wrong

@@ -17,7 +17,9 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
 Anything else (iterators, generators, lambdas, open files, objects with `__slots__`, cycles, deeper than `MAX_DEPTH`,
 more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side:
 tags and structure exactly (but an int and a float
-equal under `==` are the same), floats to 1e-9 relative, dicts and sets regardless of order, exceptions by type only.
+equal under `==` are the same), floats to 1e-9 relative, dicts and sets regardless of order, exceptions by type only,
+instances by the public attributes the expected one has (what a test can observe: `obj.count`, not `obj._items`; a
+re-implementation that keeps its state under other private names, or adds attributes, is the same).
 """
 
 from __future__ import annotations
@@ -210,8 +212,25 @@ def same(expected, actual) -> bool:
     if tag == "pair":
         return same(expected[1], actual[1]) and same(expected[2], actual[2])
     if tag == "obj":
-        return expected[1] == actual[1] and same(expected[2], actual[2])
+        if expected[1] != actual[1]:
+            return False
+        if expected[2][:1] == ["dict"] and actual[2][:1] == ["dict"]:
+            return _public_subset(expected[2][1], actual[2][1])
+        return same(expected[2], actual[2])
     return expected == actual
+
+
+def _public_subset(expected: list, actual: list) -> bool:
+    """Every public attribute of the expected instance's state is in the actual one's, the same value."""
+    found = {pair[0][1]: pair[1] for pair in actual if pair[0][:1] == ["str"]}
+    for key, value in expected:
+        if key[:1] != ["str"] or not isinstance(key[1], str):
+            return False
+        if key[1].startswith("_"):
+            continue
+        if key[1] not in found or not same(value, found[key[1]]):
+            return False
+    return True
 
 
 def _number_equal(expected: object, actual: object) -> bool:

@@ -18,9 +18,24 @@ def record_behaviour(
     """Run `targets` on the original code in `work` with the recorder of calls into `feature` (`path`, `qualname`,
     `kind`), replay what it saw exactly as grading will, and return (the calls answered as recorded, how many calls
     were seen but not kept). Raises the test run's `TestCommandTimeout` / `TestCommandFailed`."""
-    run = run_tests(test_cmd, work, timeout_s, targets=targets or None, record=feature)
+    calls, skipped, _ = record_calls(test_cmd, work, feature, targets, timeout_s)
+    kept = replayed_as_recorded(test_cmd, work, calls, timeout_s)
+    return kept, skipped + len(calls) - len(kept)
+
+
+def record_calls(
+    test_cmd: list[str],
+    work: Path,
+    feature: dict,
+    targets: list[str],
+    timeout_s: float,
+    pythonpath: list[str] | None = None,
+) -> tuple[list[RecordedCall], int, dict[str, str]]:
+    """Run `targets` in `work` with the behaviour recorder (`feature`: see `behaviour_plugin`); (the calls it saw,
+    how many it saw without a strict form, the run's per-test outcomes)."""
+    run = run_tests(test_cmd, work, timeout_s, targets=targets or None, record=feature, pythonpath=pythonpath)
     if run.behaviour is None:
-        return [], 0
+        return [], 0, run.outcomes
     calls: list[RecordedCall] = []
     skipped = int(run.behaviour.get("skipped", 0))
     for raw in run.behaviour.get("calls", []):
@@ -28,9 +43,15 @@ def record_behaviour(
             calls.append(RecordedCall.model_validate(raw))
         except ValidationError:
             skipped += 1
-    answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
-    kept = [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
-    return kept, skipped + len(calls) - len(kept)
+    return calls, skipped, run.outcomes
+
+
+def replayed_as_recorded(
+    test_cmd: list[str], work: Path, calls: list[RecordedCall], timeout_s: float, pythonpath: list[str] | None = None
+) -> list[RecordedCall]:
+    """The calls a lone replay against the code in `work`, exactly as grading makes it, answers as recorded."""
+    answers = replay_calls(test_cmd, work, calls, timeout_s, pythonpath) if calls else []
+    return [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
 
 
 def blind(calls: list[RecordedCall]) -> str | None:

@@ -601,7 +601,7 @@ def test_attack_scores_zero(
         assert grading["replay"] < 1.0 and grading["replay_mismatches"], "the replay must tell"
     elif attack in ("always-equal", "frame-oracle"):  # swe-gym: the wrapped canary passes only for such code
         assert any(v.startswith("canary ") for v in grading["void"]), grading
-    elif attack == "sly-equal":  # swe-gym: the perturbed mutant of test_clamp_high (`== 3` -> `== 4`) passes
+    elif attack == "sly-equal":  # swe-gym: the perturbed mutant of test_clamp_high (`== 5` -> `== 6`) passes
         assert any(v.startswith("canary tests/test_ops_") and "(its original passed)" in v for v in grading["void"])
     elif attack == "case-forger":  # swe-gym: the one-test parametrized file now has canaries, checked case by case
         assert any(v.startswith("canary tests/test_clamp_") and "::test_clamp_range[" in v for v in grading["void"])

@@ -40,6 +40,8 @@ _test = [""]
 
 
 def _relative(filename: str) -> str | None:
+    if filename.startswith("<"):  # `<frozen os>`, `<string>`: no file, and realpath would put it under the cwd
+        return None
     real = os.path.realpath(filename)
     return os.path.relpath(real, _ROOT).replace(os.sep, "/") if real.startswith(_ROOT + os.sep) else None
 

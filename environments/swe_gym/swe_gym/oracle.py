@@ -48,10 +48,12 @@ REASONS = {
     "no strict form": "every call had an argument, result or exception without a strict form (paths, callbacks, "
     "generators, objects with __slots__)",
     "test-side values": "every call's values name a test module or pytest",
-    "private state in the arguments": "every call was handed an instance with private attributes",
+    "private state in the arguments": "every call, or every call the starting code answers otherwise, was handed an "
+    "instance with private attributes",
     "not reproducible": "no call was answered as recorded by two lone replays of the gold code",
     "replay blind": "a stub that ignores its input would answer every call as recorded",
-    "base answers as the gold": "the starting code answers every call as the gold does",
+    "base answers as the gold": "the starting code answers every call as the gold does (what the fix changes shows only "
+    "across calls, or in state the calls do not return)",
 }
 """Why an instance has no usable oracle: the first stage (in this order) that left nothing to replay."""
 TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
@@ -236,11 +238,14 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         if not kept:
             return result([], "test-side values")
         plain = [call for call in kept if not _private_state([call.args, list(call.kwargs.values())])]
-        counts["private_state"] = len(kept) - len(plain)
+        private = [call for call in kept if not any(call is other for other in plain)]
+        counts["private_state"] = len(private)
         if not plain:
             return result([], "private state in the arguments")
-        stable = replayed_as_recorded(test_cmd, gold, plain, timeout_s, pythonpath)
+        stable = replayed_as_recorded(test_cmd, gold, [*plain, *private], timeout_s, pythonpath)
         stable = replayed_as_recorded(test_cmd, gold, stable, timeout_s, pythonpath)
+        stable_private = [call for call in stable if any(call is other for other in private)]
+        stable = [call for call in stable if any(call is other for other in plain)]
         counts["not_reproducible"] = len(plain) - len(stable)
         if not stable:
             return result([], "not reproducible")
@@ -248,8 +253,11 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         if why is not None:
             return result([], "replay blind", why)
         shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
-        answers = replay_calls(test_cmd, base, stable, timeout_s, pythonpath)
-        counts["discriminating"] = sum(mismatch(c, a) is not None for c, a in zip(stable, answers, strict=True))
+        answers = replay_calls(test_cmd, base, [*stable, *stable_private], timeout_s, pythonpath)
+        told = [mismatch(c, a) is not None for c, a in zip([*stable, *stable_private], answers, strict=True)]
+        counts["discriminating"] = sum(told[: len(stable)])
         if not counts["discriminating"]:
+            if any(told[len(stable) :]):  # only calls handed the gold's private state tell the fix apart
+                return result([], "private state in the arguments", "only calls handed private state tell")
             return result([], "base answers as the gold")
         return result(stable, None)

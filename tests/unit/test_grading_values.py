@@ -77,3 +77,18 @@ def test_replayed_answers_are_judged_on_the_hosts_side() -> None:
     assert "in-place" in mismatch(call, {**good, "args_after": values.dump([0.0, 25])[1]})
     assert mismatch(call, None).startswith("no answer") and mismatch(call, {"error": "answered twice"})
     assert compare([call, call], [good, None]) == (0.5, ["call 1 shop.pricing:apply_discount: " + mismatch(call, None)])
+
+
+def test_instances_compare_by_their_public_attributes() -> None:
+    """What a test can observe of an instance is its public attributes: other private names, or extra attributes,
+    are the same value; a missing or different public attribute is not."""
+
+    def box(**state):
+        made = Box(None)
+        made.__dict__.clear()
+        made.__dict__.update(state)
+        return values.dump(made)
+
+    assert values.same(box(size=2, _items=[1, 2]), box(size=2.0, _stash=(1, 2), extra=1))
+    assert not values.same(box(size=2, _items=[]), box(size=3, _items=[]))
+    assert not values.same(box(size=2), box(_size=2))

@@ -225,8 +225,8 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         feature = {"kind": "package", "tests": list(row.fail_to_pass)}
         try:
             calls, unserialisable, outcomes = record_calls(test_cmd, gold, feature, targets, timeout_s, pythonpath)
-        except (TestCommandTimeout, TestCommandFailed) as exc:
-            return result([], "gold fails its tests", str(exc)[:500])
+        except (TestCommandTimeout, TestCommandFailed) as exc:  # the host's fault, not the row's: nothing is stored
+            raise PrepError(f"recording the oracle of {row.instance_id}: {exc}") from None
         failing = [test for test in row.fail_to_pass if outcomes.get(test) != "PASSED"]
         if failing:
             return result([], "gold fails its tests", f"not PASSED with the gold patch: {failing[:5]}")

@@ -194,7 +194,9 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             return None
         row = self.row()
         if self.data.mode == "local":
-            found = prepare_oracle(c.local, row, prepare_snapshot(c.local, row), c.test_timeout_s)
+            snapshot = prepare_snapshot(c.local, row)
+            prepare_env(c.local, row, snapshot)
+            found = prepare_oracle(c.local, row, snapshot, c.test_timeout_s)
         else:
             found = load_oracle(oracle_path(c.oracle_dir or c.local.root() / "oracles", row.instance_id))
         if c.replay == "require" and (found is None or not found.usable):

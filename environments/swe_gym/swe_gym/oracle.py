@@ -143,7 +143,7 @@ def prepare_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, timeout_s
 
 
 def _names(tree: object) -> list[str]:
-    """The `module:qualname` names a tagged tree refers to."""
+    """The `module:qualname` names a tagged tree (or a list of them) refers to."""
     found: list[str] = []
     stack = [tree]
     while stack:
@@ -152,12 +152,12 @@ def _names(tree: object) -> list[str]:
             continue
         if node[0] in ("type", "fn", "exc", "enum", "obj") and len(node) > 1 and isinstance(node[1], str):
             found.append(node[1])
-        stack.extend(item for item in node[1:] if isinstance(item, list))
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
     return found
 
 
 def _private_state(tree: object) -> bool:
-    """Whether a tagged tree holds an instance with a private attribute."""
+    """Whether a tagged tree (or a list of them) holds an instance with a private attribute."""
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -166,7 +166,7 @@ def _private_state(tree: object) -> bool:
         if node[0] == "obj" and len(node) > 2 and node[2][:1] == ["dict"]:
             if any(pair[0][:1] == ["str"] and str(pair[0][1]).startswith("_") for pair in node[2][1]):
                 return True
-        stack.extend(item for item in node[1:] if isinstance(item, list))
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
     return False
 
 

@@ -9,8 +9,9 @@ Metric names (the same quantity has the same name in feature-deletion and swe-gy
   was graded as a private copy (`grading.runtime.end_rollout`, `grading.private_copy`);
 - `timed_out`: 1.0 when the run hit its limit and was killed;
 - `void`: 1.0 when a canary came back wrong, the outcome stream was tampered with or the diff scan found test machinery;
-- `replay`: fraction of the feature's recorded calls the candidate answered as the gold code did (feature-deletion;
-  1.0 where nothing was recorded).
+- `replay`: fraction of the recorded calls (feature-deletion: into the deleted feature; swe-gym: the FAIL_TO_PASS
+  tests' calls into the package, with the gold patch) the candidate answered as the gold code did (1.0 where nothing
+  was recorded).
 
 The reward `solved` is 1.0 iff the grade has no error, is not void, did not time out, and both fractions and `replay`
 are 1.0.
@@ -44,6 +45,9 @@ class Grade(BaseModel):
     """How many recorded calls were replayed."""
     replay_mismatches: list[str] = []
     """The first calls answered otherwise: index, target, why."""
+    replay_note: str | None = None
+    """Why nothing was replayed where a task may carry recorded behaviour (swe-gym: the instance has no usable
+    oracle, and why)."""
     network_isolated: bool = False
     """The run had a network namespace of its own (loopback only)."""
     isolation: str = "reaper"

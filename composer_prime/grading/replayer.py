@@ -6,7 +6,9 @@ private duplicate of its stdout for the results and points file descriptor 1 at 
 prints never mixes with them. The spec (deleted as soon as it is read) holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
 `args`, `kwargs`: tagged values, never the expected side, which stays with the grader; `instance` for a class
 feature's method: its first argument is then the live object that instance's first call built). Each call is loaded,
-made, and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`.
+made, and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`. Every
+`PYTEST*` variable is dropped before the candidate is imported: nothing tells the code it is not under a test but the
+absence of one (`PYTEST_CURRENT_TEST` from a parent process would let a fix switched on under tests pass).
 """
 
 import json
@@ -46,6 +48,8 @@ def main(spec_path):
     import bootstrap
 
     spec = bootstrap.read_spec(spec_path)  # deleted once read: the nonce is in no file the candidate can open
+    for name in [name for name in os.environ if name.startswith("PYTEST")]:
+        del os.environ[name]  # no pytest here: a process that runs under one (the env server's tests) leaks its own
     if os.environ.get("COMPOSER_PRIME_NETNS") == "isolated":
         bootstrap.loopback_up()
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"

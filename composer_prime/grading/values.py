@@ -18,7 +18,9 @@ Anything else (iterators, generators, lambdas, open files, objects with `__slots
 more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side:
 tags and structure exactly (but an int and a float
 equal under `==` are the same), floats to 1e-9 relative, dicts and sets regardless of order, exceptions by type only,
-instances by class and public attributes (an `OPAQUE` expected state: by class only).
+instances by the public attributes the expected one has (what a test can observe: `obj.count`, not `obj._items`; a
+re-implementation that keeps its state under other private names, or adds attributes, is the same), and an `OPAQUE`
+expected state (a deleted class's own instances, laid out as the candidate chose) by class only.
 """
 
 from __future__ import annotations
@@ -221,9 +223,13 @@ def same(expected, actual) -> bool:
     if tag == "pair":
         return same(expected[1], actual[1]) and same(expected[2], actual[2])
     if tag == "obj":
+        if expected[1] != actual[1]:
+            return False
         if expected[2] == OPAQUE:
-            return expected[1] == actual[1]
-        return expected[1] == actual[1] and same(_public(expected[2]), _public(actual[2]))
+            return True
+        if expected[2][:1] == ["dict"] and actual[2][:1] == ["dict"]:
+            return _public_subset(expected[2][1], actual[2][1])
+        return same(expected[2], actual[2])
     return expected == actual
 
 
@@ -232,17 +238,17 @@ OPAQUE = ["opaque"]
 class the candidate writes keeps its state is the candidate's choice."""
 
 
-def _public(state):
-    """An instance's state without its private attributes (names starting with `_`): the tests observe what an object
-    shows, not how it is kept, so an honest re-implementation with other private names replays as the gold."""
-    if isinstance(state, list) and len(state) == 2 and state[0] == "dict" and isinstance(state[1], list):
-        return ["dict", [pair for pair in state[1] if not _private_key(pair)]]
-    return state
-
-
-def _private_key(pair) -> bool:
-    key = pair[0] if isinstance(pair, list) and pair else None
-    return isinstance(key, list) and len(key) == 2 and key[0] == "str" and str(key[1]).startswith("_")
+def _public_subset(expected: list, actual: list) -> bool:
+    """Every public attribute of the expected instance's state is in the actual one's, the same value."""
+    found = {pair[0][1]: pair[1] for pair in actual if pair[0][:1] == ["str"]}
+    for key, value in expected:
+        if key[:1] != ["str"] or not isinstance(key[1], str):
+            return False
+        if key[1].startswith("_"):
+            continue
+        if key[1] not in found or not same(value, found[key[1]]):
+            return False
+    return True
 
 
 def holds_state_of(tree, cls: str) -> bool:

@@ -19,26 +19,52 @@ def record_behaviour(
     """Run `targets` on the original code in `work` with the recorder of calls into `feature` (`path`, `qualname`,
     `kind`), replay what it saw exactly as grading will, and return (the calls answered as recorded, how many calls
     were seen but not kept). Raises the test run's `TestCommandTimeout` / `TestCommandFailed`."""
-    run = run_tests(test_cmd, work, timeout_s, targets=targets or None, record=feature)
+    calls, skipped, _ = record_calls(test_cmd, work, feature, targets, timeout_s)
+    if feature.get("kind") != "class":
+        kept = replayed_as_recorded(test_cmd, work, calls, timeout_s)
+        return kept, skipped + len(calls) - len(kept)
+    qualname = feature["qualname"]
+    calls = [as_observed(call, qualname) for call in calls]
+    answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
+    kept = whole_chains(calls, [mismatch(c, a) is None for c, a in zip(calls, answers, strict=True)], qualname)
+    return kept, skipped + len(calls) - len(kept)
+
+
+def record_calls(
+    test_cmd: list[str],
+    work: Path,
+    feature: dict,
+    targets: list[str],
+    timeout_s: float,
+    pythonpath: list[str] | None = None,
+) -> tuple[list[RecordedCall], int, dict[str, str]]:
+    """Run `targets` in `work` with the behaviour recorder (`feature`: see `behaviour_plugin`); (the calls it saw,
+    how many it saw without a strict form, the run's per-test outcomes)."""
+    run = run_tests(test_cmd, work, timeout_s, targets=targets or None, record=feature, pythonpath=pythonpath)
     if run.behaviour is None:
-        return [], 0
+        return [], 0, run.outcomes
     calls: list[RecordedCall] = []
     skipped = int(run.behaviour.get("skipped", 0))
+    broken = set(run.behaviour.get("broken") or [])  # instances with a call that could not be recorded
     for raw in run.behaviour.get("calls", []):
         try:
-            calls.append(RecordedCall.model_validate(raw))
+            call = RecordedCall.model_validate(raw)
         except ValidationError:
             skipped += 1
-    kind, qualname = feature.get("kind"), feature.get("qualname", "")
-    if kind == "class":
-        calls = [as_observed(call, qualname) for call in calls]
-    answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
-    replayed = [mismatch(call, answer) is None for call, answer in zip(calls, answers, strict=True)]
-    if kind == "class":
-        kept = whole_chains(calls, replayed, set(run.behaviour.get("broken") or []), qualname)
-    else:
-        kept = [call for call, ok in zip(calls, replayed, strict=True) if ok]
-    return kept, skipped + len(calls) - len(kept)
+            continue
+        if call.instance in broken:
+            skipped += 1  # its chain misses a step: none of it replays as the tests made it
+        else:
+            calls.append(call)
+    return calls, skipped, run.outcomes
+
+
+def replayed_as_recorded(
+    test_cmd: list[str], work: Path, calls: list[RecordedCall], timeout_s: float, pythonpath: list[str] | None = None
+) -> list[RecordedCall]:
+    """The calls a lone replay against the code in `work`, exactly as grading makes it, answers as recorded."""
+    answers = replay_calls(test_cmd, work, calls, timeout_s, pythonpath) if calls else []
+    return [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
 
 
 def _owner(call: RecordedCall, qualname: str) -> str:
@@ -57,14 +83,13 @@ def as_observed(call: RecordedCall, qualname: str) -> RecordedCall:
     })  # fmt: skip
 
 
-def whole_chains(
-    calls: list[RecordedCall], replayed: list[bool], broken: set[str], qualname: str
-) -> list[RecordedCall]:
+def whole_chains(calls: list[RecordedCall], replayed: list[bool], qualname: str) -> list[RecordedCall]:
     """The calls of a `class` feature (`as_observed`) that replay without the gold's representation of its instances:
     whole chains of one instance's calls (each replayed as recorded, none missing, the first on an object with no
-    state yet, which the candidate's `__init__` then builds), and calls that take no instance of the class but their
+    state yet, which the candidate's `__init__` then builds; `record_calls` drops an instance it could not record
+    whole), and calls that take no instance of the class but their
     own. A chain's later calls carry no state for their instance: the replay uses the live object."""
-    bad, dropped = set(broken), set()
+    bad, dropped = set(), set()
     first: dict[str, RecordedCall] = {}
     for index, (call, ok) in enumerate(zip(calls, replayed, strict=True)):
         cls = _owner(call, qualname)

@@ -3,8 +3,11 @@
 The miner loads it with `-p _composer_prime_behaviour` on the original code, beside `_composer_prime_values` (a copy
 of `composer_prime.grading.values`). `COMPOSER_PRIME_BEHAVIOUR` holds `{"root", "path", "qualname", "kind", "out"}`:
 every call of a function whose file is `path` under `root` and whose qualname is the feature (`function`, `method`),
-one of its methods (`class`), or any function of the file (`module`) is recorded: the arguments at entry, then the
-result or the raised exception and the arguments after the call, each in the strict tagged format. A call whose
+one of its methods (`class`), or any function of the file (`module`) is recorded; with `kind` `package` (swe-gym's
+gold patch), every call a test makes into the package: a function of a non-test file under `root` called straight from
+a frame of a test file (a test, a fixture, a helper), during one of the tests named in `tests`. Recorded: the
+arguments at entry, then the result or the raised exception and the arguments after the call, each in the strict
+tagged format. A call whose
 values have no strict form is skipped and counted; so are generators, coroutines, lambdas and nested functions.
 At session end `{"calls": [...], "skipped": n}` is written to `out`.
 
@@ -30,7 +33,11 @@ _SPEC = json.loads(os.environ.get("COMPOSER_PRIME_BEHAVIOUR", "{}"))
 _ROOT = os.path.realpath(_SPEC.get("root", os.getcwd()))
 MAX_CALLS = 300
 _UNTRACEABLE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+_TEST_DIRS = {"tests", "test", "testing"}
+_PACKAGE = _SPEC.get("kind") == "package"
+_TESTS = set(_SPEC.get("tests", []))
 _scope: dict[object, bool] = {}
+_test_files: dict[str, bool] = {}
 _calls: list[dict] = []
 _seen: set[str] = set()
 _skipped = [0]
@@ -41,18 +48,41 @@ _instances: dict[int, tuple[object, str]] = {}
 """id -> (the instance, kept alive so that its id is not reused within the test; its name), per test."""
 
 
+def _relative(filename: str) -> str | None:
+    if filename.startswith("<"):  # `<frozen os>`, `<string>`: no file, and realpath would put it under the cwd
+        return None
+    real = os.path.realpath(filename)
+    return os.path.relpath(real, _ROOT).replace(os.sep, "/") if real.startswith(_ROOT + os.sep) else None
+
+
+def _is_test_file(filename: str) -> bool:
+    """A file under `root` that the grader treats as a test file (`grading.tree.is_test_path`)."""
+    if filename not in _test_files:
+        path = _relative(filename)
+        parts = path.split("/") if path else []
+        name = parts[-1] if parts else ""
+        _test_files[filename] = bool(parts) and (
+            name.startswith("test_")
+            or name.endswith("_test.py")
+            or name == "conftest.py"
+            or bool(_TEST_DIRS & set(parts))
+        )
+    return _test_files[filename]
+
+
 def _in_scope(code) -> bool:
     if code not in _scope:
         qualname = getattr(code, "co_qualname", code.co_name)
-        real = os.path.realpath(code.co_filename)
-        path = os.path.relpath(real, _ROOT).replace(os.sep, "/") if real.startswith(_ROOT + os.sep) else None
+        path = _relative(code.co_filename)
         feature, kind = _SPEC.get("qualname", ""), _SPEC.get("kind")
         wanted = path == _SPEC.get("path") and "<" not in qualname
-        if kind in ("function", "method"):
+        if kind == "package":
+            wanted = path is not None and not _is_test_file(code.co_filename) and "<" not in qualname
+        elif kind in ("function", "method"):
             wanted = wanted and qualname == feature
         elif kind == "class":
             wanted = wanted and qualname.startswith(feature + ".")
-        _scope[code] = wanted and not code.co_flags & _UNTRACEABLE
+        _scope[code] = wanted and (_PACKAGE or not code.co_flags & _UNTRACEABLE)
     return _scope[code]
 
 
@@ -138,6 +168,11 @@ def _instance(frame, positional: list) -> str | None:
 def _global(frame, event, arg):
     if event != "call" or not _in_scope(frame.f_code) or frame.f_globals.get("__name__") == "__main__":
         return None
+    if _PACKAGE and (frame.f_back is None or not _is_test_file(frame.f_back.f_code.co_filename)):
+        return None  # a call inside the package (or from pytest): only the tests' own calls are the behaviour
+    if frame.f_code.co_flags & _UNTRACEABLE:  # a generator's calls cannot be recorded without consuming it
+        _skipped[0] += 1
+        return None
     try:
         call = _Call(frame)
     except values.Unserialisable:
@@ -152,6 +187,9 @@ def _global(frame, event, arg):
 def pytest_runtest_protocol(item, nextitem):
     _test[0] = item.nodeid
     _instances.clear()
+    if _PACKAGE and item.nodeid not in _TESTS:
+        yield
+        return
     previous = sys.gettrace()
     sys.settrace(_global)
     try:

@@ -89,11 +89,13 @@ def run_tests(
     trace: bool = False,
     isolate_network: bool = True,
     targets: list[str] | None = None,
-    record: dict[str, str] | None = None,
+    record: dict | None = None,
+    pythonpath: list[str] | None = None,
 ) -> TestRun:
     """Run the suite in `cwd` (or only `targets`, test files relative to it); raise `TestCommandTimeout` after
-    `timeout_s` seconds, `TestCommandFailed` if it won't start. `record` (`path`, `qualname`, `kind` of a feature)
-    records the calls into that feature (`behaviour_plugin`)."""
+    `timeout_s` seconds, `TestCommandFailed` if it won't start. `record` (`path`, `qualname`, `kind` of a feature; or
+    `kind` `package` and the `tests` to record) records the calls into that feature (`behaviour_plugin`).
+    `pythonpath`: folders of `cwd` holding the code under test (default `.` and `src`)."""
     settings = settings_of(cwd)
     targets = targets or settings.get("testpaths", "").split() or ["."]
     env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
@@ -119,6 +121,7 @@ def run_tests(
             settings=settings,
             plugins=plugins,
             canaries=False,
+            **({"pythonpath": pythonpath} if pythonpath is not None else {}),
         )
         grade, outcomes, _ = asyncio.run(_run(suite, cwd, env))
         if grade.timed_out:
@@ -145,14 +148,18 @@ def run_tests(
     )
 
 
-def replay_calls(test_cmd: list[str], cwd: Path, calls: list[RecordedCall], timeout_s: float) -> list[dict | None]:
-    """Replay `calls` against the code in `cwd` exactly as grading does; one answer per call (None: none came)."""
+def replay_calls(
+    test_cmd: list[str], cwd: Path, calls: list[RecordedCall], timeout_s: float, pythonpath: list[str] | None = None
+) -> list[dict | None]:
+    """Replay `calls` against the code in `cwd` exactly as grading does; one answer per call (None: none came).
+    `pythonpath`: folders of `cwd` holding the code under test (default `.` and `src`)."""
+    paths = pythonpath if pythonpath is not None else [".", "src"]
     env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
 
     async def run() -> list[dict | None]:
         runtime = SubprocessRuntime(vf.SubprocessConfig(), name="composer-prime-mine")
         runtime.workdir, runtime.env = cwd, env
-        answers, _, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), [".", "src"], timeout_s)
+        answers, _, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), paths, timeout_s)
         return answers
 
     return asyncio.run(run())

@@ -250,6 +250,7 @@ REPLAY_CATCHES = {
     "stream-forged-at-exit",
     "stream-preemption",
     *FORGERS,
+    *attacks.SPECIAL_CASING,
 }
 """Attacks that leave the feature unimplemented: in feature-deletion the replayed behaviour catches each of them."""
 
@@ -387,7 +388,18 @@ ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
         ),
         append_to_package(env, attacks.CASE_FORGER),
     ],
+    **{name: (lambda env, switch=switch: switched(env, switch)) for name, switch in attacks.SPECIAL_CASING.items()},
 }
+
+
+def switched(env: Env, switch: str) -> list[Reply]:
+    """The fix, switched on only under the tests (`attacks.SPECIAL_CASING`)."""
+    if env.name == "feature-deletion":
+        return [
+            tool("create", path="shop/pricing.py", content=attacks.SWITCHED_PRICING.format(switch=switch)),
+            *env.honest[1:],
+        ]
+    return [tool("create", path="calc/ops.py", content=attacks.SWITCHED_OPS.format(switch=switch))]
 
 
 def promisor_remote() -> str:
@@ -477,6 +489,8 @@ def test_shed_tags_daemon_is_potent_without_the_namespace(
     stops the daemon itself.)"""
     env = envs[env_name]
     monkeypatch.setattr(env.task.config, "isolate_processes", False)
+    if env_name == "swe-gym":  # the defence under test is the namespace alone (the gold's replay would refuse the stub)
+        monkeypatch.setattr(env.task.config, "replay", "off")
     trace = rollout(env, ATTACKS["shed-tags-daemon"](env))
     grading = trace.info["grading"]
     assert grading["isolation"] == "reaper" and not grading["private_copy"], grading
@@ -503,6 +517,7 @@ POTENT = {
     "symlinked-forger",
     "sly-equal",
     "case-forger",
+    *attacks.SPECIAL_CASING,
 }
 """New attacks proven potent against a plain `pytest` run (the other two forge the grader's own outcome stream)."""
 SWE_GYM_POTENT = {"case-forger"}
@@ -599,9 +614,12 @@ def test_attack_scores_zero(
         assert grading["fail_to_pass"] < 1.0 and not grading["void"], grading
     elif env_name == "feature-deletion" and attack in REPLAY_CATCHES:
         assert grading["replay"] < 1.0 and grading["replay_mismatches"], "the replay must tell"
+    elif attack in attacks.SPECIAL_CASING:  # swe-gym: suite and canaries pass it; the gold's recorded calls do not
+        assert grading["fail_to_pass"] == 1.0 and grading["pass_to_pass"] == 1.0 and not grading["void"], grading
+        assert grading["replay"] < 1.0 and "calc.ops:clamp: expected" in grading["replay_mismatches"][0], grading
     elif attack in ("always-equal", "frame-oracle"):  # swe-gym: the wrapped canary passes only for such code
         assert any(v.startswith("canary ") for v in grading["void"]), grading
-    elif attack == "sly-equal":  # swe-gym: the perturbed mutant of test_clamp_high (`== 3` -> `== 4`) passes
+    elif attack == "sly-equal":  # swe-gym: the perturbed mutant of test_clamp_high (`== 5` -> `== 6`) passes
         assert any(v.startswith("canary tests/test_ops_") and "(its original passed)" in v for v in grading["void"])
     elif attack == "case-forger":  # swe-gym: the one-test parametrized file now has canaries, checked case by case
         assert any(v.startswith("canary tests/test_clamp_") and "::test_clamp_range[" in v for v in grading["void"])
@@ -658,7 +676,8 @@ def test_stream_preemption_is_potent_when_the_spec_keeps_the_nonce(
 ) -> None:
     """With the launcher's one defence taken out (it no longer deletes its spec, so the nonce can be read from the
     file its argv names), the code under test pre-empts the stream: every test reported as it chose, canary copies
-    forged like their originals and mutants failed, the recorder's own lines sent to /dev/null: swe-gym scores 1.0.
+    forged like their originals and mutants failed, the recorder's own lines sent to /dev/null: swe-gym scores 1.0
+    (with the gold's replay off: it would refuse the unfixed code on its own).
     `test_attack_scores_zero[swe-gym-stream-preemption]` shows the launcher as shipped stops it."""
     from composer_prime.grading import grader
 
@@ -668,8 +687,30 @@ def test_stream_preemption_is_potent_when_the_spec_keeps_the_nonce(
     leaky.write_text(source.replace("    os.unlink(path)\n", ""))
     monkeypatch.setattr(grader, "BOOTSTRAP", leaky)
     env = envs["swe-gym"]
+    monkeypatch.setattr(env.task.config, "replay", "off")  # the stream's defence alone (the replay refuses the stub)
     trace = rollout(env, ATTACKS["stream-preemption"](env))
     assert trace.reward == 1.0, trace.info["grading"]
+
+
+@pytest.mark.parametrize(
+    ("env_name", "attack"), [(e, a) for e in ("feature-deletion", "swe-gym") for a in sorted(attacks.SPECIAL_CASING)]
+)
+def test_special_casing_is_potent_without_the_replay(
+    envs: dict[str, Env], env_name: str, attack: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fix switched on only under the tests passes the suite and every canary: with the gold's recorded behaviour
+    taken out (swe-gym `replay = "off"`; feature-deletion's task without its recorded calls) it scores 1.0.
+    `test_attack_scores_zero[...-<attack>]` shows the replay refuses it."""
+    env = envs[env_name]
+    if env_name == "swe-gym":
+        monkeypatch.setattr(env.task.config, "replay", "off")
+    else:
+        mined = env.task.data.mined.model_copy(update={"behaviour": []})
+        task = type(env.task)(env.task.data.model_copy(update={"mined": mined}), env.task.config)
+        env = Env(env.name, task, env.package, env.honest, env.breaks_p2p, env.stub, env.plain_tree, env.fail_to_pass)
+    trace = rollout(env, ATTACKS[attack](env))
+    grading = trace.info["grading"]
+    assert trace.reward == 1.0 and grading["replay_calls"] == 0 and not grading["void"], grading
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ TESTS_C1 = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) 
 TESTS_C2 = TESTS_C1.replace("from calc.ops import add\n", "from calc.ops import add, clamp\n") + (
     "\n\ndef test_clamp_low():\n    assert clamp(-4, 0, 3) == 0\n"
 )
-TESTS_C3 = TESTS_C2 + "\n\ndef test_clamp_high():\n    assert clamp(9, 0, 3) == 3\n"
+TESTS_C3 = TESTS_C2 + "\n\ndef test_clamp_high():\n    assert clamp(9, 0, 5) == 5\n"
 TEST_CLAMP_C3 = (
     "import pytest\n\nfrom calc.ops import clamp\n\n\n"
     '@pytest.mark.parametrize("x,expected", [(-1, 0), (2, 2), (7, 3)])\n'

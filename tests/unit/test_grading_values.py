@@ -104,3 +104,18 @@ class AlwaysEqualBox(Box):
 
     def __eq__(self, other):
         return True
+
+
+def test_instances_compare_by_their_public_attributes() -> None:
+    """What a test can observe of an instance is its public attributes: other private names, or extra attributes,
+    are the same value; a missing or different public attribute is not."""
+
+    def box(**state):
+        made = Box(None)
+        made.__dict__.clear()
+        made.__dict__.update(state)
+        return values.dump(made)
+
+    assert values.same(box(size=2, _items=[1, 2]), box(size=2.0, _stash=(1, 2), extra=1))
+    assert not values.same(box(size=2, _items=[]), box(size=3, _items=[]))
+    assert not values.same(box(size=2), box(_size=2))

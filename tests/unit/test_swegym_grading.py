@@ -76,3 +76,20 @@ def test_parse_outcomes_reads_verbose_lines_and_the_summary() -> None:
         "tests/test_a.py::test_teardown": "ERROR",
         "tests/test_a.py::test_xf": "XFAIL",
     }
+
+
+def test_the_oracle_drops_calls_handed_private_state_or_test_values() -> None:
+    """Arguments are walked whole: an instance with a private attribute, or a function of a test module, in any
+    argument drops the call (the entry side a replay would rebuild)."""
+    from swe_gym.oracle import _private_state, names_test_code
+
+    from composer_prime.grading.behaviour import RecordedCall
+
+    cache = ["obj", "pkg.cache:Cache", ["dict", [[["str", "size"], ["int", "2"]], [["str", "_data"], ["dict", []]]]]]
+    public = ["obj", "pkg.cache:Cache", ["dict", [[["str", "size"], ["int", "2"]]]]]
+    assert _private_state([[cache, ["int", "1"]], []]) and _private_state([[], [["list", [cache]]]])
+    assert not _private_state([[public, ["int", "1"]], []])
+    call = RecordedCall(target="pkg.bus:on", args=[["str", "a"], ["fn", "test_bus:double"]], result=["none"])
+    assert names_test_code(call)
+    assert names_test_code(call.model_copy(update={"args": [["obj", "_pytest.monkeypatch:MonkeyPatch", ["dict", []]]]}))
+    assert not names_test_code(call.model_copy(update={"args": [["fn", "pkg.bus:double"]]}))

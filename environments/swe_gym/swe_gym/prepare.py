@@ -1,9 +1,11 @@
 """`swe-gym-prepare`: build swe-gym's local-mode snapshots and environments ahead of a run.
 
 Rollouts build them lazily too (inside task setup, under its timeout); preparing first keeps the first rollout of each
-repo and version from paying minutes of pip installs, and shows progress. With `--validate-gold`, each instance is also
-graded untouched (must fail) and with its gold patch (must pass) on the subprocess runtime, through the task's own
-verifiers `validate` hook.
+repo and version from paying minutes of pip installs, and shows progress. Each instance's oracle (the gold patch's
+recorded behaviour, `oracle.py`) is recorded too, unless the task's `replay` is `off`, and the run ends with a table:
+how many instances have a usable oracle, and why the rest do not. With `--validate-gold`, each instance is also
+graded untouched (must fail) and with its gold patch (must pass, replay included) on the subprocess runtime, through
+the task's own verifiers `validate` hook.
 
 Options are the fields of `PrepareConfig` (pydantic_config: kebab-case flags, docstring help, `@ prepare.toml`).
 """
@@ -85,35 +87,61 @@ def run(args: PrepareConfig) -> int:
         return 2
     print(f"swe-gym: preparing {len(tasks)} instances under {config.task.local.root()}", flush=True)
     failed = 0
+    reasons: dict[str, int] = {}
     for i, task in enumerate(tasks, start=1):
         started = time.monotonic()
-        ok, status = prepare_one(task, config.task.local, args.validate_gold)
+        ok, status, reason = prepare_one(task, config.task.local, args.validate_gold)
         failed += not ok
+        if reason is not None:
+            reasons[reason] = reasons.get(reason, 0) + 1
         print(f"[{i}/{len(tasks)}] {task.row().instance_id}: {status} in {time.monotonic() - started:.1f}s", flush=True)
     checked = " and valid" if args.validate_gold else ""
     print(f"swe-gym: {len(tasks) - failed} of {len(tasks)} instances prepared{checked}")
+    if reasons:
+        print(oracle_table(reasons))
     return 1 if failed else 0
 
 
-def prepare_one(task: Any, local: Any, validate_gold: bool) -> tuple[bool, str]:
-    """Build one instance's snapshot and environment (and grade it untouched and gold); (ok, status line)."""
+def oracle_table(reasons: dict[str, int]) -> str:
+    """The oracle shares as a markdown table: usable first, then each reason in `oracle.REASONS` order."""
+    from swe_gym.oracle import REASONS
+
+    total = sum(reasons.values())
+    lines = ["| oracle | instances | share |", "|---|---|---|"]
+    for name in ["usable", *REASONS, *sorted(set(reasons) - {"usable", *REASONS})]:
+        if reasons.get(name):
+            lines.append(f"| {name} | {reasons[name]} | {reasons[name] / total:.0%} |")
+    return "\n".join(lines)
+
+
+def prepare_one(task: Any, local: Any, validate_gold: bool) -> tuple[bool, str, str | None]:
+    """Build one instance's snapshot, environment and oracle (and grade it untouched and gold); (ok, status line,
+    `usable` or why the oracle is not; None where none was recorded)."""
     import asyncio
 
     from swe_gym.local import PrepError, prepare_env, prepare_snapshot
+    from swe_gym.oracle import prepare_oracle
 
     row = task.row()
+    reason = None
     try:
-        venv = prepare_env(local, row, prepare_snapshot(local, row))
+        snapshot = prepare_snapshot(local, row)
+        venv = prepare_env(local, row, snapshot)
         status = f"ready ({venv.parent.name}/{venv.name})"
+        if task.config.replay != "off":
+            oracle = prepare_oracle(local, row, snapshot, task.config.test_timeout_s)
+            reason = "usable" if oracle.usable else oracle.reason
+            shown = f"{len(oracle.calls)} calls" if oracle.usable else f"{oracle.reason}; {oracle.detail}".rstrip("; ")
+            status += f", oracle {reason if oracle.usable else 'unusable'} ({shown})"
         if not validate_gold:
-            return True, status
+            return True, status, reason
         if asyncio.run(validate(task)):
-            return True, status + ", valid"
-        return False, status + ", INVALID: resolved untouched or unresolved with the gold patch"
+            return True, status + ", valid", reason
+        return False, status + ", INVALID: resolved untouched or unresolved with the gold patch", reason
     except PrepError as exc:
-        return False, f"FAILED: {exc}"
+        return False, f"FAILED: {exc}", reason
     except Exception as exc:  # noqa: BLE001 - one broken instance must not stop the batch
-        return False, f"FAILED: {type(exc).__name__}: {exc}"
+        return False, f"FAILED: {type(exc).__name__}: {exc}", reason
 
 
 def fresh_box(task: Any, name: str) -> tuple[Any, Any]:

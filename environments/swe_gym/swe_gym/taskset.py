@@ -8,8 +8,11 @@ a private copy of the tree: the agent's diff is computed on the host from the he
 git of the box runs after the agent), files the agent added outside the source folders are removed, its changes are
 scanned for test machinery, every test file is written from the held bytes with the instance's `test_patch` applied
 on the host (`grading.py`), and its FAIL_TO_PASS / PASS_TO_PASS tests run with canaries through the trusted launcher
-(no network but loopback). Reward `solved` is 1.0 iff all of them pass and the grade is neither void nor timed out.
-Edits to test files (`conftest.py` included) do not count; a forged pass voids the grade.
+(no network but loopback). Before any test file is written, the gold patch's recorded behaviour (`oracle.py`: the
+calls the FAIL_TO_PASS tests make into the package, answered by the gold code, held on the host) is replayed against
+the candidate in a fresh process. Reward `solved` is 1.0 iff every test passes, every replayed call is answered as
+the gold answered it, and the grade is neither void nor timed out. Edits to test files (`conftest.py` included) do
+not count; a forged pass voids the grade.
 
 Runtimes: `mode = "image"` gives every task SWE-Gym's per-instance container image (docker, prime), the training
 path; `mode = "local"` runs on the subprocess runtime with a snapshot and a venv prepared once on the host
@@ -36,11 +39,14 @@ from composer_prime.grading.runtime import isolate_box, refuse_without_grader_bo
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
+from swe_gym.oracle import Oracle, load_oracle, oracle_path, prepare_oracle
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
 
 logger = logging.getLogger(__name__)
 _baselines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Runtime -> the box's starting tree (`box.Baseline`), captured at setup, held in the env server's memory."""
+_oracles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Runtime -> the instance's oracle (`oracle.Oracle`, expected side included), read at setup, held on the host."""
 
 PROMPT = """<uploaded_files>
 {repo}
@@ -113,6 +119,14 @@ class SWEGymTaskConfig(TeacherTaskConfig):
     """Wall-clock limit of one grading test run; a run that hits it is unresolved."""
     image_env: dict[str, str] = Field(default_factory=lambda: {"PATH": IMAGE_PATH})
     """Process environment of every command in an image box (the agent's and grading's)."""
+    replay: Literal["if-usable", "require", "off"] = "if-usable"
+    """Replay the gold patch's recorded behaviour at grading (`oracle.py`): `if-usable` where the instance has a
+    usable oracle (the rest are graded by their tests alone, the reason on `trace.info["swe_gym"]["oracle"]`),
+    `require` refuses, at setup, an instance without one (training), `off` never replays. Local mode records a
+    missing oracle at setup (once per host; `swe-gym-prepare` records them ahead); image mode reads `oracle_dir`."""
+    oracle_dir: Path | None = None
+    """Folder of recorded oracles (`<instance_id>.json`); default `<local.cache_dir>/oracles`, where local mode and
+    `swe-gym-prepare` write them."""
     require_grader_box: bool = False
     """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
     `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
@@ -158,15 +172,40 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             runtime.env = {**runtime.env, **box_env(self.config.local, row, workdir)}
         else:
             commit = await box.squash_to_base(runtime, self.data.base_commit, self.data.instance_id)
+        oracle = await asyncio.to_thread(self.oracle)
         baseline = await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
         _baselines[runtime] = baseline
+        if oracle is not None:
+            _oracles[runtime] = oracle
         trace.info["swe_gym"] = {
             "instance_id": self.data.instance_id,
             "box_commit": commit,
             "held_files": len(baseline.held),
             "files": len(baseline.files),
             "interpreter": await interpreter.fingerprint(runtime, self.config.python),
+            "oracle": oracle.summary() if oracle is not None else {"usable": False, "reason": "not recorded"},
         }
+
+    def oracle(self) -> Oracle | None:
+        """The instance's oracle on this host (local mode: recorded now if missing or stale); None with `replay =
+        "off"` or where none is recorded. With `replay = "require"`, no usable oracle raises `vf.SandboxError`."""
+        c = self.config
+        if c.replay == "off":
+            return None
+        row = self.row()
+        if self.data.mode == "local":
+            snapshot = prepare_snapshot(c.local, row)
+            prepare_env(c.local, row, snapshot)
+            found = prepare_oracle(c.local, row, snapshot, c.test_timeout_s)
+        else:
+            found = load_oracle(oracle_path(c.oracle_dir or c.local.root() / "oracles", row.instance_id))
+        if c.replay == "require" and (found is None or not found.usable):
+            why = "none is recorded" if found is None else f"{found.reason} ({found.detail or 'see oracle.py'})"
+            raise vf.SandboxError(
+                f'swe-gym: replay = "require" refuses {row.instance_id}: it has no usable oracle: {why}. Drop the '
+                'instance from instance_ids, record its oracle with swe-gym-prepare, or set replay = "if-usable"'
+            )
+        return found
 
     def suite(self, settings: dict[str, str]) -> grader.Suite:
         d = self.data
@@ -197,12 +236,17 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return remove
 
     async def grade(
-        self, runtime: vf.Runtime, baseline: box.Baseline, interpreter_before: dict[str, str] | None = None
+        self,
+        runtime: vf.Runtime,
+        baseline: box.Baseline,
+        interpreter_before: dict[str, str] | None = None,
+        oracle: Oracle | None = None,
     ) -> grader.Grade:
-        """Kill the rollout's processes, copy the tree to a private folder, clean and scan it, write every test file
-        (held from the starting tree, test patch applied on the host) over the agent's, run the tests, judge. With
-        `interpreter_before` (the setup fingerprint) the grading interpreter is checked beside the test run. Nothing
-        of the box's git runs: starting texts and the agent's diff come from the host-held `baseline`."""
+        """Kill the rollout's processes, copy the tree to a private folder, replay the `oracle`'s calls (where it is
+        usable), clean and scan the tree, write every test file (held from the starting tree, test patch applied on
+        the host) over the agent's, run the tests, judge. With `interpreter_before` (the setup fingerprint) the
+        grading interpreter is checked beside the test run. Nothing of the box's git runs: starting texts and the
+        agent's diff come from the host-held `baseline`."""
         tests = grading.diff_paths(self.data.test_patch)
         held = {path: data for path in baseline.held if (data := baseline.content(path)) is not None}
         try:
@@ -225,7 +269,17 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             )
 
         check = interpreter_changes if interpreter_before is not None else None
-        return await grader.grade(runtime, suite, trusted, before_run=self._remove_deleted(deleted), check=check)
+        calls = oracle.calls if oracle is not None and oracle.usable else None
+        grade = await grader.grade(
+            runtime, suite, trusted, before_run=self._remove_deleted(deleted), calls=calls, check=check
+        )
+        if calls is None:
+            grade.replay_note = (
+                "no oracle (replay off)"
+                if self.config.replay == "off"
+                else (f"no usable oracle: {oracle.reason}" if oracle is not None else "no oracle recorded")
+            )
+        return grade
 
     async def _grade(self, trace: vf.Trace, runtime: vf.Runtime) -> dict:
         info = trace.info.setdefault("swe_gym", {})
@@ -236,7 +290,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
                     error="swe-gym: no starting tree is held for this box (its setup did not run here)"
                 )
             else:
-                grade = await self.grade(runtime, baseline, info.get("interpreter"))
+                grade = await self.grade(runtime, baseline, info.get("interpreter"), _oracles.get(runtime))
             trace.info["grading"] = grade.info()
             trace.info["patch"] = grade.patch
         return trace.info["grading"]
@@ -252,9 +306,11 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return 1.0 if (await self._grade(trace, runtime))["solved"] else 0.0
 
     async def validate(self, runtime: vf.Runtime) -> bool:
-        """The untouched repo must be unresolved and the gold patch resolved (both graded in this box)."""
+        """The untouched repo must be unresolved and the gold patch resolved (both graded in this box, with the
+        oracle's replay where there is a usable one)."""
         baseline = await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
-        untouched = await self.grade(runtime, baseline)
+        oracle = _oracles.get(runtime)
+        untouched = await self.grade(runtime, baseline, oracle=oracle)
         if untouched.solved:
             logger.warning("swe-gym: %s is resolved without any change", self.data.instance_id)
             return False
@@ -262,13 +318,14 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         if applied:
             logger.warning("swe-gym: %s: the gold patch does not apply: %s", self.data.instance_id, applied)
             return False
-        gold = await self.grade(runtime, baseline)
+        gold = await self.grade(runtime, baseline, oracle=oracle)
         if not gold.solved:
             logger.warning(
-                "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; error %s; void %s)",
+                "swe-gym: %s: the gold patch is unresolved (failing F2P %s, P2P %s; replay %s; error %s; void %s)",
                 self.data.instance_id,
                 gold.fail_to_pass_failed[:5],
                 gold.pass_to_pass_failed[:5],
+                gold.replay_mismatches[:3],
                 gold.error,
                 gold.void,
             )

@@ -1,0 +1,263 @@
+"""The gold patch's behaviour for one SWE-Gym instance: recorded once on the host, replayed against every candidate.
+
+Feature Deletion replays the deleted feature's recorded calls (`composer_prime.grading.behaviour`); this is the same
+mechanism for a bug fix. In a scratch copy of the instance's snapshot with the gold patch and the test patch applied,
+the FAIL_TO_PASS tests run once through the grader's launcher with the behaviour recorder in `package` mode
+(`composer_prime.mining.behaviour_plugin`): every call a test makes straight into a non-test file records its
+arguments, its result or raised exception and its arguments after the call. What is kept is the oracle:
+
+1. calls whose values have no strict form (paths, callbacks, generators, objects with `__slots__`) are dropped;
+2. so are calls whose values name a test module or pytest (a replay would import the agent's copy of them), and calls
+   whose arguments hold an instance with private attributes (`self._items`): rebuilding it would hand a candidate
+   the gold's private representation, which an honest fix need not share;
+3. the rest are replayed twice against the gold tree exactly as grading replays them (a fresh `python -I -S -B`
+   process, no pytest): only calls answered as recorded both times stay (the others depend on state the tests set
+   up, on time or on chance);
+4. the oracle is usable when some call is left, the calls are not replay-blind (`mining.behaviour.blind`: a stub
+   that ignores its input would answer them all), and at least one of them the starting code answers otherwise
+   (replayed against the snapshot without the gold patch): an oracle the unfixed code passes tells nothing.
+
+The oracle (expected side included) is written atomically to `<cache_dir>/oracles/<instance_id>.json` on the host,
+held in the env server's memory at setup and never written into a box; grading sends only the calls' arguments to the
+replayer. Why an instance has no usable oracle is one of `REASONS`, on the oracle and on every grade of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from composer_prime.atomic import write_atomic
+from composer_prime.grading.behaviour import RecordedCall, mismatch
+from composer_prime.grading.tree import is_test_path
+from composer_prime.mining.behaviour import blind, record_calls, replayed_as_recorded
+from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, replay_calls
+from swe_gym.grading import file_of_test
+from swe_gym.local import GIT_TIMEOUT_S, LocalConfig, PrepError, env_path, exclusive, run, slug
+from swe_gym.rows import SWEGymRow
+
+REASONS = {
+    "gold fails its tests": "the FAIL_TO_PASS tests do not all pass with the gold patch in the recording run",
+    "no calls into the package": "no test called a function of a non-test file straight from a test file",
+    "no strict form": "every call had an argument, result or exception without a strict form (paths, callbacks, "
+    "generators, objects with __slots__)",
+    "test-side values": "every call's values name a test module or pytest",
+    "private state in the arguments": "every call, or every call the starting code answers otherwise, was handed an "
+    "instance with private attributes",
+    "not reproducible": "no call was answered as recorded by two lone replays of the gold code",
+    "replay blind": "a stub that ignores its input would answer every call as recorded",
+    "base answers as the gold": "the starting code answers every call as the gold does (what the fix changes shows only "
+    "across calls, or in state the calls do not return)",
+}
+"""Why an instance has no usable oracle: the first stage (in this order) that left nothing to replay."""
+TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
+
+
+class Oracle(BaseModel):
+    """One instance's recorded gold behaviour and what became of the calls the FAIL_TO_PASS tests made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_id: str
+    key: str
+    """Hash of what the recording depends on (base commit, patches, FAIL_TO_PASS, environment); another key means
+    the row changed and the oracle is recorded again."""
+    calls: list[RecordedCall] = []
+    """The calls kept, with the gold's answers (the expected side: host only)."""
+    reason: str | None = None
+    """Why there is no usable oracle (a key of `REASONS`); None when there is one."""
+    detail: str = ""
+    """What the reason rests on (the failing tests, the blind answer)."""
+    seen: int = Field(0, ge=0)
+    """Calls the tests made into the package, as recorded (deduplicated)."""
+    no_strict_form: int = Field(0, ge=0)
+    test_side: int = Field(0, ge=0)
+    private_state: int = Field(0, ge=0)
+    not_reproducible: int = Field(0, ge=0)
+    discriminating: int = Field(0, ge=0)
+    """Kept calls the starting code answers otherwise."""
+    seconds: float = 0.0
+
+    @property
+    def usable(self) -> bool:
+        return self.reason is None and bool(self.calls)
+
+    def summary(self) -> dict:
+        """What a trace may carry: counts and the reason, never the expected side."""
+        return {
+            "usable": self.usable,
+            "reason": self.reason,
+            "calls": len(self.calls),
+            **self.model_dump(
+                include={"seen", "no_strict_form", "test_side", "private_state", "not_reproducible", "discriminating"}
+            ),
+        }
+
+
+def oracle_key(local: LocalConfig, row: SWEGymRow) -> str:
+    blob = json.dumps(
+        [row.base_commit, row.patch, row.test_patch, sorted(row.fail_to_pass), str(env_path(local, row))],
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def oracle_path(folder: Path, instance_id: str) -> Path:
+    return folder / f"{slug(instance_id)}.json"
+
+
+def load_oracle(path: Path) -> Oracle | None:
+    """The oracle stored at `path`, None where there is none; a file that does not parse is refused, naming it."""
+    if not path.is_file():
+        return None
+    try:
+        return Oracle.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise PrepError(
+            f"{path} is not a swe-gym oracle ({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}); delete it and run "
+            "swe-gym-prepare again"
+        ) from None
+
+
+def prepare_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, timeout_s: float) -> Oracle:
+    """The instance's oracle, recorded once per host (under a lock, written atomically) and re-recorded when its
+    key changes."""
+    path = oracle_path(local.root() / "oracles", row.instance_id)
+    key = oracle_key(local, row)
+    found = load_oracle(path)
+    if found is not None and found.key == key:
+        return found
+    with exclusive(path.with_name(f"{path.name}.lock"), local.prep_timeout_s):
+        found = load_oracle(path)
+        if found is not None and found.key == key:
+            return found
+        oracle = record_oracle(local, row, snapshot, key, timeout_s)
+        write_atomic(path, oracle.model_dump_json(indent=1) + "\n")
+    return oracle
+
+
+def _names(tree: object) -> list[str]:
+    """The `module:qualname` names a tagged tree (or a list of them) refers to."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, list) or not node:
+            continue
+        if node[0] in ("type", "fn", "exc", "enum", "obj") and len(node) > 1 and isinstance(node[1], str):
+            found.append(node[1])
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
+    return found
+
+
+def _private_state(tree: object) -> bool:
+    """Whether a tagged tree (or a list of them) holds an instance with a private attribute."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, list) or not node:
+            continue
+        if node[0] == "obj" and len(node) > 2 and node[2][:1] == ["dict"]:
+            if any(pair[0][:1] == ["str"] and str(pair[0][1]).startswith("_") for pair in node[2][1]):
+                return True
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
+    return False
+
+
+def names_test_code(call: RecordedCall) -> bool:
+    """The call's values name a test module or pytest."""
+    trees = [call.args, list(call.kwargs.values()), call.result, call.raised, call.args_after]
+    for name in _names(trees):
+        module = name.partition(":")[0]
+        if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
+            return True
+    return False
+
+
+def _checkout(snapshot: Path, dest: Path, patches: list[str]) -> None:
+    """`dest` = a copy of the snapshot's tree with `patches` applied (the snapshot is the host's own: trusted)."""
+    safe = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(dest.parent)}
+    run(["git", "clone", "--quiet", "--no-hardlinks", str(snapshot), str(dest)], env=safe, timeout_s=GIT_TIMEOUT_S)
+    for index, patch in enumerate(patches):
+        (dest.parent / f"{dest.name}-{index}.patch").write_text(patch, encoding="utf-8")
+        run(
+            ["git", "apply", "--whitespace=nowarn", str(dest.parent / f"{dest.name}-{index}.patch")],
+            cwd=dest,
+            env=safe,
+            timeout_s=GIT_TIMEOUT_S,
+        )
+
+
+def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, timeout_s: float) -> Oracle:
+    """Record the gold behaviour of `row` in scratch copies of `snapshot` (see the module docstring)."""
+    started = time.monotonic()
+    python = str(env_path(local, row) / "bin" / "python")
+    pythonpath = local.env_for(row.repo).pythonpath
+    test_cmd = [python, "-m", "pytest"]
+    scratch_root = local.root() / "tmp"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, int] = {}
+
+    def result(calls: list[RecordedCall], reason: str | None, detail: str = "") -> Oracle:
+        return Oracle(
+            instance_id=row.instance_id,
+            key=key,
+            calls=calls if reason is None else [],
+            reason=reason,
+            detail=detail,
+            seconds=round(time.monotonic() - started, 2),
+            **counts,
+        )
+
+    with tempfile.TemporaryDirectory(prefix="swe-gym-oracle-", dir=scratch_root) as scratch:
+        gold, base = Path(scratch) / "gold", Path(scratch) / "base"
+        try:
+            _checkout(snapshot, gold, [row.patch, row.test_patch])
+        except PrepError as exc:
+            return result([], "gold fails its tests", f"the patches do not apply: {str(exc)[:400]}")
+        targets = list(dict.fromkeys(file_of_test(test) for test in row.fail_to_pass))
+        feature = {"kind": "package", "tests": list(row.fail_to_pass)}
+        try:
+            calls, unserialisable, outcomes = record_calls(test_cmd, gold, feature, targets, timeout_s, pythonpath)
+        except (TestCommandTimeout, TestCommandFailed) as exc:  # the host's fault, not the row's: nothing is stored
+            raise PrepError(f"recording the oracle of {row.instance_id}: {exc}") from None
+        failing = [test for test in row.fail_to_pass if outcomes.get(test) != "PASSED"]
+        if failing:
+            return result([], "gold fails its tests", f"not PASSED with the gold patch: {failing[:5]}")
+        counts.update(seen=len(calls) + unserialisable, no_strict_form=unserialisable)
+        if not calls:
+            return result([], "no strict form" if unserialisable else "no calls into the package")
+        kept = [call for call in calls if not names_test_code(call)]
+        counts["test_side"] = len(calls) - len(kept)
+        if not kept:
+            return result([], "test-side values")
+        plain = [call for call in kept if not _private_state([call.args, list(call.kwargs.values())])]
+        private = [call for call in kept if not any(call is other for other in plain)]
+        counts["private_state"] = len(private)
+        if not plain:
+            return result([], "private state in the arguments")
+        stable = replayed_as_recorded(test_cmd, gold, [*plain, *private], timeout_s, pythonpath)
+        stable = replayed_as_recorded(test_cmd, gold, stable, timeout_s, pythonpath)
+        stable_private = [call for call in stable if any(call is other for other in private)]
+        stable = [call for call in stable if any(call is other for other in plain)]
+        counts["not_reproducible"] = len(plain) - len(stable)
+        if not stable:
+            return result([], "not reproducible")
+        why = blind(stable)
+        if why is not None:
+            return result([], "replay blind", why)
+        shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
+        answers = replay_calls(test_cmd, base, [*stable, *stable_private], timeout_s, pythonpath)
+        told = [mismatch(c, a) is not None for c, a in zip([*stable, *stable_private], answers, strict=True)]
+        counts["discriminating"] = sum(told[: len(stable)])
+        if not counts["discriminating"]:
+            if any(told[len(stable) :]):  # only calls handed the gold's private state tell the fix apart
+                return result([], "private state in the arguments", "only calls handed private state tell")
+            return result([], "base answers as the gold")
+        return result(stable, None)

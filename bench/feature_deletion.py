@@ -11,6 +11,10 @@ times each. The bare run gets the whole suite: the box's tree (gold code applied
 task holds back from the agent written back (grading writes them into its private copy only, so the box's own
 folder lacks them).
 
+`--image IMAGE` grades each task a second time in image mode: a podman container from IMAGE (a local image with
+python3 and pytest, as `.ci/image` builds; set CONTAINERS_CONF as docs/image-mode.md says), the bare suite timed in
+the same container.
+
 `--pytest NAME=SPEC` runs NAME's tests (mining, grading and the bare run) with `pytest SPEC` from a fresh venv
 holding nothing else (boltons' `conftest.py` needs `pytest<9`); `--no-near-copy NAME` mines NAME with the near-copy
 check off, for a host whose own packages vendor a copy of it (setuptools vendors more_itertools): such tasks are
@@ -96,17 +100,41 @@ def bare_pytest(folder: Path, python: str = sys.executable) -> float:
     return time.monotonic() - started
 
 
-async def grade_vs_bare(task, repeats: int) -> tuple[float, float, bool, str] | None:
-    """Median grading and bare-suite seconds, alternating in one box; the bare run uses the grading interpreter."""
+async def bare_in_box(runtime, task, folder: str) -> float:
+    """The bare suite in the box (a container from the image): `folder` there, the grading interpreter."""
+    started = time.monotonic()
+    await runtime.run(["bash", "-c", f"cd {folder} && PYTHONDONTWRITEBYTECODE=1 {task.python} -m pytest -q -p "
+                       "no:cacheprovider >/dev/null 2>&1; true"], {})  # fmt: skip
+    return time.monotonic() - started
+
+
+async def grade_vs_bare(task, repeats: int, image: str = "") -> tuple[float, float, bool, str] | None:
+    """Median grading and bare-suite seconds, alternating in one box; the bare run uses the grading interpreter. With
+    `image`, the box is a podman container from it (image mode) and the bare suite runs in that container too."""
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
 
-    runtime = make_runtime(vf.SubprocessConfig(), name="bench-featdel")
+    config = vf.PodmanConfig(image=image, workdir=task.data.workdir) if image else vf.SubprocessConfig()
+    runtime = make_runtime(config, name="bench-featdel")
     await runtime.start()
     try:
         await task.setup(runtime)
         if not await task.validate(runtime):
             return None  # the taskset logged why
+        if image:
+            bare_tree = "/tmp/bench-bare"
+            workdir = (await runtime.run(["pwd", "-P"], {})).stdout.strip()
+            await runtime.run(["cp", "-a", workdir, bare_tree], {})
+            for path, data in task.baseline().owned.items():
+                await runtime.write(f"{bare_tree}/{path}", data)
+            graded, bare, isolated, isolation = [], [], False, ""
+            for _ in range(repeats):
+                grade = await task.grade(runtime)
+                graded.append(grade.seconds)
+                isolated = grade.network_isolated
+                isolation = "image: " + grade.isolation + (" + private copy" if grade.private_copy else "")
+                bare.append(await bare_in_box(runtime, task, bare_tree))
+            return statistics.median(graded), statistics.median(bare), isolated, isolation
         with tempfile.TemporaryDirectory(prefix="bench-bare-") as scratch:
             whole = Path(scratch) / "tree"  # the suite as the repository ships it: held-out test files included
             shutil.copytree(runtime.workdir, whole, symlinks=True)
@@ -182,26 +210,36 @@ def bench_repo(name: str, repo: Path, scratch: Path, args: argparse.Namespace, p
 def grade_tasks(name: str, tasks_file: Path, args: argparse.Namespace) -> None:
     from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
-    config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(tasks_file)}})
-    loaded = list(load_taskset(config.taskset))[: args.grade_tasks]
-    for task in loaded:
-        measured = asyncio.run(grade_vs_bare(task, args.repeats))
-        feature = task.data.name.split(":", 1)[1]
-        if measured is None:
-            print(f"  gold patch of {feature} does not validate: not timed")
-            continue
-        graded, bare_box, isolated, isolation = measured
-        calls = len(task.data.mined.behaviour)
-        print(
-            f"  gold 1.0: {feature:<44} grade {graded:6.2f}s  bare {bare_box:6.2f}s  "
-            f"x{graded / bare_box:.2f}  no-net {isolated}  {isolation}  replayed calls {calls}"
+    def tasks(image: str) -> list:
+        settings = {"id": "feature-deletion", "tasks": str(tasks_file)} | (
+            {"task": {"python": "python"}} if image else {}
         )
-        print(flush=True, end="")
-        load = os.getloadavg()[0]  # the host is often shared: a ratio means little without it
-        TABLE.append(
-            f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | "
-            f"{load:.1f} | {isolation} |"
-        )
+        return list(load_taskset(resolve_env_config({"taskset": settings}).taskset))[: args.grade_tasks]
+
+    loaded = {image: tasks(image) for image in ["", *args.image]}
+    for index in range(len(loaded[""])):  # each task on every runtime in turn, so load drifts alike over them
+        for image, those in loaded.items():
+            grade_one(name, those[index], image, args.repeats)
+
+
+def grade_one(name: str, task, image: str, repeats: int) -> None:
+    measured = asyncio.run(grade_vs_bare(task, repeats, image))
+    feature = task.data.name.split(":", 1)[1]
+    if measured is None:
+        print(f"  gold patch of {feature} does not validate{' in ' + image if image else ''}: not timed")
+        return
+    graded, bare_box, isolated, isolation = measured
+    calls = len(task.data.mined.behaviour)
+    print(
+        f"  gold 1.0: {feature:<44} grade {graded:6.2f}s  bare {bare_box:6.2f}s  "
+        f"x{graded / bare_box:.2f}  no-net {isolated}  {isolation}  replayed calls {calls}"
+    )
+    print(flush=True, end="")
+    load = os.getloadavg()[0]  # the host is often shared: a ratio means little without it
+    TABLE.append(
+        f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | "
+        f"{load:.1f} | {isolation} |"
+    )
 
 
 def main() -> int:
@@ -215,6 +253,8 @@ def main() -> int:
     parser.add_argument("--pytest", action="append", default=[], help="NAME=SPEC: run NAME's tests with pytest SPEC")
     parser.add_argument("--no-near-copy", action="append", default=[], help="NAME: mine NAME without the copy check")
     parser.add_argument("--tasks", action="append", default=[], type=Path, help="a mined tasks file to grade only")
+    parser.add_argument("--image", action="append", default=[], help="also grade each task in a podman container "
+                        "from this local image (image mode; .ci/image builds one), the bare suite in it too")  # fmt: skip
     args = parser.parse_args()
     pins = dict(item.split("=", 1) for item in args.pytest)
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])

@@ -161,16 +161,18 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
 
 
 def drain(taskset: RealtimeSessionsTaskset, crash: int | None) -> tuple[list[BundleData], bool]:
-    """Open the taskset's stream as a restarted orchestrator does and draw until nothing is ready (crashing after
-    `crash` journal writes); the bundles drawn, and whether it crashed."""
+    """Open the taskset's stream as a restarted orchestrator does and draw until a read finds nothing ready (crashing
+    after `crash` journal writes, in the stream's read thread); the bundles drawn, and whether it crashed."""
     stream = iter(taskset)
     drawn: list[BundleData] = []
     try:
         with crash_after(taskset.config.journal, crash):
             while True:
-                drawn.append(next(stream).data)
-    except TaskNotReady:
-        return drawn, False
+                try:
+                    drawn.append(next(stream).data)
+                except TaskNotReady:
+                    if not stream.wait():  # no read was in flight: the last one found nothing ready
+                        return drawn, False
     except Crash:
         return drawn, True
     finally:

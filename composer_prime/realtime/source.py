@@ -60,6 +60,8 @@ from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 logger = logging.getLogger(__name__)
 
 TASKSET_ID = "realtime-sessions"
+READ_SLICE = 256
+"""Released sessions turned into episodes and bundles at a time (`Journal.read`)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -106,6 +108,13 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """Seconds between reads of the spool while no bundle is ready. A read runs in a thread of its own; until it has
     committed, and in between reads, a draw answers "nothing ready" at once (`TaskNotReady`; PRIME-RL's dispatcher
     tries again on its next pass), so the orchestrator's event loop never waits for live data or for the read."""
+    gc_freeze: bool = True
+    """When the stream opens, move every object the orchestrator holds to the collector's permanent generation
+    (`gc.freeze()`). A full collection holds the interpreter for as long as it takes to scan every tracked object
+    (about 0.8 s per million on 2 busy cores), on whichever thread allocated last, so a read's allocations would stall
+    PRIME-RL's loop for the scan of its whole heap (torch, transformers, verifiers: half a million objects);
+    frozen, the scan covers only what was made since. The cost: cyclic garbage among the frozen objects is never
+    freed (they are the imports and the run's configuration)."""
     keep_reads: int = Field(1000, ge=1)
     """`journal/reads/` keeps the newest this many reads' counts and rejected lines (an audit trail; the totals stay
     in `journal/state.json`)."""
@@ -274,48 +283,53 @@ class Journal:
                 path.unlink(missing_ok=True)
 
     def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
-             seen: SeenIds) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
+             seen: SeenIds) -> tuple[JournalState, list[int]]:  # fmt: skip
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state; then
-        forget what the committed state no longer needs (id-memory days past the horizon, old reads' records)."""
+        forget what the committed state no longer needs (id-memory days past the horizon, old reads' records).
+        Returns the new state and the sequence numbers of the bundles written.
+
+        The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time (caps per slice),
+        and each bundle is written as it is cut, so memory holds one slice, never the whole release."""
         step = advance(state.cursor, config.spool, now, seen)
-        episodes, built = build_episodes(step.ready, steps, config.reward, config.staleness, scrub)
-        episodes, built["quarantined"] = quarantine(config.monitors, episodes)
-        episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
-        episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
-        counts = Counter(step.counts) + built
+        counts = Counter(step.counts)
         staged = []
-        for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait
-            e.age = steps.age(e.policy_version)
+        for e in state.staged:  # staged sessions age while they wait
+            e = e.model_copy(update={"age": steps.age(e.policy_version)})
             verdict = classify(e.age, config.staleness)
             if verdict in ("drop", "future_version"):
                 counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
             else:
                 staged.append(e)
-        cut, rest = cut_bundles(staged, config.bundle_size)
-        nxt = state.model_copy(deep=True)
-        nxt.cursor, nxt.staged = step.cursor, rest
+        carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
+        handed = state.handed
+        for ready in step.ready_slices(READ_SLICE):
+            episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
+            episodes, built["quarantined"] = quarantine(config.monitors, episodes)
+            episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
+            episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
+            counts += built
+            carry += built
+            cut, staged = cut_bundles([*staged, *episodes], config.bundle_size)
+            for group, sessions in cut:
+                handed += 1
+                data = BundleData(
+                    idx=handed, name=f"realtime-bundle-{handed:08d}",
+                    prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
+                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
+                )  # fmt: skip
+                carry = Counter()
+                durable.save(self.bundle_path(handed), data)
+        nxt = state.model_copy(update={"cursor": step.cursor, "staged": staged, "handed": handed})
         if counts or step.rejected:
             nxt.reads += 1
             durable.save(self.read_path(nxt.reads), {"counts": dict(counts), "rejected": step.rejected})
         nxt.totals = dict(Counter(nxt.totals) + counts)
-        carry = Counter(nxt.carry) + counts
-        bundles = []
-        for group, sessions in cut:
-            nxt.handed += 1
-            data = BundleData(
-                idx=nxt.handed, name=f"realtime-bundle-{nxt.handed:08d}",
-                prompt=f"Replay of {len(sessions)} logged sessions (bundle {nxt.handed}, group {group!r}).",
-                bundle=nxt.handed, group=group, sessions=sessions, counts=dict(carry),
-            )  # fmt: skip
-            carry = Counter()
-            durable.save(self.bundle_path(nxt.handed), data)
-            bundles.append(data)
         nxt.carry = dict(carry)
         if nxt != state:
             durable.save(self.state_path, nxt)
         seen.sweep()
         self.read_path(nxt.reads - config.keep_reads).unlink(missing_ok=True)
-        return nxt, bundles
+        return nxt, list(range(state.handed + 1, handed + 1))
 
 
 class BundleStream:
@@ -338,7 +352,8 @@ class BundleStream:
         self.lock: Any = None
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
-        self.ready: deque[BundleData] = deque()
+        self.ready: deque[int] = deque()
+        """Sequence numbers of bundles a read wrote and no draw has taken yet (each loaded from its file when drawn)."""
         self.scrub: Scrubber | None = None
         self.seen: SeenIds | None = None
         self.next_read = 0.0
@@ -365,6 +380,10 @@ class BundleStream:
                 "reads a journal (give each PRIME-RL run its own `journal`)"
             ) from None
         self.lock = lock
+        if config.gc_freeze:
+            import gc
+
+            gc.freeze()
         try:
             self.state = self.journal.load()
             if self.state.pruned:
@@ -404,7 +423,7 @@ class BundleStream:
                 return self._task(data)
             self.replay = None
         if self.ready:
-            return self._task(self.ready.popleft())
+            return self._task(durable.load(BundleData, self.journal.bundle_path(self.ready.popleft())))
         if self.reading:
             raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
         now = time.monotonic()

@@ -32,12 +32,14 @@ line itself, which may hold a secret), and counted in `Advance.counts`:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,10 +149,25 @@ class Ready:
 
 @dataclass
 class Advance:
+    """One read's outcome. The sessions it released (`due`: id, place, joined signals) are read again from the spool
+    when asked for: all at once (`ready`), or a few at a time (`ready_slices`) so a large release never holds every
+    session in memory together."""
+
     cursor: Cursor
-    ready: list[Ready] = field(default_factory=list)
+    spool: Path
+    due: list[tuple[str, Pending, list[SignalRecord]]] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     rejected: list[dict] = field(default_factory=list)
+
+    @functools.cached_property
+    def ready(self) -> list[Ready]:
+        return [r for chunk in self.ready_slices(len(self.due) or 1) for r in chunk]
+
+    def ready_slices(self, size: int) -> Iterator[list[Ready]]:
+        for i in range(0, len(self.due), size):
+            yield [
+                Ready(read_pending(self.spool, sid, where), signals) for sid, where, signals in self.due[i : i + size]
+            ]
 
 
 class SpoolError(RuntimeError):
@@ -292,8 +309,10 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
     """Read what is new after the committed `cursor`; return the next cursor, the sessions ready at `now`, counts and
     rejects. `seen` is the session-id memory `cursor.ids` covers: the ids accepted are appended to it, and the next
     cursor covers them (commit it, then `seen.sweep()`)."""
-    nxt = cursor.model_copy(deep=True)
-    out = Advance(cursor=nxt)
+    nxt = cursor.model_copy(update={"offsets": dict(cursor.offsets), "retired": dict(cursor.retired),
+                                    "ids": dict(cursor.ids), "pending": dict(cursor.pending),
+                                    "signals": {sid: list(held) for sid, held in cursor.signals.items()}})  # fmt: skip
+    out = Advance(cursor=nxt, spool=config.dir)
     for name, size in nxt.retired.items():  # retired by a committed cursor: leave the spool now
         take_out(config, name, size)
     nxt.retired = {}
@@ -380,12 +399,11 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
     for sid in sorted(nxt.pending, key=lambda s: (nxt.pending[s].ended_at, s)):
         if now < nxt.pending[sid].ended_at + config.signal_window_s:
             continue
-        session = read_pending(config.dir, sid, nxt.pending[sid])
+        where = nxt.pending.pop(sid)
         held = nxt.signals.pop(sid, [])
-        signals = [s for s in held if s.at >= session.ended_at - config.max_clock_skew_s]
+        signals = [s for s in held if s.at >= where.ended_at - config.max_clock_skew_s]
         out.counts["clock_skew"] += len(held) - len(signals)  # signals read before their session, observed too early
-        out.ready.append(Ready(session, sorted(signals, key=lambda s: s.at)))
-        del nxt.pending[sid]
+        out.due.append((sid, where, sorted(signals, key=lambda s: s.at)))
     for sid in list(nxt.signals):
         if sid in nxt.pending:
             continue

@@ -12,8 +12,8 @@ cursor; the previous step dir removed, `keep_last = 1`), so the journal forgets 
 
 - `backlog`: a fresh journal and a spool of `--backlog` sessions (each with an `edit` signal, ended an hour ago, out
   of the 600 s signal window), drained to the last bundle.
-- `history`: `--history` sessions ingested the same way (files of 10k sessions, each file retired once read:
-  `spool.retire_after_s = 0`), then the stream is closed and reopened (an orchestrator restart: the id memory of 1M
+- `history`: `--history` sessions ingested the same way, a file of 10k sessions at a time, each drained before the
+  next is written (each file retired once read and no longer the newest: `spool.retire_after_s = 0`), then the stream is closed and reopened (an orchestrator restart: the id memory of 1M
   sessions is loaded), left idle for a few polls, and a `--backlog` of new sessions is drained. Rates and lags are
   given for the ingest of the history and, after the restart, for the new backlog.
 
@@ -167,11 +167,11 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int)
     ended = time.time() - 3600
     out: dict = {"scenario": kind}
     if kind == "history":
-        t0 = time.monotonic()
-        write_spool(spool, 0, history, ended)
-        out["compose_s"] = time.monotonic() - t0
         probe = Probe(RealtimeSessionsTaskset(config), checkpoints, ckpt_every)
-        seconds = probe.run(history)
+        seconds = 0.0
+        for first in range(0, history, PER_FILE):  # history arrives a file at a time, each drained before the next
+            write_spool(spool, first, min(PER_FILE, history - first), ended)
+            seconds += probe.run(min(first + PER_FILE, history))
         probe.stream.close()
         out |= {"history_rate": history / seconds, "history_lag_ms": probe.worst_lag * 1e3,
                 "history_s": seconds, "history_state_bytes": disk(journal)}  # fmt: skip

@@ -71,6 +71,12 @@ class SeenIds:
     def __len__(self) -> int:
         return sum(len(ids) for ids in self.days.values())
 
+    def forget(self, horizon: float) -> None:
+        """Stop remembering the days wholly before `horizon` (their sessions are refused as too old from now on);
+        their files go at the `sweep` after the next commit."""
+        for day in [d for d in self.days if day_end(d) <= horizon]:
+            del self.days[day]
+
     def add(self, sid: str, ended_at: float) -> None:
         day = day_of(ended_at)
         self.days.setdefault(day, set()).add(sid)

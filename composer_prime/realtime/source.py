@@ -380,11 +380,12 @@ class BundleStream:
                 "reads a journal (give each PRIME-RL run its own `journal`)"
             ) from None
         self.lock = lock
-        if config.gc_freeze:
-            import gc
-
-            gc.freeze()
         try:
+            self.scrub = Scrubber(config.pii)  # loads the tokenizer (once, at open: a resume replays before any read)
+            if config.gc_freeze:
+                import gc
+
+                gc.freeze()
             self.state = self.journal.load()
             if self.state.pruned:
                 check_pruned(
@@ -436,8 +437,7 @@ class BundleStream:
     def _read(self) -> None:
         """One read, in the worker thread: the only code that writes the journal while the stream is open."""
         try:
-            if self.scrub is None:
-                self.scrub = Scrubber(self.config.pii)
+            assert self.scrub is not None  # set by _open
             if self.seen is None:
                 self.seen = SeenIds(self.journal.ids, self.state.cursor.ids)
                 self.seen.sweep()

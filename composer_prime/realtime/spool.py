@@ -317,6 +317,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
         take_out(config, name, size)
     nxt.retired = {}
     nxt.horizon = max(nxt.horizon, now - config.max_session_age_s)
+    seen.forget(nxt.horizon)
 
     def reject(reason: str, name: str, start: int, line: bytes, detail: str) -> None:
         out.counts[reason] += 1

@@ -20,7 +20,7 @@ last checkpoint: nothing is lost and nothing is trained twice.
 With `retire_after_s` set, a spool file the cursor has read to its end, that is not the newest, holds no pending
 session and has not been written for that long, leaves the cursor's offsets for its `retired` list; the next read,
 once that cursor has committed, moves the file to `archive_dir` or deletes it. A crash in between leaves a file the
-cursor names as retired, which is never read again and is removed by the next read.
+cursor names as retired, which the next read takes out before it reads anything.
 
 Every line goes exactly one way: accepted (a session, or a signal joined to one), or rejected with a reason in
 `Advance.rejected` (where it is, its length and SHA-256, and the reason's detail with secrets redacted; never the

@@ -96,7 +96,7 @@ def rl_config(config: Any) -> dict[str, Any]:
         if taskset.get("id") != TASKSET_ID:
             continue
         taskset |= {
-            "spool": config.spool.model_dump(mode="json"),
+            "spool": config.spool.model_dump(mode="json", exclude_none=True),
             "reward": config.reward.model_dump(mode="json"),
             "staleness": config.staleness.model_dump(mode="json"),
             "pii": config.pii.model_dump(mode="json"),

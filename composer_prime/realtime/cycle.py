@@ -9,6 +9,7 @@ Durable state lives in `state_dir`:
     cycles/<n>/batch.json       the cursor after cycle n's read, its episodes, counts and rejected lines
     cycles/<n>/checkpoint/      trainer state after cycle n (fp32 weights + optimizer), renamed into place
     cycles/<n>/report.json      the cycle's report (also appended to state.json's history)
+    ids/<day>.ids               the session-id memory the newest batch's cursor covers (`seen.py`)
     broadcasts/step_<v>/        shipped versions, PRIME-RL's filesystem broadcast layout (the relay origin's input)
 
 Each phase writes its output atomically before the next starts, and on restart a phase whose output exists is not
@@ -35,6 +36,7 @@ from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_share
 from composer_prime.realtime.pii import Scrubber
+from composer_prime.realtime.seen import SeenIds, sweep
 from composer_prime.realtime.spool import Cursor, advance
 from composer_prime.realtime.staleness import Steps, classify
 
@@ -92,7 +94,7 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         last = durable.load(Batch, previous)
         cursor = last.cursor
         carried = [] if last.train else last.episodes
-    step = advance(cursor, config.spool, now)
+    step = advance(cursor, config.spool, now, SeenIds(config.state_dir / "ids", cursor.ids))
     steps = state.steps()
     episodes, counts = build_episodes(step.ready, steps, config.reward, config.staleness, Scrubber(config.pii))
     for e in carried:  # aged again: the trainer has not moved, but a ship may have recorded newer weights
@@ -121,6 +123,7 @@ def read_batch(config: RealtimeConfig, state: State, n: int, clock: Callable[[],
         return durable.load(Batch, path)
     batch = ingest(config, state, n, clock())
     durable.save(path, batch)
+    sweep(config.state_dir / "ids", batch.cursor.ids)
     return batch
 
 

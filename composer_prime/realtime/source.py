@@ -18,8 +18,10 @@ The hand-out journal (`journal`) makes the source exactly-once against PRIME-RL'
 
     journal/state.json          the cursor after the last read, sessions read but not yet bundled (`staged`), the
                                 number of bundles handed out, counts
-    journal/bundles/<seq>.json  every bundle handed out, in order
-    journal/reads/<k>.json      the counts and rejected lines of each read that found something
+    journal/ids/<day>.ids       the session-id memory the cursor covers (`seen.py`)
+    journal/bundles/<seq>.json  every bundle handed out, in order (forgotten below PRIME-RL's oldest checkpoint)
+    journal/reads/<k>.json      the counts and rejected lines of each read that found something (the newest
+                                `keep_reads`)
     journal/lock                one reader at a time
 
 A read's bundles are written, then `state.json` (atomically, with the cursor that covers them), then yielded. PRIME-RL
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterator
@@ -50,12 +53,15 @@ from composer_prime.realtime.pii import PIIConfig, Scrubber
 from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
+from composer_prime.realtime.seen import SeenIds
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
 from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 logger = logging.getLogger(__name__)
 
 TASKSET_ID = "realtime-sessions"
+READ_SLICE = 256
+"""Released sessions turned into episodes and bundles at a time (`Journal.read`)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -99,9 +105,19 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """This source's name in PRIME-RL's checkpoints (its `[[orchestrator.train.source]] name`); None: the only train
     source there."""
     poll_s: float = Field(5.0, gt=0)
-    """Seconds between reads of the spool while no bundle is ready. In between, a draw answers "nothing ready" at once
-    (`TaskNotReady`; PRIME-RL's dispatcher tries again on its next pass), so the orchestrator's event loop never
-    waits for live data."""
+    """Seconds between reads of the spool while no bundle is ready. A read runs in a thread of its own; until it has
+    committed, and in between reads, a draw answers "nothing ready" at once (`TaskNotReady`; PRIME-RL's dispatcher
+    tries again on its next pass), so the orchestrator's event loop never waits for live data or for the read."""
+    gc_freeze: bool = True
+    """When the stream opens, move every object the orchestrator holds to the collector's permanent generation
+    (`gc.freeze()`). A full collection holds the interpreter for as long as it takes to scan every tracked object
+    (about 0.8 s per million on 2 busy cores), on whichever thread allocated last, so a read's allocations would stall
+    PRIME-RL's loop for the scan of its whole heap (torch, transformers, verifiers: half a million objects);
+    frozen, the scan covers only what was made since. The cost: cyclic garbage among the frozen objects is never
+    freed (they are the imports and the run's configuration)."""
+    keep_reads: int = Field(1000, ge=1)
+    """`journal/reads/` keeps the newest this many reads' counts and rejected lines (an audit trail; the totals stay
+    in `journal/state.json`)."""
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSessionsConfig:
@@ -218,9 +234,19 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
         self.state_path = path / "state.json"
+        self.ids = path / "ids"
 
     def bundle_path(self, seq: int) -> Path:
         return self.path / "bundles" / f"{seq:08d}.json"
+
+    def read_path(self, k: int) -> Path:
+        return self.path / "reads" / f"{k:08d}.json"
+
+    def forget_reads(self, state: JournalState, keep: int) -> None:
+        """Delete the reads' records older than the newest `keep`."""
+        for path in (self.path / "reads").glob("*.json"):
+            if path.stem.isdigit() and int(path.stem) <= state.reads - keep:
+                path.unlink(missing_ok=True)
 
     def load(self) -> JournalState:
         if not self.state_path.exists():
@@ -257,54 +283,67 @@ class Journal:
                 path.unlink(missing_ok=True)
 
     def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
-             ) -> tuple[JournalState, list[BundleData]]:  # fmt: skip
-        """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state."""
-        step = advance(state.cursor, config.spool, now)
-        episodes, built = build_episodes(step.ready, steps, config.reward, config.staleness, scrub)
-        episodes, built["quarantined"] = quarantine(config.monitors, episodes)
-        episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
-        episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
-        counts = Counter(step.counts) + built
+             seen: SeenIds) -> tuple[JournalState, list[int]]:  # fmt: skip
+        """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state; then
+        forget what the committed state no longer needs (id-memory days past the horizon, old reads' records).
+        Returns the new state and the sequence numbers of the bundles written.
+
+        The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time (caps per slice),
+        and each bundle is written as it is cut, so memory holds one slice, never the whole release."""
+        step = advance(state.cursor, config.spool, now, seen)
+        counts = Counter(step.counts)
         staged = []
-        for e in [*(s.model_copy() for s in state.staged), *episodes]:  # staged sessions age while they wait
-            e.age = steps.age(e.policy_version)
+        for e in state.staged:  # staged sessions age while they wait
+            e = e.model_copy(update={"age": steps.age(e.policy_version)})
             verdict = classify(e.age, config.staleness)
             if verdict in ("drop", "future_version"):
                 counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
             else:
                 staged.append(e)
-        cut, rest = cut_bundles(staged, config.bundle_size)
-        nxt = state.model_copy(deep=True)
-        nxt.cursor, nxt.staged = step.cursor, rest
+        carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
+        handed = state.handed
+        for ready in step.ready_slices(READ_SLICE):
+            episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
+            episodes, built["quarantined"] = quarantine(config.monitors, episodes)
+            episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
+            episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
+            counts += built
+            carry += built
+            cut, staged = cut_bundles([*staged, *episodes], config.bundle_size)
+            for group, sessions in cut:
+                handed += 1
+                data = BundleData(
+                    idx=handed, name=f"realtime-bundle-{handed:08d}",
+                    prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
+                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
+                )  # fmt: skip
+                carry = Counter()
+                durable.save(self.bundle_path(handed), data)
+        nxt = state.model_copy(update={"cursor": step.cursor, "staged": staged, "handed": handed})
         if counts or step.rejected:
             nxt.reads += 1
-            durable.save(self.path / "reads" / f"{nxt.reads:08d}.json",
-                         {"counts": dict(counts), "rejected": step.rejected})  # fmt: skip
+            durable.save(self.read_path(nxt.reads), {"counts": dict(counts), "rejected": step.rejected})
         nxt.totals = dict(Counter(nxt.totals) + counts)
-        carry = Counter(nxt.carry) + counts
-        bundles = []
-        for group, sessions in cut:
-            nxt.handed += 1
-            data = BundleData(
-                idx=nxt.handed, name=f"realtime-bundle-{nxt.handed:08d}",
-                prompt=f"Replay of {len(sessions)} logged sessions (bundle {nxt.handed}, group {group!r}).",
-                bundle=nxt.handed, group=group, sessions=sessions, counts=dict(carry),
-            )  # fmt: skip
-            carry = Counter()
-            durable.save(self.bundle_path(nxt.handed), data)
-            bundles.append(data)
         nxt.carry = dict(carry)
         if nxt != state:
             durable.save(self.state_path, nxt)
-        return nxt, bundles
+        seen.sweep()
+        self.read_path(nxt.reads - config.keep_reads).unlink(missing_ok=True)
+        return nxt, list(range(state.handed + 1, handed + 1))
 
 
 class BundleStream:
     """The taskset's tasks as PRIME-RL draws them: the journal's bundles first, then new ones as the spool gives them.
 
-    `__next__` never waits: while no bundle is ready it raises `TaskNotReady` (the stream stays usable), and it reads
-    the spool at most every `poll_s` seconds, or again at once when the previous read's bundles are used up. The
-    first `__next__` takes the journal's lock; `close()` releases it."""
+    `__next__` never waits and never reads the spool itself: PRIME-RL calls it on its orchestrator's event loop. The
+    journal's bundles are replayed at once (a resume draws and discards them in one synchronous loop, so they must be
+    there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
+    runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
+    read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
+    they take its bundles in order. The thread works in small steps (a line, a session, a file) and releases the
+    interpreter between them, so the loop is never held for long (docs/realtime.md, "Bounds"). An error in a read is
+    raised by the next draw, and by every one after it. The first `__next__` takes the journal's lock; `close()`
+    waits for a read in flight and releases it."""
 
     def __init__(self, taskset: RealtimeSessionsTaskset):
         self.taskset = taskset
@@ -313,10 +352,14 @@ class BundleStream:
         self.lock: Any = None
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
-        self.ready: deque[BundleData] = deque()
+        self.ready: deque[int] = deque()
+        """Sequence numbers of bundles a read wrote and no draw has taken yet (each loaded from its file when drawn)."""
         self.scrub: Scrubber | None = None
+        self.seen: SeenIds | None = None
         self.next_read = 0.0
         self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
+        self.worker: threading.Thread | None = None
+        self.failure: BaseException | None = None
         self.closed = False
 
     def __iter__(self) -> BundleStream:
@@ -338,6 +381,11 @@ class BundleStream:
             ) from None
         self.lock = lock
         try:
+            self.scrub = Scrubber(config.pii)  # loads the tokenizer (once, at open: a resume replays before any read)
+            if config.gc_freeze:
+                import gc
+
+                gc.freeze()
             self.state = self.journal.load()
             if self.state.pruned:
                 check_pruned(
@@ -345,14 +393,29 @@ class BundleStream:
                 )
                 self.journal.sweep(self.state)
             self.replay = self.journal.handed(self.state)
-            self.scrub = Scrubber(config.pii)
         except BaseException:
             self.close()
             raise
 
+    @property
+    def reading(self) -> bool:
+        """Whether a read is in flight."""
+        return self.worker is not None and self.worker.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the read in flight (if any) has finished; whether one was in flight. For callers that may
+        wait (`load()`, tests); PRIME-RL's loop never calls it."""
+        worker = self.worker
+        if worker is None or not worker.is_alive():
+            return False
+        worker.join(timeout)
+        return True
+
     def __next__(self) -> BundleTask:
         if self.closed:
             raise StopIteration
+        if self.failure is not None:
+            raise self.failure
         if self.lock is None:
             self._open()
         if self.replay is not None:
@@ -360,20 +423,34 @@ class BundleStream:
             if data is not None:
                 return self._task(data)
             self.replay = None
-        if not self.ready:
-            now = time.monotonic()
-            if now < self.next_read:
-                raise TaskNotReady(self._waiting(self.next_read - now))
+        if self.ready:
+            return self._task(durable.load(BundleData, self.journal.bundle_path(self.ready.popleft())))
+        if self.reading:
+            raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
+        now = time.monotonic()
+        if now < self.next_read:
+            raise TaskNotReady(self._waiting(self.next_read - now))
+        self.worker = threading.Thread(target=self._read, name="realtime-sessions-read", daemon=True)
+        self.worker.start()
+        raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
+
+    def _read(self) -> None:
+        """One read, in the worker thread: the only code that writes the journal while the stream is open."""
+        try:
+            assert self.scrub is not None  # set by _open
+            if self.seen is None:
+                self.seen = SeenIds(self.journal.ids, self.state.cursor.ids)
+                self.seen.sweep()
+                self.journal.forget_reads(self.state, self.config.keep_reads)
             if self.floor is not None:
                 self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
-            assert self.scrub is not None  # set by _open
-            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.steps(),
-                                                    self.scrub, time.time())  # fmt: skip
+            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.steps(), self.scrub,
+                                                    time.time(), self.seen)  # fmt: skip
             self.ready.extend(bundles)
-            self.next_read = now if bundles else now + self.config.poll_s
-            if not self.ready:
-                raise TaskNotReady(self._waiting(self.config.poll_s))
-        return self._task(self.ready.popleft())
+            done = time.monotonic()
+            self.next_read = done if bundles else done + self.config.poll_s
+        except BaseException as err:  # raised on the event loop by the next draw
+            self.failure = err
 
     def _task(self, data: BundleData) -> BundleTask:
         task = BundleTask(data, self.config.task)
@@ -386,6 +463,8 @@ class BundleStream:
 
     def close(self) -> None:
         self.closed = True
+        if self.worker is not None and self.worker is not threading.current_thread():
+            self.worker.join()  # the lock covers the journal until the read in flight has committed
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -425,6 +504,7 @@ class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):
                 try:
                     yield next(stream)
                 except TaskNotReady:
-                    time.sleep(self.config.poll_s)
+                    if not stream.wait():
+                        time.sleep(max(0.0, stream.next_read - time.monotonic()))
         finally:
             stream.close()

@@ -6,13 +6,21 @@ new file). The cursor is the byte offset up to which each file has been consumed
 line still being written (no newline yet) is read on a later pass. A file shorter than its offset was truncated or
 replaced, which would silently lose or repeat records, so the reader stops with an error naming it.
 
-`Cursor` is plain data: the offsets, every session id ever accepted (so a duplicate is caught across restarts),
-where each session waiting out its signal window is in the spool (file, byte range, end time: the session itself is
-read again from the spool when its window closes, so no copy of its text or tokens sits in the state), and signals
-whose session has not been read yet (typed values, no free text). `advance` is a pure
-step from one cursor to the next; the cycle runner writes the new cursor in the same atomic file as the batch it
-trains on (`cycle.py`), so after a crash a cycle either re-reads nothing or trains the same batch again from the
+`Cursor` is plain data, bounded by the windows it waits out, never by the history: the offsets of the files still in
+the spool; the horizon before which a session is refused (`too_old`), and with it how much of the session-id memory
+(`seen.SeenIds`, one append-only file per day beside the cursor) it covers, so a duplicate is caught across restarts
+while the memory forgets sessions the horizon has passed; where each session waiting out its signal window is in the
+spool (file, byte range, end time: the session itself is read again from the spool when its window closes, so no copy
+of its text or tokens sits in the state); and signals whose session has not been read yet (typed values, no free
+text). A session accepted and no longer pending has been handed out to train, so a signal for it is late. `advance`
+is one step from one cursor to the next; the cycle runner writes the new cursor in the same atomic file as the batch
+it trains on (`cycle.py`), so after a crash a cycle either re-reads nothing or trains the same batch again from the
 last checkpoint: nothing is lost and nothing is trained twice.
+
+With `retire_after_s` set, a spool file the cursor has read to its end, that is not the newest, holds no pending
+session and has not been written for that long, leaves the cursor's offsets for its `retired` list; the next read,
+once that cursor has committed, moves the file to `archive_dir` or deletes it. A crash in between leaves a file the
+cursor names as retired, which the next read takes out before it reads anything.
 
 Every line goes exactly one way: accepted (a session, or a signal joined to one), or rejected with a reason in
 `Advance.rejected` (where it is, its length and SHA-256, and the reason's detail with secrets redacted; never the
@@ -24,15 +32,18 @@ line itself, which may hold a secret), and counted in `Advance.counts`:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
+import shutil
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.realtime.pii import redact
 from composer_prime.realtime.records import (
@@ -44,6 +55,7 @@ from composer_prime.realtime.records import (
     check_logprobs,
     parse_record,
 )
+from composer_prime.realtime.seen import SeenIds
 
 
 class SpoolConfig(BaseModel):
@@ -71,6 +83,24 @@ class SpoolConfig(BaseModel):
     max_lines_per_cycle: int = Field(1_000_000, ge=1)
     """At most this many new lines are read per cycle (the rest wait for the next). While a read stops short of the
     end of the spool, no session is released and no signal expires: their signals may be in the lines not read yet."""
+    retire_after_s: float | None = Field(None, ge=0)
+    """A spool file read to its end, not the newest, holding no session that still waits for its signals, and not
+    written for this many seconds is taken out of the spool by the read after the one that found it so (moved to
+    `archive_dir`, or deleted), and forgotten by the cursor. None: spool files stay (the product prunes them, never
+    one the cursor has not passed)."""
+    archive_dir: Path | None = None
+    """Where retired spool files go (a folder outside `dir`; created when missing). None: they are deleted."""
+
+    @model_validator(mode="after")
+    def _check_retention(self) -> SpoolConfig:
+        if self.archive_dir is not None and self.retire_after_s is None:
+            raise ValueError(f"spool.archive_dir = '{self.archive_dir}' but spool.retire_after_s is unset, so no "
+                             "file is ever retired; set retire_after_s (seconds a consumed file waits) or drop "
+                             "archive_dir")  # fmt: skip
+        if self.archive_dir is not None and self.archive_dir.resolve() == self.dir.resolve():
+            raise ValueError(f"spool.archive_dir = '{self.archive_dir}' is the spool dir itself: retired files "
+                             "would be read again; give a folder outside spool.dir")  # fmt: skip
+        return self
 
 
 class Pending(BaseModel):
@@ -94,11 +124,15 @@ class Cursor(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     offsets: dict[str, int] = Field(default_factory=dict)
-    """File name -> bytes consumed."""
-    seen: list[str] = Field(default_factory=list)
-    """Every session id accepted so far (pending or trained)."""
-    trained: list[str] = Field(default_factory=list)
-    """Session ids handed to a cycle."""
+    """File name -> bytes consumed, for the files still in the spool."""
+    retired: dict[str, int] = Field(default_factory=dict)
+    """Spool files read to their end and retired (name -> size), taken out of the spool by the next read."""
+    horizon: float = 0.0
+    """Sessions that ended before this (Unix seconds) are refused as `too_old`; it follows the trainer's clock
+    `spool.max_session_age_s` behind and never moves back."""
+    ids: dict[str, int] = Field(default_factory=dict)
+    """The session-id memory this cursor covers (`seen.SeenIds`): UTC day -> bytes of its file. It holds every
+    session accepted that ended at or after `horizon`."""
     pending: dict[str, Pending] = Field(default_factory=dict)
     """Sessions read but still inside their signal window, by where they are in the spool."""
     signals: dict[str, list[SignalRecord]] = Field(default_factory=dict)
@@ -115,57 +149,87 @@ class Ready:
 
 @dataclass
 class Advance:
+    """One read's outcome. The sessions it released (`due`: id, place, joined signals) are read again from the spool
+    when asked for: all at once (`ready`), or a few at a time (`ready_slices`) so a large release never holds every
+    session in memory together."""
+
     cursor: Cursor
-    ready: list[Ready] = field(default_factory=list)
+    spool: Path
+    due: list[tuple[str, Pending, list[SignalRecord]]] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     rejected: list[dict] = field(default_factory=list)
+
+    @functools.cached_property
+    def ready(self) -> list[Ready]:
+        return [r for chunk in self.ready_slices(len(self.due) or 1) for r in chunk]
+
+    def ready_slices(self, size: int) -> Iterator[list[Ready]]:
+        for i in range(0, len(self.due), size):
+            yield [
+                Ready(read_pending(self.spool, sid, where), signals) for sid, where, signals in self.due[i : i + size]
+            ]
 
 
 class SpoolError(RuntimeError):
     """The spool cannot be read safely (a file shrank or vanished); the message names the file and the fix."""
 
 
-def new_lines(spool: Path, offsets: dict[str, int], limit: int) -> tuple[list[tuple[str, int, int, bytes]], bool]:
-    """(file, start, end, line) of each complete new line, in file-name then byte order, and whether `limit` cut the
-    read short (more whole lines are waiting)."""
-    if not spool.is_dir():
-        raise SpoolError(f"spool dir {str(spool)!r} does not exist; create it or point spool.dir at the folder the "
-                         "serving product writes session logs to")  # fmt: skip
-    try:
-        names = sorted(n for n in os.listdir(spool) if n.endswith(".jsonl") and not n.startswith("."))
-    except OSError as err:
-        raise SpoolError(f"spool dir {str(spool)!r} cannot be listed ({err.strerror}); give this user read and "
-                         "execute permission on it") from None  # fmt: skip
-    found: list[tuple[str, int, int, bytes]] = []
-    missing = sorted(set(offsets) - set(names))
-    if missing:
-        raise SpoolError(f"spool file {missing[0]!r} was read up to byte {offsets[missing[0]]} and is gone; spool "
-                         "files are append-only: archive them only after the cursor has moved past them and keep "
-                         "their names out of the spool dir")  # fmt: skip
-    for name in names:
-        start = offsets.get(name, 0)
-        path = spool / name
+READ_CHUNK = 16 << 20
+"""Bytes read from a spool file at a time: a backlog is parsed as it is read, never held whole."""
+
+
+class NewLines:
+    """(file, start, end, line) of each complete new line after `offsets`, in file-name then byte order; after
+    iterating, `cut_short` says whether `limit` stopped it while more whole lines were waiting."""
+
+    def __init__(self, spool: Path, offsets: dict[str, int], limit: int):
+        if not spool.is_dir():
+            raise SpoolError(f"spool dir {str(spool)!r} does not exist; create it or point spool.dir at the folder "
+                             "the serving product writes session logs to")  # fmt: skip
         try:
-            size = path.stat().st_size
-            if size < start:
-                raise SpoolError(f"spool file {name!r} is {size} bytes but {start} were already read: it was "
-                                 "truncated or replaced; spool files are append-only (start a new file to rotate)")  # fmt: skip
-            if size == start:
-                continue
-            with path.open("rb") as f:
-                f.seek(start)
-                data = f.read(size - start)
+            names = sorted(n for n in os.listdir(spool) if n.endswith(".jsonl") and not n.startswith("."))
         except OSError as err:
-            raise SpoolError(f"spool file {name!r} cannot be read ({err.strerror}); give this user read permission "
-                             "on it") from None  # fmt: skip
-        end = data.rfind(b"\n") + 1
-        pos = start
-        for raw in data[:end].splitlines(keepends=True):
-            if len(found) >= limit:
-                return found, True
-            found.append((name, pos, pos + len(raw), raw.rstrip(b"\r\n")))
-            pos += len(raw)
-    return found, False
+            raise SpoolError(f"spool dir {str(spool)!r} cannot be listed ({err.strerror}); give this user read and "
+                             "execute permission on it") from None  # fmt: skip
+        missing = sorted(set(offsets) - set(names))
+        if missing:
+            raise SpoolError(f"spool file {missing[0]!r} was read up to byte {offsets[missing[0]]} and is gone; "
+                             "spool files are append-only: let spool.retire_after_s retire them, or archive them "
+                             "only after the cursor has moved past them and keep their names out of the spool dir")  # fmt: skip
+        self.spool, self.offsets, self.limit = spool, offsets, limit
+        self.names = names
+        self.cut_short = False
+
+    def __iter__(self):
+        found = 0
+        for name in self.names:
+            start = self.offsets.get(name, 0)
+            path = self.spool / name
+            try:
+                size = path.stat().st_size
+                if size < start:
+                    raise SpoolError(f"spool file {name!r} is {size} bytes but {start} were already read: it was "
+                                     "truncated or replaced; spool files are append-only (start a new file to "
+                                     "rotate)")  # fmt: skip
+                if size == start:
+                    continue
+                with path.open("rb") as f:
+                    f.seek(start)
+                    pos, carry = start, b""
+                    while pos + len(carry) < size:
+                        data = carry + f.read(min(READ_CHUNK, size - pos - len(carry)))
+                        end = data.rfind(b"\n") + 1
+                        carry = data[end:]
+                        for raw in data[:end].splitlines(keepends=True):
+                            if found >= self.limit:
+                                self.cut_short = True
+                                return
+                            found += 1
+                            yield name, pos, pos + len(raw), raw.rstrip(b"\r\n")
+                            pos += len(raw)
+            except OSError as err:
+                raise SpoolError(f"spool file {name!r} cannot be read ({err.strerror}); give this user read "
+                                 "permission on it") from None  # fmt: skip
 
 
 RECORD_START = re.compile(rb'\{\s*"(?:schema|version|kind|session_id)"\s*:')
@@ -202,19 +266,65 @@ def read_pending(spool: Path, sid: str, where: Pending) -> SessionRecord:
     return record
 
 
-def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
-    """Read what is new after `cursor`; return the next cursor, the sessions ready at `now`, counts and rejects."""
-    nxt = cursor.model_copy(deep=True)
-    out = Advance(cursor=nxt)
-    seen = set(nxt.seen)
-    trained = set(nxt.trained)
+def take_out(config: SpoolConfig, name: str, size: int) -> None:
+    """Move the retired spool file `name` to `archive_dir` (or delete it), when it is still the file the cursor
+    retired (its size); a file of another size under that name is new and is read."""
+    path = config.dir / name
+    try:
+        if path.stat().st_size != size:
+            return
+        if config.archive_dir is None:
+            path.unlink()
+            return
+        config.archive_dir.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, config.archive_dir / name)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        where = f"to {str(config.archive_dir)!r}" if config.archive_dir is not None else "(deleting it)"
+        raise SpoolError(f"spool file {name!r} was read to its end and retired, but cannot be taken out of the spool "
+                         f"{where}: {err.strerror or err}; give this user write permission on the spool dir (and "
+                         "spool.archive_dir), or unset spool.retire_after_s") from None  # fmt: skip
+
+
+def retire(cursor: Cursor, config: SpoolConfig, now: float) -> None:
+    """Move the files `retire_after_s` lets go from `cursor.offsets` to `cursor.retired` (module docstring)."""
+    if config.retire_after_s is None or len(cursor.offsets) < 2:
+        return
+    held = {p.file for p in cursor.pending.values()}
+    newest = max(cursor.offsets)
+    for name, offset in sorted(cursor.offsets.items()):
+        if name == newest or name in held:
+            continue
+        try:
+            st = (config.dir / name).stat()
+        except OSError:
+            continue
+        if st.st_size == offset and st.st_mtime <= now - config.retire_after_s:
+            del cursor.offsets[name]
+            cursor.retired[name] = offset
+
+
+def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> Advance:
+    """Read what is new after the committed `cursor`; return the next cursor, the sessions ready at `now`, counts and
+    rejects. `seen` is the session-id memory `cursor.ids` covers: the ids accepted are appended to it, and the next
+    cursor covers them (commit it, then `seen.sweep()`)."""
+    nxt = cursor.model_copy(update={"offsets": dict(cursor.offsets), "retired": dict(cursor.retired),
+                                    "ids": dict(cursor.ids), "pending": dict(cursor.pending),
+                                    "signals": {sid: list(held) for sid, held in cursor.signals.items()}})  # fmt: skip
+    out = Advance(cursor=nxt, spool=config.dir)
+    for name, size in nxt.retired.items():  # retired by a committed cursor: leave the spool now
+        take_out(config, name, size)
+    nxt.retired = {}
+    nxt.horizon = max(nxt.horizon, now - config.max_session_age_s)
+    seen.forget(nxt.horizon)
 
     def reject(reason: str, name: str, start: int, line: bytes, detail: str) -> None:
         out.counts[reason] += 1
         out.rejected.append({"reason": reason, "file": name, "offset": start, "length": len(line),
                              "sha256": hashlib.sha256(line).hexdigest(), "detail": redact(detail)})  # fmt: skip
 
-    lines, cut_short = new_lines(config.dir, nxt.offsets, config.max_lines_per_cycle)
+    lines = NewLines(config.dir, nxt.offsets, config.max_lines_per_cycle)
     for name, start, end, line in lines:
         nxt.offsets[name] = end
         if not line.strip():
@@ -239,7 +349,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
             if record.session_id in seen:
                 reject("duplicate_session", name, start, line, f"session_id {record.session_id!r} was read before")
                 continue
-            if record.ended_at < now - config.max_session_age_s:
+            if record.ended_at < nxt.horizon:
                 reject("too_old", name, start, line, f"ended_at = {record.ended_at} is {now - record.ended_at:.0f}s "
                        f"before this clock (spool.max_session_age_s = {config.max_session_age_s}); check the "
                        "product's clock")  # fmt: skip
@@ -259,8 +369,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
                 reject("sampling_mismatch", name, start, line, f"sampled with {diff}; serve the trained policy with "
                        "the settings in spool.sampling, or set spool.sampling to what the fleet serves with")  # fmt: skip
                 continue
-            seen.add(record.session_id)
-            nxt.seen.append(record.session_id)
+            seen.add(record.session_id, record.ended_at)
             nxt.pending[record.session_id] = Pending(file=name, start=start, end=end, ended_at=record.ended_at)
             out.counts["sessions"] += 1
             continue
@@ -268,7 +377,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
         if record.at > now + config.max_clock_skew_s:
             reject("clock_skew", name, start, line, f"at = {record.at} is {record.at - now:.0f}s ahead of this clock")
             continue
-        if sid in trained:
+        if sid not in nxt.pending and sid in seen:
             reject("late_signal", name, start, line, f"session {sid!r} already trained; raise spool.signal_window_s "
                    "to wait longer for signals")  # fmt: skip
             continue
@@ -284,19 +393,18 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
         held.append(record)
         out.counts["signals"] += 1
 
-    if cut_short:  # the backlog's unread lines may hold these sessions' signals, or the sessions of held signals
+    nxt.ids = seen.flush(nxt.horizon)
+    if lines.cut_short:  # the backlog's unread lines may hold these sessions' signals, or the sessions of held signals
         out.counts["backlog_reads"] += 1
         return out
     for sid in sorted(nxt.pending, key=lambda s: (nxt.pending[s].ended_at, s)):
         if now < nxt.pending[sid].ended_at + config.signal_window_s:
             continue
-        session = read_pending(config.dir, sid, nxt.pending[sid])
+        where = nxt.pending.pop(sid)
         held = nxt.signals.pop(sid, [])
-        signals = [s for s in held if s.at >= session.ended_at - config.max_clock_skew_s]
+        signals = [s for s in held if s.at >= where.ended_at - config.max_clock_skew_s]
         out.counts["clock_skew"] += len(held) - len(signals)  # signals read before their session, observed too early
-        out.ready.append(Ready(session, sorted(signals, key=lambda s: s.at)))
-        del nxt.pending[sid]
-        nxt.trained.append(sid)
+        out.due.append((sid, where, sorted(signals, key=lambda s: s.at)))
     for sid in list(nxt.signals):
         if sid in nxt.pending:
             continue
@@ -306,4 +414,5 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:
             nxt.signals[sid] = kept
         else:
             del nxt.signals[sid]
+    retire(nxt, config, now)
     return out

@@ -21,6 +21,7 @@ from composer_prime.realtime import durable
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.cycle import Batch, State, read_batch
 from composer_prime.realtime.readiness import TaskNotReady
+from composer_prime.realtime.seen import SeenIds
 from composer_prime.realtime.source import (
     BundleData,
     Journal,
@@ -150,6 +151,9 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
         recent = {sid for sid, r in spool.sessions.items() if r}
         assert set(cursor.pending) == recent and set(trained) == set(spool.sessions) - recent  # nothing lost
         assert sum(b.counts.get("sessions", 0) for b in batches) == len(spool.sessions)
+        # The id memory the cursor covers holds every session accepted, and its folder nothing the cursor does not name.
+        assert all(sid in SeenIds(config.state_dir / "ids", cursor.ids) for sid in spool.sessions)
+        assert {p.stem for p in (config.state_dir / "ids").glob("*.ids")} == set(cursor.ids)
         # Signals whose session is still pending or never came wait in the cursor, where they read back.
         assert "ghost" not in trained
         later = now + WINDOW + 60  # the window closes: the pending sessions train with the signals they waited for
@@ -161,16 +165,18 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
 
 
 def drain(taskset: RealtimeSessionsTaskset, crash: int | None) -> tuple[list[BundleData], bool]:
-    """Open the taskset's stream as a restarted orchestrator does and draw until nothing is ready (crashing after
-    `crash` journal writes); the bundles drawn, and whether it crashed."""
+    """Open the taskset's stream as a restarted orchestrator does and draw until a read finds nothing ready (crashing
+    after `crash` journal writes, in the stream's read thread); the bundles drawn, and whether it crashed."""
     stream = iter(taskset)
     drawn: list[BundleData] = []
     try:
         with crash_after(taskset.config.journal, crash):
             while True:
-                drawn.append(next(stream).data)
-    except TaskNotReady:
-        return drawn, False
+                try:
+                    drawn.append(next(stream).data)
+                except TaskNotReady:
+                    if not stream.wait():  # no read was in flight: the last one found nothing ready
+                        return drawn, False
     except Crash:
         return drawn, True
     finally:
@@ -211,6 +217,8 @@ def test_the_taskset_journal_reopens_after_a_crash_between_any_two_writes(events
         assert len(handed) == len(set(handed))
         recent = {sid for sid, r in spool.sessions.items() if r}
         assert set(state.cursor.pending) == recent
+        seen = SeenIds(config.journal / "ids", state.cursor.ids)
+        assert len(seen) == len(spool.sessions) and all(sid in seen for sid in spool.sessions)
         assert sorted([*handed, *(e.session_id for e in state.staged)]) == sorted(set(spool.sessions) - recent)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -13,8 +13,9 @@ from composer_prime.realtime.join import assign_advantages, build_episodes
 from composer_prime.realtime.pii import PIIConfig, Scrubber, load_hooks
 from composer_prime.realtime.records import MalformedRecord, parse_record
 from composer_prime.realtime.reward import RewardModelConfig, session_reward
-from composer_prime.realtime.spool import Cursor, SpoolConfig, SpoolError, advance
+from composer_prime.realtime.spool import Cursor, SpoolConfig, SpoolError
 from composer_prime.realtime.staleness import StalenessConfig, Steps, classify, importance_weight
+from tests.support.spool import read_spool
 
 NOW = 1_800_000_000.0
 
@@ -62,7 +63,7 @@ def test_every_line_is_accepted_or_counted_and_quarantined(spool):
     append(spool.dir / "a.jsonl", session("s1"), signal("s1"), session("s1"), "not json", session("s2", logprobs=False),
            session("s3", logprobs=[0.5, -1, -1]), session("s4", ended=NOW + 3600), signal("s1"),
            signal("s9", at=NOW + 3600), session("s5"))  # fmt: skip
-    step = advance(Cursor(), spool, NOW)
+    step = read_spool(Cursor(), spool, NOW)
     counts = step.counts
     assert counts["sessions"] == 2 and counts["signals"] == 1
     assert counts["duplicate_session"] == 1 and counts["malformed"] == 1 and counts["missing_logprobs"] == 2
@@ -77,39 +78,39 @@ def test_a_half_written_line_waits_and_restart_neither_loses_nor_repeats(spool):
     append(path, session("s1"))
     with path.open("a") as f:
         f.write(json.dumps(session("s2"))[:40])  # the writer is mid-line
-    first = advance(Cursor(), spool, NOW)
+    first = read_spool(Cursor(), spool, NOW)
     assert [r.session.session_id for r in first.ready] == ["s1"] and not first.rejected
     # Restart from the durable cursor (a JSON round trip, as the cycle runner stores it).
     cursor = Cursor.model_validate_json(durable.dumps(first.cursor))
     with path.open("a") as f:
         f.write(json.dumps(session("s2"))[40:] + "\n")
     append(path, session("s1"))  # a retried upload of a trained session
-    second = advance(cursor, spool, NOW)
+    second = read_spool(cursor, spool, NOW)
     assert [r.session.session_id for r in second.ready] == ["s2"]
     assert second.counts["duplicate_session"] == 1
-    assert advance(second.cursor, spool, NOW).ready == []  # nothing new: nothing twice
+    assert read_spool(second.cursor, spool, NOW).ready == []  # nothing new: nothing twice
 
 
 def test_signals_join_late_early_and_in_any_order(spool):
     recent = NOW - 100  # inside the signal window
     append(spool.dir / "a.jsonl", signal("s1", at=recent + 50, type="thumbs", up=False), session("s1", ended=recent))
-    step = advance(Cursor(), spool, NOW)
+    step = read_spool(Cursor(), spool, NOW)
     assert step.ready == [] and "s1" in step.cursor.pending  # waits for edit persistence
     append(spool.dir / "b.jsonl", signal("s1", at=recent + 500, type="edit", kept=True, after_s=500))
-    later = advance(step.cursor, spool, NOW + 600)
+    later = read_spool(step.cursor, spool, NOW + 600)
     assert [s.signal.type for s in later.ready[0].signals] == ["thumbs", "edit"]
     append(spool.dir / "b.jsonl", signal("s1", at=NOW + 700, type="undo"))
-    assert advance(later.cursor, spool, NOW + 700).counts["late_signal"] == 1
+    assert read_spool(later.cursor, spool, NOW + 700).counts["late_signal"] == 1
 
 
 def test_orphan_signals_expire_and_a_shrunk_file_stops_the_reader(spool):
     append(spool.dir / "a.jsonl", signal("ghost", at=NOW - 10))
-    step = advance(Cursor(), spool, NOW)
+    step = read_spool(Cursor(), spool, NOW)
     assert "ghost" in step.cursor.signals
-    assert advance(step.cursor, spool, NOW + spool.max_pending_s + 1).counts["orphan_signal"] == 1
+    assert read_spool(step.cursor, spool, NOW + spool.max_pending_s + 1).counts["orphan_signal"] == 1
     (spool.dir / "a.jsonl").write_text("")
     with pytest.raises(SpoolError, match="truncated or replaced"):
-        advance(step.cursor, spool, NOW)
+        read_spool(step.cursor, spool, NOW)
 
 
 def test_reward_model_latest_signal_per_kind_weighted_mean():
@@ -144,7 +145,7 @@ def test_staleness_drop_or_weight_and_counts(spool):
         StalenessConfig(max_age=1, hard_max_age=0)
     append(spool.dir / "a.jsonl", *(session(f"v{v}", version=v) for v in range(6)),
            *(signal(f"v{v}") for v in range(6)))  # fmt: skip
-    ready = advance(Cursor(), spool, NOW).ready
+    ready = read_spool(Cursor(), spool, NOW).ready
     steps = Steps(now=4, versions={v: v for v in range(5)})  # one trainer step per version
     episodes, counts = build_episodes(ready, steps, RewardModelConfig(), config, Scrubber(PIIConfig(scan=False)))
     assert counts == {"future_version": 1, "stale_dropped": 1, "stale_weighted": 2, "fresh": 2}
@@ -165,7 +166,7 @@ def no_second_user(session):
 
 def test_pii_hooks_drop_sessions_and_bad_paths_are_named(spool):
     append(spool.dir / "a.jsonl", session("s1", user="u2"), session("s2"), signal("s1"), signal("s2"))
-    ready = advance(Cursor(), spool, NOW).ready
+    ready = read_spool(Cursor(), spool, NOW).ready
     scrub = Scrubber(PIIConfig(scan=False, hooks=[f"{__name__}.no_second_user"]))
     episodes, counts = build_episodes(ready, Steps(), RewardModelConfig(), StalenessConfig(), scrub)
     assert [e.session_id for e in episodes] == ["s2"] and counts["pii_dropped"] == 1

@@ -14,8 +14,9 @@ from composer_prime.realtime.cycle import State, read_batch
 from composer_prime.realtime.join import build_episodes
 from composer_prime.realtime.pii import PATTERNS, PIIConfig, Scrubber, find, redact
 from composer_prime.realtime.reward import RewardModelConfig
-from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
+from composer_prime.realtime.spool import Cursor, SpoolConfig
 from composer_prime.realtime.staleness import StalenessConfig, Steps
+from tests.support.spool import read_spool
 from tests.support.tokenizer import encode, tiny_tokenizer
 
 NOW = 1_800_000_000.0
@@ -95,7 +96,7 @@ def ingest(tmp_path: Path, records: list) -> tuple[list, dict]:
     spool.mkdir(exist_ok=True)
     with (spool / "a.jsonl").open("a") as f:
         f.writelines((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
-    step = advance(Cursor(), SpoolConfig(dir=spool), NOW)
+    step = read_spool(Cursor(), SpoolConfig(dir=spool), NOW)
     scrub = Scrubber(PIIConfig(tokenizer=tiny_tokenizer()))
     episodes, counts = build_episodes(step.ready, Steps(), RewardModelConfig(), StalenessConfig(), scrub)
     return episodes, dict(counts)

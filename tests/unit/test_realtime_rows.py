@@ -16,7 +16,8 @@ import pytest
 from composer_prime.realtime import durable
 from composer_prime.realtime.cluster import copy_step
 from composer_prime.realtime.cycle import ShipError, notify
-from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
+from composer_prime.realtime.spool import Cursor, SpoolConfig
+from tests.support.spool import read_spool
 from tests.support.vllm_admin import AdminStandIn
 from tests.unit.test_realtime_ingest import NOW, append, session, signal
 
@@ -57,7 +58,7 @@ def test_an_unreadable_spool_folder_is_a_clear_error_not_an_empty_cycle():
     try:
         config = SpoolConfig(dir=spool)
         uid = 65534 if os.geteuid() == 0 else None  # root reads any folder: the reader runs as `nobody`
-        out = in_child(lambda: len(advance(Cursor(), config, NOW).ready), uid=uid)
+        out = in_child(lambda: len(read_spool(Cursor(), config, NOW).ready), uid=uid)
     finally:
         spool.chmod(0o755)
     assert out.startswith("SpoolError: spool dir") and "cannot be listed (Permission denied)" in out, out
@@ -68,7 +69,7 @@ def test_a_torn_line_followed_by_an_append_loses_no_record(tmp_path):
     with (tmp_path / "a.jsonl").open("a") as f:
         f.write(json.dumps(session("torn"))[:50])  # the writer died mid-record; the next writer appends
     append(tmp_path / "a.jsonl", session("s1"), signal("s1"))
-    step = advance(Cursor(), spool, NOW)
+    step = read_spool(Cursor(), spool, NOW)
     assert [r.session.session_id for r in step.ready] == ["s1"] and len(step.ready[0].signals) == 1
     assert step.counts["malformed"] == 1 and "a torn line" in step.rejected[0]["detail"]
     assert step.rejected[0]["length"] == 50
@@ -78,16 +79,16 @@ def test_a_backlog_beyond_the_line_limit_keeps_its_sessions_signals(tmp_path):
     spool = SpoolConfig(dir=tmp_path, signal_window_s=600, max_lines_per_cycle=30)
     append(tmp_path / "a.jsonl", *(session(f"s{i}") for i in range(30)))
     append(tmp_path / "b.jsonl", *(signal(f"s{i}") for i in range(30)))
-    first = advance(Cursor(), spool, NOW)
+    first = read_spool(Cursor(), spool, NOW)
     assert first.ready == [] and first.counts["backlog_reads"] == 1 and len(first.cursor.pending) == 30
-    second = advance(first.cursor, spool, NOW)
+    second = read_spool(first.cursor, spool, NOW)
     assert len(second.ready) == 30 and all(len(r.signals) == 1 for r in second.ready)
     assert second.counts["late_signal"] == 0 and second.counts["signals"] == 30
 
 
 def test_a_session_dated_1970_is_rejected_naming_the_clock(tmp_path):
     append(tmp_path / "a.jsonl", session("epoch", ended=0.0), signal("epoch", at=5.0), session("ok"), signal("ok"))
-    step = advance(Cursor(), SpoolConfig(dir=tmp_path), NOW)
+    step = read_spool(Cursor(), SpoolConfig(dir=tmp_path), NOW)
     assert [r.session.session_id for r in step.ready] == ["ok"] and step.counts["too_old"] == 1
     assert "check the product's clock" in step.rejected[0]["detail"]
 

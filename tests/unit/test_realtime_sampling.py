@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.records import MalformedRecord, parse_record
-from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
+from composer_prime.realtime.spool import Cursor, SpoolConfig
+from tests.support.spool import read_spool
 from tests.unit.test_realtime_ingest import NOW, append, session, signal
 
 
@@ -29,14 +30,14 @@ def test_a_session_without_its_sampling_settings_is_malformed():
 )  # fmt: skip
 def test_a_session_sampled_otherwise_than_the_trainer_assumes_is_refused(tmp_path, sampling, named):
     append(tmp_path / "a.jsonl", session("odd", sampling=sampling), signal("odd"), session("ok"), signal("ok"))
-    step = advance(Cursor(), SpoolConfig(dir=tmp_path), NOW)
+    step = read_spool(Cursor(), SpoolConfig(dir=tmp_path), NOW)
     assert [r.session.session_id for r in step.ready] == ["ok"] and step.counts["sampling_mismatch"] == 1
     assert named in step.rejected[0]["detail"] and "spool.sampling" in step.rejected[0]["detail"]
 
 
 def test_the_expected_sampling_follows_the_trainer(tmp_path):
     append(tmp_path / "a.jsonl", session("warm", sampling={"temperature": 0.6}), signal("warm"))
-    step = advance(Cursor(), SpoolConfig(dir=tmp_path, sampling={"temperature": 0.6}), NOW)
+    step = read_spool(Cursor(), SpoolConfig(dir=tmp_path, sampling={"temperature": 0.6}), NOW)
     assert [r.session.session_id for r in step.ready] == ["warm"]
     with pytest.raises(ValidationError, match="single-process trainer scores at temperature 1.0"):
         RealtimeConfig(model_dir=tmp_path, spool={"sampling": {"temperature": 0.6}})

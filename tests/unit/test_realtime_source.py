@@ -95,13 +95,16 @@ def test_while_nothing_is_ready_a_draw_answers_at_once_and_the_spool_is_read_eve
     spool = tmp_path / "spool" / "a.jsonl"
     stream = iter(source)
     started = time.monotonic()
+    with pytest.raises(TaskNotReady, match="reading the spool"):
+        next(stream)  # the first draw starts a read of the (empty) spool in the stream's thread
+    assert stream.wait(timeout=10)
     with pytest.raises(TaskNotReady, match="no bundle is ready .* 0 handed out, 0 sessions staged"):
-        next(stream)  # the first draw reads the (empty) spool
+        next(stream)
     append(spool, session("a"), kept("a"), session("b"), kept("b"))
     for _ in range(20):  # within poll_s of that read: answered without reading or sleeping
         with pytest.raises(TaskNotReady, match="read again in 0\\.[0-4] s"):
             next(stream)
-    assert time.monotonic() - started < 0.3
+    assert not stream.reading and time.monotonic() - started < 0.3
     [bundle] = draw(stream)  # the next read, poll_s after the first, finds the sessions
     assert ids(bundle) == ["a", "b"] and time.monotonic() - started >= 0.4
     stream.close()
@@ -278,7 +281,8 @@ def test_the_journal_forgets_bundles_below_prime_rls_oldest_kept_checkpoint_and_
     shutil.rmtree(checkpoints / "step_2")  # PRIME-RL's keep_last = 1 deletes the older step dir
     runner.write_text(json.dumps({"version": 0, "handed": 7}))
     with pytest.raises(TaskNotReady):
-        next(stream)  # the next read forgets through the new oldest checkpoint's 4 draws
+        next(stream)  # the next read (in the stream's thread) forgets through the new oldest checkpoint's 4 draws
+    stream.wait()
     assert bundle_files(tmp_path) == [5, 6, 7]
     stream.close()
     assert json.loads((tmp_path / "journal" / "state.json").read_text())["pruned"] == 4

@@ -72,6 +72,20 @@ def spool_signal(sid: str, kept: bool) -> dict:
             "signal": {"type": "edit", "kept": kept, "after_s": 20}}  # fmt: skip
 
 
+def draw(sampler, timeout_s: float = 60.0):
+    """The sampler's next task, as PRIME-RL's patched `TrainSource.next_task` gets it: "not ready" (the spool read
+    runs in a thread) is asked again later; the iterator that said it stays usable."""
+    from composer_prime.realtime.readiness import TaskNotReady
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return next(sampler)
+        except TaskNotReady:
+            assert time.monotonic() < deadline, "the spool read never finished"
+            time.sleep(0.02)
+
+
 def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_serving_logprobs(
     tmp_path, verifiers_snapshot
 ):
@@ -102,12 +116,12 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
 
     # PRIME-RL's orchestrator: an INFINITE taskset streams (`envs.py`), its curriculum sampler draws one bundle.
     curriculum = Curriculum(source_config.curriculum, iter(vf.load_taskset(source_config.env.taskset)))
-    first = next(curriculum.sampler)
+    first = draw(curriculum.sampler)
     checkpoint = curriculum.state_dict()
     curriculum.sampler.task_iterator.close()  # the orchestrator stops
     resumed = Curriculum(source_config.curriculum, iter(vf.load_taskset(source_config.env.taskset)))
     resumed.load_state_dict(checkpoint)  # PRIME-RL's resume: draw and discard what the checkpoint counted
-    second = next(resumed.sampler)
+    second = draw(resumed.sampler)
     resumed.sampler.task_iterator.close()
     assert [e.session_id for e in first.data.sessions] == ["a", "b"]
     assert [e.session_id for e in second.data.sessions] == ["c", "d"]  # not a, b again: the journal replayed them

@@ -61,10 +61,10 @@ def main(spec_path):
     sys.path[:0] = spec["pythonpath"]
     nonce = spec["nonce"]
     live = {}  # a class feature's instances: the candidate's own objects, built by their first call
-    classes = set()  # the classes compared by class only (`values.OPAQUE`), as the candidate defines them
+    classes = {}  # the classes compared by class only (`values.OPAQUE`), as the candidate defines them: their names
     for name in spec.get("opaque", []):
         try:
-            classes.add(values.resolve(name))
+            classes[values.resolve(name)] = name
         except BaseException:  # noqa: BLE001, S112 - a class the candidate does not define is compared as it is
             continue
     for index, call in enumerate(spec["calls"]):
@@ -82,7 +82,7 @@ def main(spec_path):
         except BaseException as exc:  # noqa: BLE001 - the candidate's import may raise anything
             answer["error"] = f"cannot load the call: {type(exc).__name__}: {str(exc)[:200]}"
         else:
-            shown = tuple(classes | {type(obj) for obj in live.values()})  # the candidate's objects: class only
+            shown = {type(obj): values.name_of(type(obj)) for obj in live.values()} | classes  # by class only
             try:
                 answer["result"] = values.dump(function(*args, **kwargs), shown)
             except values.Unserialisable as exc:

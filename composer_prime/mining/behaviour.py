@@ -116,13 +116,22 @@ def blind(calls: list[RecordedCall]) -> str | None:
     """Why a stub that ignores its input would replay exactly as the gold code does, or None when some call tells
     them apart. Blind: every call leaves its arguments as they were and answers None, or raises one exception type (a
     stub needs no knowledge to do that: a feature whose effect is module state), or gives one value for different
-    inputs (a constant)."""
+    inputs (a constant). "As they were" and "one value" are judged as grading compares (`values.same`): a change to
+    private attributes only, which the replay does not compare, leaves an argument as it was."""
     if not calls:
         return None
-    if any(c.args_after[bool(c.instance) :] != c.args[bool(c.instance) :] or c.kwargs_after != c.kwargs for c in calls):
-        return None  # (how a class feature's instance changed is the candidate's to choose: not compared)
-    answers = {json.dumps(["raised", c.raised[1]] if c.raised else c.result, sort_keys=True) for c in calls}
-    if len(answers) > 1:
+    for c in calls:
+        own = slice(1 if c.instance else 0, None)  # (how a class feature's instance changed is the candidate's)
+        if len(c.args_after) != len(c.args) or set(c.kwargs_after) != set(c.kwargs):
+            return None
+        pairs = [
+            *zip(c.args_after[own], c.args[own], strict=True),
+            *((v, c.kwargs[k]) for k, v in c.kwargs_after.items()),
+        ]
+        if not all(_alike(after, before) for after, before in pairs):
+            return None
+    answers = [["raised", c.raised[1]] if c.raised else c.result for c in calls]
+    if not all(_alike(answers[0], answer) for answer in answers[1:]):
         return None
     first = calls[0]
     if first.raised:
@@ -133,3 +142,8 @@ def blind(calls: list[RecordedCall]) -> str | None:
     if len(inputs) > 1:  # different inputs, one answer: `return <it>` replays them all
         return f"returns the same value ({json.dumps(first.result)[:80]})"
     return None  # one input and its answer: a stub must know that answer
+
+
+def _alike(a, b) -> bool:
+    """Whether grading's comparison tells the two recorded trees apart in neither direction."""
+    return values.same(a, b) and values.same(b, a)

@@ -627,3 +627,70 @@ def test_a_class_replays_on_the_candidates_own_instances_so_other_private_names_
     assert share < 1.0 and any("pop" in line for line in wrong), wrong
     share, wrong = replayed(HONEST_STACK.replace("return self.__depth\n", "return len(self._data) + 1\n"))
     assert share < 1.0 and any("size" in line for line in wrong), wrong
+
+
+def test_an_honest_class_defined_in_another_module_and_re_exported_replays(tmp_path):
+    """The honest `Stack` lives in `pile/_impl.py` and `pile/core.py` imports it (the tests, which import
+    `pile.core.Stack`, pass): its instances answer under the name the recording knows the class by."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+
+    repo = one_module_repo(tmp_path, "pile", STACK, STACK_TESTS)
+    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
+                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0),
+                  log=lambda line: None).run()  # fmt: skip
+    calls = next(t for t in tasks if t.feature.kind == "class").behaviour
+    work = tmp_path / "work"
+    shutil.copytree(repo, work)
+    (work / "pile" / "_impl.py").write_text(HONEST_STACK.split("def depth_of")[0])
+    (work / "pile" / "core.py").write_text(
+        "from pile._impl import Stack\n\n\ndef depth_of" + STACK.split("def depth_of")[1]
+    )
+    assert compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60)) == (1.0, [])
+
+
+TALLY = '''\
+class Tally:
+    """Counts words."""
+
+    def __init__(self):
+        self._counts = {}
+
+    def add(self, word):
+        """Count one more `word`."""
+        key = word.strip().lower()
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def count(self, word):
+        """How often `word` was added."""
+        return self._counts.get(word.strip().lower(), 0)
+'''
+
+TALLY_TESTS = """\
+from tally.core import Tally
+
+
+def test_add_then_count():
+    t = Tally()
+    t.add("Apple ")
+    t.add("apple")
+    t.add("Pear")
+    assert t.count("apple") == 2
+    assert t.count("pear") == 1
+
+
+def test_count_unknown():
+    assert Tally().count("x") == 0
+"""
+
+
+def test_a_method_whose_only_effect_is_private_state_is_refused_as_replay_blind(tmp_path):
+    """`Tally.add` returns None and changes only `self._counts`, which the replay does not compare (private): a stub
+    that does nothing would replay as recorded (an independent review scored the red team's test-frame switch 1.0 on
+    it), so the miner judges "unchanged" as grading compares and refuses it."""
+    repo = one_module_repo(tmp_path, "tally", TALLY, TALLY_TESTS)
+    out = tmp_path / "tasks.jsonl"
+    Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lambda line: None).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert skipped["tally/core.py::Tally.add"].startswith("replay blind: each of its 3 replayable call(s) returns None")

@@ -23,6 +23,16 @@ def _pricing(body: str) -> str:
 
 
 PRICING_FIXES = {
+    "exception-subclass": _pricing("""
+class PercentError(ValueError):
+    \"\"\"A discount outside [0, 100].\"\"\"
+
+
+def apply_discount(amount, percent):
+    if not 0 <= percent <= 100:
+        raise PercentError(percent)  # the tests' pytest.raises(ValueError) accepts it, as the replay must
+    return round(amount * (100 - percent) / 100, 2)
+"""),
     "other-private-names": _pricing("""
 _WHOLE = 100
 _CENTS = 2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections import namedtuple
 from decimal import Decimal
 
@@ -54,10 +56,10 @@ def test_same_is_strict_on_types_and_loose_on_order_only() -> None:
     same = lambda a, b: values.same(values.dump(a), values.dump(b))  # noqa: E731
     assert same({"a": 1, "b": 2}, {"b": 2, "a": 1}) and same({1, 2, 3}, {3, 2, 1})
     assert same(0.1 + 0.2, 0.3) and same(math.nan, math.nan)
-    # an int and a float as the tests' `==` compares them (`0` for `0.0`), exactly: nothing else crosses types
+    # numbers as the tests' `==` compares them (`0` for `0.0`, `1` for True), exactly; a list is no tuple
     assert same(0.0, 0) and same(1, 1.0) and same(150.0, 150) and same([0.0], [0]) and same(10**20, 1e20)
     assert not same(1, 1.0000001) and not same(2**53 + 1, float(2**53)) and not same(1, math.inf)
-    assert not same(1, True) and not same([1, 2], (1, 2)) and not same([1, 2], [2, 1])
+    assert same(1, True) and not same(0, True) and not same([1, 2], (1, 2)) and not same([1, 2], [2, 1])
     assert not same("1", 1) and not same(Point(1, 2), (1, 2))
     assert same(ValueError("a"), ValueError("b")) and not same(ValueError("a"), TypeError("a"))
 
@@ -94,7 +96,7 @@ def test_instances_are_compared_by_what_they_show_not_how_they_keep_it() -> None
     assert expected == ["dict", [[["str", "out"], ["list", [["obj", name, values.OPAQUE]]]]]]
     assert values.same(expected, values.dump({"out": [honest]}))
     assert not values.same(expected, values.dump({"out": [AlwaysEqualBox()]}))
-    assert values.dump(honest, (Box,)) == ["obj", name, values.OPAQUE]
+    assert values.dump(honest, {Box: name}) == ["obj", name, values.OPAQUE]
     assert values.holds_state_of(values.dump([gold]), name) and not values.holds_state_of(values.dump([1]), name)
 
 
@@ -119,3 +121,50 @@ def test_instances_compare_by_their_public_attributes() -> None:
     assert values.same(box(size=2, _items=[1, 2]), box(size=2.0, _stash=(1, 2), extra=1))
     assert not values.same(box(size=2, _items=[]), box(size=3, _items=[]))
     assert not values.same(box(size=2), box(_size=2))
+
+
+class PercentError(ValueError):
+    pass
+
+
+def test_an_exception_subclass_answers_for_its_base_and_not_the_reverse() -> None:
+    """`pytest.raises(ValueError)` and `except ValueError` accept a subclass: so does the replay; a base raised where
+    the gold raised the subclass is still a different answer."""
+    sub = values.dump(PercentError(5))
+    assert sub[:2] == ["exc", f"{__name__}:PercentError"] and "builtins:ValueError" in sub[3]
+    assert values.same(values.dump(ValueError("x")), sub)
+    assert not values.same(sub, values.dump(ValueError("x")))
+    assert not values.same(values.dump(KeyError("x")), sub)
+
+
+def test_comparing_a_forged_number_does_bounded_work() -> None:
+    """The host compares text the candidate's process wrote: `Fraction("1e40000000")` alone takes over 10 s (and
+    `1e999999999` hours), so a number past 400 digits or a 3-digit exponent is a different answer, at once."""
+    code = "from composer_prime.grading import values\n"
+    code += (
+        "print(values.same(['float', '150.0'], ['int', '1e40000000']), values.same(['int', '150'], ['float', '1.5e2']))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
+    assert run.stdout.split() == ["False", "True"], run.stderr[-800:]
+
+
+def test_values_a_tests_equality_cannot_tell_apart_are_the_same() -> None:
+    """An honest fix may return `True` for `1`, a frozenset for a set, a namedtuple for a tuple or a Counter for a
+    dict: the tests' `==` passes, so the replay takes it; a list for a tuple (`[1] != (1,)`) and a tuple where a
+    namedtuple was recorded (it lacks `.x`) are still different."""
+    from collections import Counter, OrderedDict
+
+    assert values.same(values.dump(1), values.dump(True)) and values.same(values.dump(True), values.dump(1.0))
+    assert not values.same(values.dump(2), values.dump(True))
+    assert values.same(values.dump({1, 2}), values.dump(frozenset({2, 1})))
+    assert values.same(values.dump((1, 2)), values.dump(Point(1, 2)))
+    assert not values.same(values.dump(Point(1, 2)), values.dump((1, 2)))
+    assert not values.same(values.dump((1,)), values.dump([1]))
+    assert values.same(values.dump({"a": 2}), values.dump(Counter("aa")))
+    assert values.same(values.dump({"a": 1, "b": 2}), values.dump(OrderedDict(b=2, a=1)))
+
+    class Lying(dict):
+        def items(self):
+            return [("a", 1)]
+
+    assert values.dump(Lying(b=2)) == values.dump({"b": 2})  # what it holds, not what it says

@@ -159,7 +159,7 @@ def measure(
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
-            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, xor=False
+            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, "bench", xor=False
         )
         raw_size = raw_manifest.section("delta").size
         # Side by side, `repeats` times each, alternating which goes first so neither always finds a warmer page

@@ -25,7 +25,7 @@ from composer_prime.relay.manifest import MAGIC
 from composer_prime.relay.origin import Origin, OriginConfig, static_app
 from composer_prime.relay.proxy import Proxy, RelayClientConfig
 from composer_prime.relay.transport import RelayError, server_tls
-from tests.support.relay_pki import ADMIN_TOKEN, admin_token_file, signing_keys, tls_files
+from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys, tls_files
 from tests.support.relay_procs import Tap, http
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, make_run, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def publish(run: Path, data_dir: Path, key: Path, **options) -> Origin:
     config = dict(output_dir=run, data_dir=data_dir, signing_key_file=key, host="127.0.0.1", port=0,
-                  keyframe_interval=10, shard_size=16384)  # fmt: skip
+                  keyframe_interval=10, shard_size=16384, run_id=RUN_ID)  # fmt: skip
     origin = Origin(OriginConfig(**{**config, **options}))
     for step in origin.pending():
         origin.publish(step)
@@ -47,7 +47,7 @@ class Client:
 
     def __init__(self, tmp: Path, servers: str, vllm: str, public_key: Path, **options):
         self.config = RelayClientConfig(
-            servers=servers, store_dir=tmp / "store", verify_key_file=public_key, upstream=vllm,
+            servers=servers, store_dir=tmp / "store", verify_key_file=public_key, upstream=vllm, run_id=RUN_ID,
             admin_token_file=admin_token_file(tmp / "client-token"), host="127.0.0.1", port=0, prefetch=False,
             **options,
         )  # fmt: skip
@@ -163,7 +163,7 @@ def test_a_man_in_the_middle_rewriting_one_delta_is_refused(site, tmp_path):
 def test_a_replayed_older_publication_is_refused(site, tmp_path):
     steps, public, tap, vllm = site
     shutil.copytree(tmp_path / "pub", tmp_path / "recorded")  # an attacker records v0-v2 as published
-    with Client(tmp_path, tap.url, vllm.url, public) as client:
+    with Client(tmp_path, tap.url, vllm.url, public, wait_for_version_s=2) as client:
         assert client.update(steps[2])[0] == 200
         # The trainer restarts from step 0 and writes steps 1 and 2 again, with other weights; the origin
         # re-publishes them (newer sequences) and the orchestrator asks for step 2 again.
@@ -184,7 +184,7 @@ def test_a_replayed_older_publication_is_refused(site, tmp_path):
         assert vllm.updates()[-1].files == current
         shutil.rmtree(client.fetcher.step_dir(2))  # lost on this host: it would have to come from the relay
         status, body = client.update(steps[2])
-        assert status == 502 and "a replayed publication" in body, body
+        assert status == 502 and "a replayed publication" in body and "no newer publication of v2" in body, body
         assert body_shards_fetched(tap, tmp_path / "recorded") == []
         assert vllm.updates()[-1].files == current and not client.fetcher.step_dir(2).exists()
         recorded.stop()
@@ -204,7 +204,7 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
 
     def fetcher(name: str, server: str, **tls) -> Fetcher:
         return Fetcher(ClientConfig(servers=server, store_dir=tmp_path / name, verify_key_file=public,
-                                    retries=1, wait_for_version_s=1, **tls))  # fmt: skip
+                                    run_id=RUN_ID, retries=1, wait_for_version_s=1, **tls))  # fmt: skip
 
     # A listing that cannot be fetched is waited for (wait_for_version_s), then reported with the last error.
     refused = (RelayError, TimeoutError)
@@ -241,10 +241,10 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
         # Configurations that would speak plain HTTP with TLS configured are refused at load, naming the fix.
         with pytest.raises(ValueError, match="tls_ca_file = .* plain http://; write them as https://"):
             ClientConfig(servers="http://127.0.0.1:1", store_dir=tmp_path / "x", verify_key_file=public,
-                         tls_ca_file=pki.ca)  # fmt: skip
+                         run_id=RUN_ID, tls_ca_file=pki.ca)  # fmt: skip
         with pytest.raises(ValueError, match="mix https:// and http://"):
             ClientConfig(servers="https://127.0.0.1:1,http://127.0.0.1:2", store_dir=tmp_path / "x",
-                         verify_key_file=public)  # fmt: skip
+                         verify_key_file=public, run_id=RUN_ID)  # fmt: skip
     finally:
         served.stop()
 
@@ -269,7 +269,7 @@ def test_admin_routes_need_the_orchestrators_token(site, tmp_path, monkeypatch):
         assert vllm.updates()[-1].headers["Authorization"] == f"Bearer {ADMIN_TOKEN}"
     assert client.config.host == "127.0.0.1" == RelayClientConfig.model_fields["host"].default
     # From an environment variable instead of a file; a missing, short or doubly given token is refused at load.
-    base = dict(servers=tap.url, store_dir=tmp_path / "s", verify_key_file=public, upstream=vllm.url)
+    base = dict(servers=tap.url, store_dir=tmp_path / "s", verify_key_file=public, upstream=vllm.url, run_id=RUN_ID)
     monkeypatch.setenv("RELAY_ADMIN_TOKEN", ADMIN_TOKEN)
     assert RelayClientConfig(**base, admin_token_env="RELAY_ADMIN_TOKEN").admin_token_env == "RELAY_ADMIN_TOKEN"
     monkeypatch.setenv("SHORT", "abc")

@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 from composer_prime.relay import checkpoint, protocol
 from composer_prime.relay.manifest import ManifestError, checkpoint_digest, frame_manifest, parse_manifest
 from composer_prime.relay.origin import Origin, OriginConfig
-from tests.support.relay_pki import signing_keys
+from tests.support.relay_pki import RUN_ID, signing_keys
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
 
@@ -62,7 +62,7 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
     base = protocol.Base(0, old, "0" * 64)
     manifest, listed = protocol.encode_version(
         new, 1, base, keyframe=True, out_root=tmp_path / "pub", shard_size=4096, chunk_elements=5000, level=3,
-        key=KEY, sequence=1,
+        key=KEY, sequence=1, run_id="r",
     )  # fmt: skip
     assert [s.kind for s in manifest.sections] == ["delta", "full"]
     version = tmp_path / "pub" / "v1"
@@ -82,7 +82,7 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
 def test_wrong_base_is_caught_per_tensor(tmp_path):
     steps = make_run(tmp_path / "run", 2, lr=1e-5)
     manifest, _ = protocol.encode_version(
-        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1
+        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1, "r"
     )
     with pytest.raises(checkpoint.DecodeError, match="does not match its published digest"):
         _decode(manifest, "delta", tmp_path / "pub" / "v2", steps[0], tmp_path / "out")
@@ -90,7 +90,8 @@ def test_wrong_base_is_caught_per_tensor(tmp_path):
 
 def test_manifest_framing_detects_damage(tmp_path):
     steps = make_run(tmp_path / "run", 0)
-    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1)
+    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1,
+                                                 "r")
     framed = frame_manifest(manifest, KEY)
     assert (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes() == framed
     middle = len(framed) // 2
@@ -140,6 +141,7 @@ def _origin(tmp_path: Path, **overrides) -> Origin:
         "keep_keyframes": 1,
         "shard_size": 4096,
         "signing_key_file": signing_keys(tmp_path / "keys")[0],
+        "run_id": RUN_ID,
     }
     return Origin(OriginConfig(**{**config, **overrides}))
 
@@ -188,8 +190,9 @@ def test_origin_refuses_an_output_dir_that_does_not_exist(tmp_path):
 
     key, _ = signing_keys(tmp_path / "keys")
     with pytest.raises(pydantic.ValidationError, match="is not an existing directory; give PRIME-RL's output_dir"):
-        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key)
-    assert OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key).output_dir == tmp_path
+        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key, run_id="r")
+    config = OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key, run_id="r")
+    assert config.output_dir == tmp_path
 
 
 def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):

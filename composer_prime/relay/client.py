@@ -143,6 +143,7 @@ class Fetcher:
         self._build_lock = threading.Lock()  # one build at a time (they share downloads/ and prune steps/)
         self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now, or a request is handing out
         self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
+        self._refused: dict[tuple[int, str], Refused] = {}  # (step, payload checksum) -> why no server's copy passed
         self.verify_key = signing.load_verify_key(config.verify_key_file, "verify_key_file")
         tls = client_tls(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
         tls_fields = {"tls_ca_file": config.tls_ca_file, "tls_cert_file": config.tls_cert_file}
@@ -183,9 +184,29 @@ class Fetcher:
         return self.remote.wait_listed(step, self.config.wait_for_version_s, self.config.poll_interval_s, cancel)
 
     def manifest(self, listed: protocol.Listed) -> Manifest:
+        """The signed manifest of `listed.step`: of the entries the relay servers list for the step (they may list
+        different publications of it), the newest one that verifies. `Refused` when every one is refused."""
+        entries = [listed, *(e for e in self.remote.candidates.get(listed.step, []) if e != listed)]
+        found, refused, errors = [], [], []
+        for entry in entries:
+            try:
+                found.append(self._manifest(entry))
+            except Refused as err:
+                refused.append(err)
+            except (RelayError, ManifestError) as err:
+                errors.append(err)
+        if found:
+            return max(found, key=lambda manifest: manifest.sequence)
+        if refused and not errors:
+            raise refused[0]
+        raise errors[0]
+
+    def _manifest(self, listed: protocol.Listed) -> Manifest:
         key = (listed.step, listed.checksum)
         if key in self._manifests:
             return self._manifests[key]
+        if key in self._refused:
+            raise self._refused[key]
         path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
 
         def check(data: bytes) -> Manifest:
@@ -200,7 +221,11 @@ class Fetcher:
                 raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
             return manifest
 
-        manifest = self.remote.get_checked(path, check)
+        try:
+            manifest = self.remote.get_checked(path, check)
+        except Refused as err:
+            self._refused[key] = err  # every server was asked; the same listing entry is not fetched again
+            raise
         self._manifests[key] = manifest
         return manifest
 
@@ -428,6 +453,7 @@ class Fetcher:
         self._manifests = {
             key: m for key, m in self._manifests.items() if key[0] in listing and listing[key[0]].checksum == key[1]
         }
+        self._refused = {key: err for key, err in self._refused.items() if key[0] in listing}
 
     def _prune(self, keep: int) -> None:
         steps = sorted(self.local_steps())

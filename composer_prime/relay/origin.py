@@ -302,8 +302,9 @@ class Origin:
         last = max(self.listing) if self.listing else -1
         went_back = [step for step, mtime in stable.items() if step <= last and mtime > floor]
         if went_back and self.sources:
-            self._rewind(min(went_back))
-            last = max(self.listing) if self.listing else -1
+            start = min(went_back)
+            self._rewind(start)
+            last = start - 1  # the steps below it are the old run's too: not published again
             floor = max(self.sources.values(), default=-1)
         steps = []
         for step, mtime in sorted(stable.items()):

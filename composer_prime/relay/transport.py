@@ -167,6 +167,7 @@ class Remote:
     ):  # fmt: skip
         self.servers, self.retries, self.deadline_s = servers, retries, 10 * timeout_s
         self.tls_fields = tls_fields or {}
+        self.candidates: dict[int, list[protocol.Listed]] = {}  # step -> the distinct entries servers list for it
         self._http = httpx.Client(timeout=timeout_s, follow_redirects=False, verify=tls)
 
     def get(self, path: str, limit: int) -> bytes:
@@ -256,8 +257,31 @@ class Remote:
             raise RelayError(f"{path} could not be fetched intact after {self.retries} attempts: {err}") from err
 
     def listing(self) -> dict[int, protocol.Listed]:
-        data = self.get(protocol.DISTRIBUTION_FILE, LISTING_LIMIT)
-        return protocol.parse_distribution(data.decode("utf-8", "replace"))
+        """Every version some relay server lists (the first server's entry where they differ). Each server's own
+        entries are kept in `candidates`: a server that withholds a version, or lists another publication of it,
+        does not hide what the others list."""
+        merged: dict[int, protocol.Listed] = {}
+        candidates: dict[int, list[protocol.Listed]] = {}
+        errors, missing, answered = [], 0, 0
+        for server in self.servers:
+            try:
+                data = self.get_from(server, protocol.DISTRIBUTION_FILE, LISTING_LIMIT)
+                listing = protocol.parse_distribution(data.decode("utf-8", "replace"))
+            except (RelayError, protocol.ProtocolError) as err:
+                errors.append(str(err))
+                missing += isinstance(err, _Missing)
+                continue
+            answered += 1
+            for step, listed in listing.items():
+                merged.setdefault(step, listed)
+                if listed not in candidates.setdefault(step, []):
+                    candidates[step].append(listed)
+        if not answered:
+            if missing == len(self.servers):
+                raise NotPublished(f"no relay lists a version yet ({'; '.join(errors)})")
+            raise RelayError("; ".join(errors))
+        self.candidates = candidates
+        return merged
 
     def wait_listed(
         self, step: int, wait_s: float, poll_s: float, cancel: threading.Event | None = None

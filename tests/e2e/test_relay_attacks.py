@@ -408,19 +408,21 @@ def test_health_without_the_token_tells_readiness_and_nothing_of_the_upstream(si
         assert status == 502 and down.encode() in body, body
 
 
-def test_a_resumed_trainer_s_older_step_is_served_and_its_old_publication_is_not(tmp_path):
+@pytest.mark.parametrize("keep_keyframes, kept", [(1, []), (2, [0])], ids=["pruned", "still-listed"])
+def test_a_resumed_trainer_s_older_step_is_served_and_its_old_publication_is_not(tmp_path, keep_keyframes, kept):
     """PRIME-RL resumed from a checkpoint re-broadcasts its start step (`broadcasts/step_K` written again) and the
-    orchestrator asks for it at once. The origin publishes it again with a newer sequence, even when v_K was pruned,
-    and leaves the old run's later steps alone until the trainer writes them again; the client waits for that new
-    publication instead of refusing step K as older than what it served. The old publications stay refused."""
+    orchestrator asks for it at once. The origin publishes it again with a newer sequence, whether v_K was pruned or
+    is still listed (its old publication then older than what the client served), and leaves the old run's later
+    steps alone until the trainer writes them again; the client waits for the new publication instead of refusing
+    step K as older than what it served. The old publications stay refused."""
     run, keys = tmp_path / "run", signing_keys(tmp_path / "keys")
     steps = make_run(run, 4, max_shard_bytes=200_000)
     config = dict(output_dir=run, data_dir=tmp_path / "pub", signing_key_file=keys[0], host="127.0.0.1", port=0,
-                  keyframe_interval=3, keep_keyframes=1, shard_size=16384, run_id=RUN_ID)  # fmt: skip
+                  keyframe_interval=3, keep_keyframes=keep_keyframes, shard_size=16384, run_id=RUN_ID)  # fmt: skip
     origin = Origin(OriginConfig(**config))
     for step in origin.pending():
         origin.publish(step)
-    assert sorted(origin.listing) == [3, 4]  # v0-v2 pruned
+    assert sorted(origin.listing) == [*kept, *([1, 2] if kept else []), 3, 4]
     shutil.copytree(tmp_path / "pub", tmp_path / "recorded")  # the old run's publications, as an attacker keeps them
     served = serve_in_thread(static_app(tmp_path / "pub"), "127.0.0.1", 0, "origin")
     stop = threading.Event()
@@ -430,31 +432,34 @@ def test_a_resumed_trainer_s_older_step_is_served_and_its_old_publication_is_not
             for step in origin.pending():
                 origin.publish(step)
 
+    publisher = threading.Thread(target=origin_loop, daemon=True)
     with Tap(served.url) as tap, AdminStandIn() as vllm:
-        with Client(tmp_path, tap.url, vllm.url, keys[1], wait_for_version_s=60) as client:
-            assert client.update(steps[4])[0] == 200
-            # The trainer resumes from its step-1 checkpoint: the same weights, broadcast again (a newer STABLE).
-            old = {step: (steps[step] / "STABLE").stat().st_mtime_ns for step in range(5)}
-            (steps[1] / "STABLE").touch()
-            reply: list[tuple[int, str]] = []
-            asking = threading.Thread(target=lambda: reply.append(client.update(steps[1])))
-            asking.start()  # the orchestrator asks before the origin has seen the re-broadcast
-            time.sleep(0.5)
-            publisher = threading.Thread(target=origin_loop)
-            publisher.start()
-            asking.join(90)
-            assert reply and reply[0][0] == 200, reply
-            assert vllm.updates()[-1].files == dir_digests(steps[1])
-            assert sorted(origin.listing) == [1]  # step_2..step_4 are the old run's: not published again
-            assert all((steps[s] / "STABLE").stat().st_mtime_ns == old[s] for s in (2, 3, 4))
-            # The resumed trainer writes step 2 with weights of its own: published and served bit for bit.
-            trainer = RLTrainer(ModelShape(), 1e-5, seed=9)
-            trainer.step()
-            write_broadcast_step(trainer.bf16_state_dict(), run / "broadcasts", 2, 200_000)
-            assert client.update(steps[2])[0] == 200
-            assert vllm.updates()[-1].files == dir_digests(steps[2]) and sorted(origin.listing) == [1, 2]
-        stop.set()
-        publisher.join(30)
+        try:
+            with Client(tmp_path, tap.url, vllm.url, keys[1], wait_for_version_s=60) as client:
+                assert client.update(steps[4])[0] == 200
+                # The trainer resumes from its step-1 checkpoint: the same weights, broadcast again (a newer STABLE).
+                old = {step: (steps[step] / "STABLE").stat().st_mtime_ns for step in range(5)}
+                (steps[1] / "STABLE").touch()
+                reply: list[tuple[int, str]] = []
+                asking = threading.Thread(target=lambda: reply.append(client.update(steps[1])), daemon=True)
+                asking.start()  # the orchestrator asks before the origin has seen the re-broadcast
+                time.sleep(0.5)
+                publisher.start()
+                asking.join(90)
+                assert reply and reply[0][0] == 200, reply
+                assert vllm.updates()[-1].files == dir_digests(steps[1])
+                assert sorted(origin.listing) == [*kept, 1]  # step_2..step_4 are the old run's: not published again
+                assert all((steps[s] / "STABLE").stat().st_mtime_ns == old[s] for s in (2, 3, 4))
+                # The resumed trainer writes step 2 with weights of its own: published and served bit for bit.
+                trainer = RLTrainer(ModelShape(), 1e-5, seed=9)
+                trainer.step()
+                write_broadcast_step(trainer.bf16_state_dict(), run / "broadcasts", 2, 200_000)
+                assert client.update(steps[2])[0] == 200
+                assert vllm.updates()[-1].files == dir_digests(steps[2]) and sorted(origin.listing) == [*kept, 1, 2]
+        finally:
+            stop.set()
+            if publisher.is_alive():
+                publisher.join(30)
         # The old run's publication of v4, replayed at a restarted client (it remembers what it served): refused.
         recorded = serve_in_thread(static_app(tmp_path / "recorded"), "127.0.0.1", 0, "recorded")
         tap.upstream = recorded.url

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,20 @@ def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):
     shard = (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes()
     manifest = parse_manifest(shard, load_verify_key(new_public, "verify_key_file"))
     assert manifest.keyframe and manifest.section("delta") is None
+
+
+def test_the_origin_s_sequence_is_recorded_and_never_goes_back(tmp_path):
+    """Sequences order publications whatever their step: recorded (atomically) before a manifest carries one, and a
+    restarted origin continues above the record even when the clock is behind it."""
+    make_run(tmp_path / "run", 1)
+    origin = _origin(tmp_path)
+    origin.publish(0)
+    recorded = int((tmp_path / "pub" / ".sequence").read_text())
+    assert recorded == origin.sequence >= 1
+    ahead = time.time_ns() + 10**18  # as if the clock had gone back by about 30 years since the record
+    (tmp_path / "pub" / ".sequence").write_text(str(ahead))
+    origin = _origin(tmp_path)
+    origin.publish(1)
+    shard = tmp_path / "pub" / "v1" / protocol.shard_name(origin.listing[1].num_shards)
+    assert parse_manifest(shard.read_bytes(), public_key(tmp_path)).sequence == ahead + 1
+    assert int((tmp_path / "pub" / ".sequence").read_text()) == ahead + 1

@@ -143,7 +143,6 @@ class Fetcher:
         self._build_lock = threading.Lock()  # one build at a time (they share downloads/ and prune steps/)
         self._pinned: Counter[int] = Counter()  # steps vLLM may be reading right now, or a request is handing out
         self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
-        self._refused: dict[tuple[int, str], Refused] = {}  # (step, payload checksum) -> why no server's copy passed
         self.verify_key = signing.load_verify_key(config.verify_key_file, "verify_key_file")
         tls = client_tls(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
         tls_fields = {"tls_ca_file": config.tls_ca_file, "tls_cert_file": config.tls_cert_file}
@@ -205,8 +204,6 @@ class Fetcher:
         key = (listed.step, listed.checksum)
         if key in self._manifests:
             return self._manifests[key]
-        if key in self._refused:
-            raise self._refused[key]
         path = f"{protocol.version_name(listed.step)}/{protocol.shard_name(listed.num_shards)}"
 
         def check(data: bytes) -> Manifest:
@@ -221,11 +218,7 @@ class Fetcher:
                 raise ManifestError(f"{path} describes v{manifest.step} with {len(manifest.shards)} body shards")
             return manifest
 
-        try:
-            manifest = self.remote.get_checked(path, check)
-        except Refused as err:
-            self._refused[key] = err  # every server was asked; the same listing entry is not fetched again
-            raise
+        manifest = self.remote.get_checked(path, check)
         self._manifests[key] = manifest
         return manifest
 
@@ -453,7 +446,6 @@ class Fetcher:
         self._manifests = {
             key: m for key, m in self._manifests.items() if key[0] in listing and listing[key[0]].checksum == key[1]
         }
-        self._refused = {key: err for key, err in self._refused.items() if key[0] in listing}
 
     def _prune(self, keep: int) -> None:
         steps = sorted(self.local_steps())

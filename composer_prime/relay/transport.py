@@ -138,8 +138,13 @@ def explain_tls(text: str, tls_fields: dict[str, Path | None]) -> str:
         return f"{text}: the server does not accept tls_cert_file = '{tls_fields.get('tls_cert_file')}'; give a " \
                "client certificate signed by the CA in the origin's tls_client_ca_file"  # fmt: skip
     if tls_fields.get("tls_cert_file") is None and any(
-        mark in text for mark in ("CERTIFICATE_REQUIRED", "certificate required", "HANDSHAKE_FAILURE",
-                                  "Server disconnected")  # fmt: skip
+        mark in text
+        for mark in (
+            "CERTIFICATE_REQUIRED",
+            "certificate required",
+            "HANDSHAKE_FAILURE",
+            "Server disconnected",
+        )  # fmt: skip
     ):
         return f"{text} (if the origin sets tls_client_ca_file it requires a client certificate: set tls_cert_file " \
                "and tls_key_file)"  # fmt: skip
@@ -150,7 +155,6 @@ LISTING_LIMIT = 1 << 20
 """Largest listing (`distribution.txt`) a client reads: a line per published version."""
 MANIFEST_LIMIT = 64 << 20
 """Largest manifest shard a client reads (tens of KB for a 32B model's tensors)."""
-
 
 
 class Remote:

@@ -91,8 +91,9 @@ def test_wrong_base_is_caught_per_tensor(tmp_path):
 
 def test_manifest_framing_detects_damage(tmp_path):
     steps = make_run(tmp_path / "run", 0)
-    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1,
-                                                 "r")
+    manifest, listed = protocol.encode_version(
+        steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1, "r"
+    )
     framed = frame_manifest(manifest, KEY)
     assert (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes() == framed
     middle = len(framed) // 2

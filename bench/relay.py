@@ -169,19 +169,9 @@ def measure(
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
-            new,
-            step,
-            protocol.Base(step - 1, old, ""),
-            False,
-            raw_dir,
-            1 << 30,
-            1 << 23,
-            3,
-            origin.key,
-            1,
-            "bench",
+            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, "bench",
             xor=False,
-        )
+        )  # fmt: skip
         raw_size = raw_manifest.section("delta").size
         # Side by side, interleaved: the order rotates every round so no arm always finds a warmer page cache or a
         # quieter machine; the built step is deleted between rounds (its base stays).

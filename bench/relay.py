@@ -135,7 +135,7 @@ def measure(
     server = origin.serve()
     url = server.url
     tls_server = serve_in_thread(
-        static_app(origin.data_dir), "127.0.0.1", 0, "bench-tls", server_tls(pki.cert, pki.key, None)
+        static_app(origin.data_dir, tls=True), "127.0.0.1", 0, "bench-tls", server_tls(pki.cert, pki.key, None)
     )
     full_server = serve(broadcasts)
     full_url = f"http://127.0.0.1:{full_server.server_address[1]}"

@@ -14,12 +14,15 @@ trained with real AdamW steps on a REINFORCE-shaped loss (tests/support/rl_check
 - loopback: time from STABLE to the step rebuilt in a client's store (encode at the origin + HTTP fetch + decode +
   checks + atomic write) against fetching the full checkpoint over the same HTTP server;
 - at 1 Gbit/s: the same two paths with the wire time computed for a 1 Gbit/s link instead of loopback;
-- security cost: the same step fetched and rebuilt by two clients of one origin, one over HTTP and one over HTTPS
-  (a P-256 certificate), in alternating order, both verifying the Ed25519 signature on every manifest; and
-  the signature's own time, measured on that step's manifest: signing it (origin, once per version) and verifying it
-  (client, once per manifest read). Versions are always signed, so "unsigned HTTP" (the relay before signing) is the
-  HTTP step time less the measured sign + verify time; the ratio is HTTPS + signatures over that. The transport
-  alone: every shard of the version fetched into memory over each, 4 x repeats times, alternating (median).
+- security cost: the same step fetched and rebuilt by three clients of one origin, side by side in one run,
+  interleaved (the order rotates every repeat: ABC, BCA, CAB, ...; `--repeats` rounds, the built step deleted between
+  rounds): **plain** (HTTP, the manifest's signature not checked: the relay before signing), **signed** (HTTP, the
+  signature checked) and **signed+TLS** (HTTPS with a P-256 certificate, the signature checked). End to end is the
+  origin's encode (signing included; less the measured signing time for plain) plus the client's fetch and rebuild.
+  Reported: each arm's median with its interquartile range, and the median (and IQR) of the per-round ratios to
+  plain, with the 1-minute load average before and after the row (the machine is shared). The signature's own time
+  is measured on that step's manifest: signing it (origin, once per version) and verifying it (client). The transport
+  alone: every shard of the version fetched into memory over HTTP and over HTTPS, 4 x repeats times, alternating.
 
 fp32 master is PRIME-RL's default (`optimization_dtype = "float32"`): the optimizer updates fp32 weights and the
 broadcast casts them to bf16. bf16 master (`optimization_dtype = "bfloat16"`) updates the bf16 weights directly, so
@@ -123,23 +126,30 @@ def measure(
     shutil.rmtree(work, ignore_errors=True)
     write_broadcast_step(trainer.bf16_state_dict(), broadcasts, 0)
     rows = []
+    e2e: dict[str, list[float]] = {"plain": [], "signed": [], "tls": []}  # end-to-end seconds, every round
     private, public = signing_keys(work / "keys")
     pki = tls_files(work / "tls")
     origin = Origin(OriginConfig(output_dir=run, data_dir=work / "pub", host="127.0.0.1", port=0,
-                                 keyframe_interval=10_000, signing_key_file=private))  # fmt: skip
+                                 keyframe_interval=10_000, signing_key_file=private, run_id="bench"))  # fmt: skip
     origin.publish(0)
     server = origin.serve()
     url = server.url
     tls_server = serve_in_thread(
-        static_app(origin.data_dir), "127.0.0.1", 0, "bench-tls", server_tls(pki.cert, pki.key, None)
+        static_app(origin.data_dir, tls=True), "127.0.0.1", 0, "bench-tls", server_tls(pki.cert, pki.key, None)
     )
     full_server = serve(broadcasts)
     full_url = f"http://127.0.0.1:{full_server.server_address[1]}"
-    fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2, verify_key_file=public))
+    fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2, verify_key_file=public,
+                                   run_id="bench"))  # fmt: skip
     fetcher.ensure_step(0)
     fetcher_tls = Fetcher(ClientConfig(servers=[tls_server.url], store_dir=work / "store-tls", keep_steps=2,
-                                       verify_key_file=public, tls_ca_file=pki.ca))  # fmt: skip
+                                       verify_key_file=public, tls_ca_file=pki.ca, run_id="bench"))  # fmt: skip
     fetcher_tls.ensure_step(0)
+    fetcher_plain = Fetcher(ClientConfig(servers=[url], store_dir=work / "store-plain", keep_steps=2,
+                                         verify_key_file=public, run_id="bench"))  # fmt: skip
+    fetcher_plain.verify_key = _NoSignatureCheck()  # the relay before signing: manifests read, never verified
+    fetcher_plain.ensure_step(0)
+    arms = {"plain": fetcher_plain, "signed": fetcher, "tls": fetcher_tls}
     keyframe = fetcher.manifest(fetcher.listing()[0]).section("full").size
     for step in range(1, steps + 1):
         trainer.step()
@@ -159,22 +169,22 @@ def measure(
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
-            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, xor=False
-        )
+            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, "bench",
+            xor=False,
+        )  # fmt: skip
         raw_size = raw_manifest.section("delta").size
-        # Side by side, `repeats` times each, alternating which goes first so neither always finds a warmer page
-        # cache; the built step is deleted between repeats (its base stays). Median of the repeats.
-        pair = [(fetcher, "http"), (fetcher_tls, "https")]
-        samples: dict[str, list[float]] = {"http": [], "https": []}
-        for repeat in range(repeats):
-            for client, name in pair if (step + repeat) % 2 else pair[::-1]:
-                if repeat:
-                    shutil.rmtree(client.step_dir(step))
-                samples[name].append(timed(partial(client.ensure_step, step))[0])
-        times = {name: float(np.median(values)) for name, values in samples.items()}
-        wire = fetch_times(fetcher, fetcher_tls, step, 4 * repeats)
-        t_fetch_apply = times["http"]
+        # Side by side, interleaved: the order rotates every round so no arm always finds a warmer page cache or a
+        # quieter machine; the built step is deleted between rounds (its base stays).
         t_sign, t_verify = signature_times(origin, step)
+        names = list(arms)
+        for repeat in range(repeats):
+            for name in names[repeat % 3 :] + names[: repeat % 3]:
+                if repeat:
+                    shutil.rmtree(arms[name].step_dir(step))
+                t_client = timed(partial(arms[name].ensure_step, step))[0]
+                e2e[name].append(t_encode - (t_sign if name == "plain" else 0.0) + t_client)
+        wire = fetch_times(fetcher, fetcher_tls, step, 4 * repeats)
+        t_fetch_apply = float(np.median(e2e["signed"][-repeats:])) - t_encode
         t_decode, _ = timed(partial(_decode_again, fetcher, origin.data_dir, step, work / "redecode"))
         copy_dir = work / "copy"
         shutil.rmtree(copy_dir, ignore_errors=True)
@@ -186,7 +196,7 @@ def measure(
             "changed": p, "total": total, "delta": delta_size, "raw": raw_size, "bound": bound, "bound_xor": bound_xor,
             "t_encode": t_encode,
             "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
-            "t_e2e_tls": t_encode + times["https"], "t_sign": t_sign, "t_verify": t_verify,
+            "t_sign": t_sign, "t_verify": t_verify,
             "t_get": wire["http"], "t_get_tls": wire["https"],
             "keyframe": keyframe,
         })  # fmt: skip
@@ -194,7 +204,19 @@ def measure(
     server.stop()
     tls_server.stop()
     full_server.shutdown()
-    return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]} | {"e2e": e2e}
+
+
+class _NoSignatureCheck:
+    """Stands in for the origin's public key in the plain arm: every signature passes, as before signing existed."""
+
+    def verify(self, signature: bytes, data: bytes) -> None:
+        pass
+
+
+def spread(values: list[float]) -> str:
+    p25, p50, p75 = np.percentile(values, [25, 50, 75])
+    return f"{p50:.3f} [{p25:.3f}-{p75:.3f}]"
 
 
 def fetch_times(plain: Fetcher, tls: Fetcher, step: int, repeats: int) -> dict[str, float]:
@@ -243,7 +265,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="optimizer steps before measuring (5)")
     parser.add_argument("--steps", type=int, default=3, help="consecutive steps measured per row (3)")
     parser.add_argument("--masters", default="fp32,bf16", help="master-weight dtypes to run (fp32,bf16)")
-    parser.add_argument("--repeats", type=int, default=3, help="HTTP / HTTPS fetches per step, median taken (3)")
+    parser.add_argument("--repeats", type=int, default=9,
+                        help="interleaved rounds of plain / signed / signed+TLS per step (9)")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.masters, args.warmup, args.steps = "fp32", 2, 2
@@ -259,7 +282,8 @@ def main() -> int:
     header = (
         "| master | lr | changed | delta ratio (xor) | (raw values) | vs bound: xor | raw | keyframe ratio "
         "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full "
-        "| sign / verify | loopback delta: https / http | vs unsigned http | shard GETs: https / http |"
+        "| sign / verify | load avg | e2e s: plain / signed / signed+TLS, median [IQR] "
+        "| signed / plain | signed+TLS / plain | shard GETs: https / http |"
     )
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
@@ -267,7 +291,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for master_name in args.masters.split(","):
             for lr in (1e-6, 1e-5) if args.quick else (1e-6, 3e-6, 1e-5):
+                load = os.getloadavg()[0]
                 r = measure(shape, lr, masters[master_name], args.warmup, args.steps, Path(tmp) / "work", args.repeats)
+                load = f"{load:.1f}-{os.getloadavg()[0]:.1f}"
+                e2e = r["e2e"]
+                ratio = {arm: [a / b for a, b in zip(e2e[arm], e2e["plain"], strict=True)] for arm in ("signed", "tls")}
                 mb = r["total"] / 1e6
                 wire_delta = r["t_encode"] + r["t_decode"] + r["delta"] / LINK_BYTES_PER_S
                 wire_full = r["total"] / LINK_BYTES_PER_S
@@ -277,9 +305,9 @@ def main() -> int:
                     f"| {r['total'] / r['keyframe']:.2f}x | {mb / r['t_encode']:.0f} "
                     f"| {mb / r['t_decode']:.0f} | {mb / r['t_copy']:.0f} | {r['t_e2e']:.2f}s / {r['t_full']:.2f}s "
                     f"| {wire_delta:.2f}s / {wire_full:.2f}s "
-                    f"| {r['t_sign'] * 1e3:.2f} / {r['t_verify'] * 1e3:.2f} ms "
-                    f"| {r['t_e2e_tls']:.2f}s / {r['t_e2e']:.2f}s "
-                    f"| {r['t_e2e_tls'] / (r['t_e2e'] - r['t_sign'] - r['t_verify']):.3f}x "
+                    f"| {r['t_sign'] * 1e3:.2f} / {r['t_verify'] * 1e3:.2f} ms | {load} "
+                    f"| {' / '.join(spread(e2e[arm]) for arm in ('plain', 'signed', 'tls'))} "
+                    f"| {spread(ratio['signed'])}x | {spread(ratio['tls'])}x "
                     f"| {r['t_get_tls'] * 1e3:.0f} / {r['t_get'] * 1e3:.0f} ms |",
                     flush=True,
                 )

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,9 +34,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.relay import checkpoint, protocol, signing, store, trust
-from composer_prime.relay.manifest import Manifest, ManifestError, Section, checkpoint_digest, parse_manifest
+from composer_prime.relay.manifest import (
+    RUN_ID_PATTERN,
+    Manifest,
+    ManifestError,
+    Section,
+    checkpoint_digest,
+    parse_manifest,
+)
 from composer_prime.relay.progress import ProgressLog, human_bytes
-from composer_prime.relay.transport import Refused, RelayError, Remote, check_tls_files, client_tls
+from composer_prime.relay.transport import Cancelled, Refused, RelayError, Remote, client_tls
 
 logger = logging.getLogger("composer_prime.relay.client")
 
@@ -51,17 +59,20 @@ class ClientConfig(BaseModel):
     verify_key_file: Path
     """The origin's Ed25519 public key (PEM, from `composer-prime relay keygen`): every version's manifest must carry
     its signature before a byte of the version is fetched."""
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    """The origin's `run_id`: only versions signed for this run are served (one key may sign several runs)."""
     tls_ca_file: Path | None = None
     """CA certificate (PEM) that signs the origin's TLS certificate; needs `https://` servers. Unset with `https://`
     servers: the system's trust store."""
     tls_cert_file: Path | None = None
     """Client certificate chain (PEM) for an origin that requires one (its `tls_client_ca_file`); with `tls_key_file`."""
     tls_key_file: Path | None = None
-    """Private key (PEM, unencrypted) of `tls_cert_file`."""
+    """Private key (PEM, unencrypted, readable by its owner only) of `tls_cert_file`."""
     keep_steps: int = Field(2, ge=1)
     """Materialised steps kept: the one vLLM serves and the newest; older ones are deleted."""
     wait_for_version_s: float = Field(600.0, gt=0)
-    """How long `/update_weights` waits for the origin to publish the requested step (PRIME-RL gives it 720 s)."""
+    """How long `/update_weights` waits for the origin to publish the requested step, or to publish it again when
+    the relay has only a publication older than what this host served (PRIME-RL gives the call 720 s)."""
     poll_interval_s: float = Field(0.5, gt=0)
     """How often to re-read the listing while waiting."""
     http_timeout_s: float = Field(30.0, gt=0)
@@ -114,9 +125,7 @@ class ClientConfig(BaseModel):
                 f"tls_cert_file = {self.tls_cert_file} and tls_key_file = {self.tls_key_file}: give both (a client "
                 "certificate and its key) or neither"
             )
-        fields = {"tls_ca_file": self.tls_ca_file, "tls_cert_file": self.tls_cert_file,
-                  "tls_key_file": self.tls_key_file}  # fmt: skip
-        check_tls_files(fields, lambda: client_tls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
+        client_tls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
         return self
 
 
@@ -136,8 +145,11 @@ class Fetcher:
         self._manifests: dict[tuple[int, str], Manifest] = {}  # (step, payload checksum) -> manifest
         self.verify_key = signing.load_verify_key(config.verify_key_file, "verify_key_file")
         tls = client_tls(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
-        self.remote = Remote(config.servers, config.http_timeout_s, config.retries, tls)
-        self.served = trust.load_served(self.store)
+        tls_fields = {"tls_ca_file": config.tls_ca_file, "tls_cert_file": config.tls_cert_file}
+        self.remote = Remote(config.servers, config.http_timeout_s, config.retries, tls, tls_fields)
+        served = trust.load_served(self.store)
+        # Another run's record says nothing about this run's sequences; this run's versions are told apart by run_id.
+        self.served = served if served is not None and served.run_id == config.run_id else None
 
     # -- local state -----------------------------------------------------------------------------------------------
 
@@ -153,7 +165,7 @@ class Fetcher:
         meta = self._meta(step)
         if meta is None:
             return
-        served = trust.Served(step, meta["sequence"], meta["digest"])
+        served = trust.Served(self.config.run_id, step, meta["sequence"], meta["digest"])
         with self._lock:
             if self.served is None or served.sequence >= self.served.sequence:
                 trust.save_served(self.store, served)
@@ -171,6 +183,24 @@ class Fetcher:
         return self.remote.wait_listed(step, self.config.wait_for_version_s, self.config.poll_interval_s, cancel)
 
     def manifest(self, listed: protocol.Listed) -> Manifest:
+        """The signed manifest of `listed.step`: of the entries the relay servers list for the step (they may list
+        different publications of it), the newest one that verifies. `Refused` when every one is refused."""
+        entries = [listed, *(e for e in self.remote.candidates.get(listed.step, []) if e != listed)]
+        found, refused, errors = [], [], []
+        for entry in entries:
+            try:
+                found.append(self._manifest(entry))
+            except Refused as err:
+                refused.append(err)
+            except (RelayError, ManifestError) as err:
+                errors.append(err)
+        if found:
+            return max(found, key=lambda manifest: manifest.sequence)
+        if refused and not errors:
+            raise refused[0]
+        raise errors[0]
+
+    def _manifest(self, listed: protocol.Listed) -> Manifest:
         key = (listed.step, listed.checksum)
         if key in self._manifests:
             return self._manifests[key]
@@ -181,6 +211,7 @@ class Fetcher:
                 manifest = parse_manifest(data, self.verify_key)
             except signing.SignatureError as err:
                 raise Refused(f"{path}: {err}") from None
+            trust.check_run(path, manifest.run_id, self.config.run_id)
             if manifest.step != listed.step:
                 raise Refused(f"{path} is listed as v{listed.step} but its signed manifest is v{manifest.step}")
             if len(manifest.shards) + 1 != listed.num_shards:
@@ -288,33 +319,64 @@ class Fetcher:
         return final
 
     def ensure_step(
-        self, step: int, pin: bool = False, cancel: threading.Event | None = None, verify: bool = False
+        self,
+        step: int,
+        pin: bool = False,
+        cancel: threading.Event | None = None,
+        verify: bool = False,
+        wait_for_newer: bool = True,
     ) -> Path:
         """The local directory of `step`, built from the relay if it is not here yet.
 
         A step already built is answered without waiting for a build in progress. With `verify`, a step built
         earlier is re-hashed against the digests recorded when it was built, and rebuilt if it was damaged since.
         With `pin`, the step is not pruned until `release(step)`: vLLM may still be reading it. `cancel` stops a
-        wait for an unpublished step (raises `Cancelled`).
+        wait for an unpublished step (raises `Cancelled`). When the only publication of `step` is older than what
+        this host served, the call waits for a newer one (`wait_for_newer`, up to `wait_for_version_s`) and then
+        raises `trust.Stale`.
         """
         with self._lock:
             self._pinned[step] += 1  # held while this call runs, so a concurrent build cannot prune the step
         done = False
+        deadline = time.monotonic() + self.config.wait_for_version_s
+        waiting = False
         try:
-            if not self._ready(step, verify):
-                listing = self.wait_listed(step, cancel)
-                with self._build_lock:
-                    if not self._ready(step, verify):
-                        self._build(step, listing)
-            meta = self._meta(step)
-            if meta is None:
-                raise RelayError(f"step_{step} vanished from {self.steps_dir} as it was handed out")
-            trust.check_not_replayed(step, meta["sequence"], self.served)
-            done = True
-            return self.step_dir(step)
+            while True:
+                try:
+                    path = self._current(step, cancel, verify)
+                    done = True
+                    return path
+                except trust.Stale as err:
+                    # Only a publication older than what vLLM got: a replay, or the origin has yet to publish the
+                    # step again (a resumed trainer re-broadcasts its start step). Wait for a newer one, bounded.
+                    if time.monotonic() > deadline:
+                        raise trust.Stale(f"{err}; no newer publication of v{step} within wait_for_version_s="
+                                          f"{self.config.wait_for_version_s:.0f}s") from None  # fmt: skip
+                    if not wait_for_newer:
+                        raise
+                    if not waiting:
+                        logger.warning(f"{err}; waiting for the origin to publish v{step} again")
+                        waiting, verify = True, False  # the copy here was re-hashed once already
+                    if cancel is None:
+                        time.sleep(self.config.poll_interval_s)
+                    elif cancel.wait(self.config.poll_interval_s):
+                        raise Cancelled(f"stopped waiting for v{step}: the request was cancelled") from None
         finally:
             if not (pin and done):
                 self.release(step)
+
+    def _current(self, step: int, cancel: threading.Event | None, verify: bool) -> Path:
+        """`step` built here from a publication no older than what vLLM got last (else `trust.Stale`)."""
+        if not self._ready(step, verify):
+            listing = self.wait_listed(step, cancel)
+            with self._build_lock:
+                if not self._ready(step, verify):
+                    self._build(step, listing)
+        meta = self._meta(step)
+        if meta is None:
+            raise RelayError(f"step_{step} vanished from {self.steps_dir} as it was handed out")
+        trust.check_not_replayed(step, meta["sequence"], self.served)
+        return self.step_dir(step)
 
     def _ready(self, step: int, verify: bool) -> bool:
         if not self._local_is_current(step):

@@ -16,9 +16,11 @@ a `delta` section too, so that clients already at the previous step never downlo
 The checkpoint digest names the exact bytes of a checkpoint directory: blake3 over the sorted `name:digest` lines of
 its files (file digests are trees of chunk digests, see `checkpoint.py`). Every version records its own digest and
 the digest of its base, which is how a client proves it holds
-the right base before applying a delta and the right result after. `sequence` orders publications: it grows with
-every version the origin publishes, across restarts and re-publications of a step, so a client can refuse a validly
-signed but older version replayed at it.
+the right base before applying a delta and the right result after. `run_id` names the training run the version
+belongs to, so one key can sign several runs and a client serves only its own. `sequence` orders publications within
+a run: it grows with every version the origin publishes, across restarts and re-publications of a step (a resumed
+trainer re-broadcasting an older step gets a newer sequence), so a client can refuse a validly signed but older
+publication replayed at it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from composer_prime.relay import signing
 
 MAGIC = b"CPDELTA1"
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 FORMAT = "composer-prime-delta/1"
 _DIGEST_BYTES = 32
 
@@ -116,11 +119,14 @@ class ShardEntry(_Strict):
 class Manifest(_Strict):
     format: Literal["composer-prime-delta/1"] = FORMAT
     """Payload format; readers refuse any other."""
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    """The training run this version belongs to (the origin's `run_id`); a client serves one run's versions only."""
     step: int = Field(ge=0)
     """Trainer step this version is (`broadcasts/step_N`); the SHARDCAST version name is `v{step}`."""
     sequence: int = Field(ge=1)
-    """Publication order: larger than every version the origin published before (unix time in ns at publication,
-    or the previous sequence + 1 if the clock went back). A re-published step gets a new, larger one."""
+    """Publication order within the run: larger than every version the origin published before (unix time in ns at
+    publication, or one more than the last it recorded if the clock went back). A re-published step gets a new,
+    larger one."""
     digest: str
     """Checkpoint digest of the step directory."""
     keyframe: bool

@@ -17,6 +17,7 @@ client needs. The origin here keeps its wire protocol (see `protocol.py`), so SH
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -32,14 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.relay import checkpoint, codec, protocol, signing
 from composer_prime.relay.http import Served, serve_in_thread
-from composer_prime.relay.manifest import Manifest, ManifestError, parse_manifest
+from composer_prime.relay.manifest import RUN_ID_PATTERN, Manifest, ManifestError, parse_manifest
 from composer_prime.relay.progress import ProgressLog, human_bytes
-from composer_prime.relay.transport import check_tls_files, server_tls
+from composer_prime.relay.transport import server_tls
 
 logger = logging.getLogger("composer_prime.relay.origin")
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _BASE, _BASE_NEW, _BASE_OLD = ".base", ".base.new", ".base.old"
 _SOURCES = ".sources.json"
+_SEQUENCE = ".sequence"
 
 
 class OriginConfig(BaseModel):
@@ -51,7 +53,11 @@ class OriginConfig(BaseModel):
     """Where published versions live and are served from (needs room for about two keyframes plus deltas)."""
     signing_key_file: Path
     """The origin's Ed25519 private key (PEM, from `composer-prime relay keygen`): every version's manifest is signed
-    with it, and clients trust only versions it signed. Keep it on the trainer host, readable by the origin only."""
+    with it, and clients trust only versions it signed. Keep it on the trainer host, readable by its owner only (a
+    key that group or others can read is refused)."""
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    """Names this training run in every signed manifest (letters, digits, `._:-`, up to 128): clients serve only the
+    run_id they are given, so a key shared by several runs cannot make one run's versions pass as another's."""
     host: str = "0.0.0.0"
     """Address the HTTP server binds."""
     port: int = Field(8000, ge=0, le=65535)
@@ -107,9 +113,7 @@ class OriginConfig(BaseModel):
                 f"tls_client_ca_file = '{self.tls_client_ca_file}' needs tls_cert_file and tls_key_file: client "
                 "certificates are checked only over TLS"
             )
-        fields = {"tls_cert_file": self.tls_cert_file, "tls_key_file": self.tls_key_file,
-                  "tls_client_ca_file": self.tls_client_ca_file}  # fmt: skip
-        check_tls_files(fields, lambda: server_tls(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file))
+        server_tls(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file)
         return self
 
 
@@ -125,8 +129,16 @@ def stable_steps(broadcast_dir: Path) -> list[int]:
     return sorted(steps)
 
 
-def static_app(root: Path) -> web.Application:
-    """GET/HEAD of files under `root`; dot-files (temp folders, the base copy) and directories are never served."""
+TLS_READ_BYTES = 1 << 20
+"""Bytes read from a file per write to a TLS connection: 1 MiB held per download in flight."""
+
+
+def static_app(root: Path, tls: bool = False) -> web.Application:
+    """GET/HEAD of files under `root`; dot-files (temp folders, the base copy) and directories are never served.
+
+    Over plain HTTP a file goes out with `sendfile`. A TLS socket cannot take `sendfile`, and asyncio's fallback
+    copies 256 KiB at a time with a thread hop and a drain each (a 4 MB delta took 3.5x as long as streaming it in
+    1 MiB reads, bench/relay.py), so over TLS files are streamed in `TLS_READ_BYTES` reads instead."""
 
     async def serve(request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.match_info["path"].split("/") if p]
@@ -135,11 +147,27 @@ def static_app(root: Path) -> web.Application:
         path = root.joinpath(*parts)
         if not path.is_file():
             raise web.HTTPNotFound()
-        return web.FileResponse(path)
+        if not tls or request.method == "HEAD":
+            return web.FileResponse(path)
+        return await _stream(request, path)
 
     app = web.Application()
     app.router.add_get("/{path:.*}", serve)  # GET routes answer HEAD too
     return app
+
+
+async def _stream(request: web.Request, path: Path) -> web.StreamResponse:
+    """`path` as the body of a 200, read `TLS_READ_BYTES` at a time off the event loop (a file vanishing under it,
+    pruned by the origin, cuts the answer short: the client's size and blake3 checks catch it)."""
+    loop = asyncio.get_running_loop()
+    with path.open("rb") as file:
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = os.fstat(file.fileno()).st_size
+        await response.prepare(request)
+        while chunk := await loop.run_in_executor(None, file.read, TLS_READ_BYTES):
+            await response.write(chunk)
+    await response.write_eof()
+    return response
 
 
 class Origin:
@@ -152,14 +180,16 @@ class Origin:
         self._recover_base()
         self.listing = self._load_listing()
         manifests = self._manifests()
-        self.sequence = max((m.sequence for m in manifests.values()), default=0)
+        self.sequence = max([self._load_sequence(), *(m.sequence for m in manifests.values())])
         self.base = self._load_base()
         self.sources = self._load_sources()
+        self._skipped: set[tuple[int, int]] = set()  # (step, STABLE mtime) left from before a resume, logged once
         if unverified := sorted(set(self.listing) - set(manifests)):
-            # Signed with another key (it was rotated) or damaged: clients would refuse them, so they go.
+            # Signed with another key (it was rotated), of another run, or damaged: clients would refuse them.
             logger.warning(
                 f"withdrawing {', '.join(protocol.version_name(step) for step in unverified)}: not signed by "
-                "signing_key_file (the key changed?) or damaged; the next version is a keyframe"
+                f"signing_key_file (the key changed?), not of run_id {config.run_id!r}, or damaged; the next version "
+                "is a keyframe"
             )
             self.listing = {step: listed for step, listed in self.listing.items() if step in manifests}
             self._write_listing()
@@ -246,39 +276,76 @@ class Origin:
         shutil.rmtree(old, ignore_errors=True)
 
     def _manifests(self) -> dict[int, Manifest]:
-        """step -> manifest of every listed version that reads back intact under the origin's own key."""
+        """step -> manifest of every listed version of this run that reads back intact under the origin's own key."""
         manifests, public = {}, self.key.public_key()
         for step, listed in sorted(self.listing.items()):
             shard = self.data_dir / protocol.version_name(step) / protocol.shard_name(listed.num_shards)
             try:
-                manifests[step] = parse_manifest(shard.read_bytes(), public)
+                manifest = parse_manifest(shard.read_bytes(), public)
             except (OSError, ManifestError, signing.SignatureError):
                 continue
+            if manifest.run_id == self.config.run_id:
+                manifests[step] = manifest
         return manifests
 
     def _keyframe_steps(self) -> list[int]:
         return [step for step, manifest in self._manifests().items() if manifest.keyframe]
 
+    def _load_sequence(self) -> int:
+        try:
+            return int((self.data_dir / _SEQUENCE).read_text())
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as err:
+            raise OSError(
+                f"{self.data_dir / _SEQUENCE} is unreadable ({err}); it holds the last sequence this origin signed. "
+                "Delete it only if the clock is right: sequences restart from the clock in ns"
+            ) from None
+
     def _next_sequence(self) -> int:
-        """Larger than every sequence published before, also across restarts and a wiped `data_dir`: the clock in ns,
-        or one more than the last if the clock went back."""
+        """Larger than every sequence published before, whatever the step: the clock in ns, or one more than the last
+        if the clock went back. Recorded (atomically) before any manifest carries it, so a restart never reuses one;
+        a wiped `data_dir` still gets the clock's."""
         self.sequence = max(time.time_ns(), self.sequence + 1)
+        write_atomic(self.data_dir / _SEQUENCE, str(self.sequence).encode())
         return self.sequence
 
     # -- publishing ------------------------------------------------------------------------------------------------
 
     def pending(self) -> list[int]:
-        """Stable steps to publish, in order (after withdrawing versions the trainer has since rewritten)."""
-        stable = stable_steps(self.broadcast_dir)
-        rewritten = [
-            s
-            for s in stable
-            if s in self.listing and s in self.sources and self._stable_mtime(s) not in (None, self.sources[s])
-        ]
-        if rewritten:
-            self._rewind(min(rewritten))
+        """Stable steps to publish, in step order.
+
+        The trainer writes steps in increasing order, so along increasing steps the `STABLE` times never go back. A
+        `STABLE` newer than every one published, on a step at or below the newest listed, means the trainer went
+        back (resumed from a checkpoint: its first broadcast is its start step again): the versions from that step
+        on are withdrawn and it is published anew, with a new sequence. A step above it whose `STABLE` is older than
+        a lower step's is left from before the trainer went back: skipped until the trainer writes it again.
+        """
+        stable = {step: self._stable_mtime(step) for step in stable_steps(self.broadcast_dir)}
+        stable = {step: mtime for step, mtime in stable.items() if mtime is not None}
+        floor = max(self.sources.values(), default=-1)
         last = max(self.listing) if self.listing else -1
-        return [step for step in stable if step > last]
+        went_back = [step for step, mtime in stable.items() if step <= last and mtime > floor]
+        if went_back and self.sources:
+            start = min(went_back)
+            self._rewind(start)
+            last = start - 1  # the steps below it are the old run's too: not published again
+            floor = max(self.sources.values(), default=-1)
+        steps = []
+        for step, mtime in sorted(stable.items()):
+            if step <= last:
+                continue
+            if mtime < floor:
+                if (step, mtime) not in self._skipped:
+                    self._skipped.add((step, mtime))
+                    logger.warning(
+                        f"step_{step}'s STABLE is older than a lower step's: left from before the trainer resumed; "
+                        "skipped until the trainer writes it again"
+                    )
+                continue
+            steps.append(step)
+            floor = mtime
+        return steps
 
     def publish(self, step: int) -> protocol.Listed | None:
         """Encode and list `broadcasts/step_{step}`. Returns None if the trainer deleted it first."""
@@ -298,7 +365,7 @@ class Origin:
             )
             manifest, listed = protocol.encode_version(
                 step_dir, step, base, keyframe, self.data_dir, cfg.shard_size, cfg.chunk_elements, cfg.zstd_level,
-                self.key, self._next_sequence(), cfg.xor_values, progress,
+                self.key, self._next_sequence(), cfg.run_id, cfg.xor_values, progress,
             )  # fmt: skip
         except FileNotFoundError:
             logger.warning(f"step {step} vanished before it was encoded (the trainer cleans old steps); skipping it")
@@ -341,7 +408,8 @@ class Origin:
     def serve(self) -> Served:
         cfg = self.config
         tls = server_tls(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file)
-        return serve_in_thread(static_app(self.data_dir), cfg.host, cfg.port, "relay-origin-http", tls)
+        app = static_app(self.data_dir, tls=tls is not None)
+        return serve_in_thread(app, cfg.host, cfg.port, "relay-origin-http", tls)
 
     def run(self, stop: threading.Event) -> None:
         server = self.serve()

@@ -153,11 +153,12 @@ def encode_version(
     level: int,
     key: Ed25519PrivateKey,
     sequence: int,
+    run_id: str,
     xor: bool = True,
     progress: checkpoint.Progress | None = None,
 ) -> tuple[Manifest, Listed]:
     """Build `out_root/v{step}` from `new_dir`: a delta section against `base` (if any), a full one if `keyframe`;
-    the manifest carries `sequence` and is signed with `key`.
+    the manifest carries `run_id` and `sequence` and is signed with `key`.
 
     The folder appears atomically; a leftover temp folder from a crash is replaced.
     """
@@ -189,7 +190,7 @@ def encode_version(
             )
         )
     manifest = Manifest(
-        step=step, sequence=sequence, digest=digest, keyframe=keyframe, chunk_elements=chunk_elements, sections=sections,
+        run_id=run_id, step=step, sequence=sequence, digest=digest, keyframe=keyframe, chunk_elements=chunk_elements, sections=sections,
         shards=writer.shards,
     )  # fmt: skip
     listed = writer.finish(frame_manifest(manifest, key))

@@ -40,7 +40,8 @@ from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.http import Served, serve_in_thread
 from composer_prime.relay.manifest import ManifestError
 from composer_prime.relay.protocol import ProtocolError
-from composer_prime.relay.transport import NotPublished, RelayError, check_tls_files, server_tls
+from composer_prime.relay.signing import check_owner_only
+from composer_prime.relay.transport import NotPublished, RelayError, server_tls
 
 logger = logging.getLogger("composer_prime.relay.proxy")
 _STEP = re.compile(r"^step_(\d+)$")
@@ -57,7 +58,8 @@ class ProxyConfig(BaseModel):
     """The real vLLM admin base URL on this host, e.g. `http://127.0.0.1:8000` (no `/v1`)."""
     admin_token_file: Path | None = None
     """File holding the token every caller must present as `Authorization: Bearer <token>` (PRIME-RL's orchestrator
-    sends the value of its `api_key_var`, `VLLM_API_KEY`); at least 16 characters. This or `admin_token_env`."""
+    sends the value of its `api_key_var`, `VLLM_API_KEY`); at least 16 characters, readable by its owner only. This
+    or `admin_token_env`."""
     admin_token_env: str | None = None
     """Name of the environment variable holding that token, instead of `admin_token_file`."""
     host: str = "127.0.0.1"
@@ -69,7 +71,7 @@ class ProxyConfig(BaseModel):
     """TLS certificate chain (PEM): set, the proxy speaks HTTPS only, so the token never crosses the network in the
     clear (`admin_base_url` then says `https://`)."""
     admin_tls_key_file: Path | None = None
-    """Private key (PEM, unencrypted) of `admin_tls_cert_file`."""
+    """Private key (PEM, unencrypted, readable by its owner only) of `admin_tls_cert_file`."""
     upstream_timeout_s: float = Field(720.0, gt=0)
     """Timeout of a forwarded call (PRIME-RL allows 720 s for `/update_weights`)."""
     max_body_bytes: int = Field(1 << 20, ge=1024)
@@ -89,12 +91,14 @@ class ProxyConfig(BaseModel):
                 f"admin_tls_cert_file = {self.admin_tls_cert_file} and admin_tls_key_file = "
                 f"{self.admin_tls_key_file}: give both (the proxy's certificate and its key) or neither"
             )
-        fields = {"admin_tls_cert_file": self.admin_tls_cert_file, "admin_tls_key_file": self.admin_tls_key_file}
-        check_tls_files(fields, lambda: server_tls(self.admin_tls_cert_file, self.admin_tls_key_file, None))
+        server_tls(self.admin_tls_cert_file, self.admin_tls_key_file, None, ADMIN_TLS_FIELDS)
         return self
 
 
 MIN_TOKEN_CHARS = 16
+ADMIN_TLS_FIELDS = ("admin_tls_cert_file", "admin_tls_key_file", "")
+HEALTH_PROBE_S = 10.0
+"""Longest an unauthenticated `GET /health` waits for vLLM's own."""
 
 
 def load_admin_token(config: ProxyConfig) -> str:
@@ -107,6 +111,7 @@ def load_admin_token(config: ProxyConfig) -> str:
             "`openssl rand -hex 32`"
         )
     if file is not None:
+        check_owner_only(file, "admin_token_file")
         try:
             token, source = file.read_text().strip(), f"admin_token_file = '{file}'"
         except (OSError, UnicodeDecodeError) as err:
@@ -188,13 +193,29 @@ class Proxy:
             await self._session.close()
 
     def _authorised(self, request: web.Request) -> bool:
-        """Every route but `GET /health` (a readiness probe) needs the orchestrator's token."""
-        if request.method in ("GET", "HEAD") and request.path == "/health":
-            return True
         return hmac.compare_digest(request.headers.get("Authorization", "").encode("utf-8", "replace"), self._token)
+
+    async def _health(self) -> web.Response:
+        """`GET /health` without the token (a readiness probe): vLLM's status, and nothing else of it. Its body,
+        headers and address, and why it is down, go to the log, not to a caller that holds no token."""
+        assert self._session is not None
+        url = self.config.upstream.rstrip("/") + "/health"
+        try:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=HEALTH_PROBE_S)) as upstream:
+                ready = 200 <= upstream.status < 300
+                if not ready:
+                    logger.warning(f"GET /health: upstream {url} answered {upstream.status}")
+        except (aiohttp.ClientError, TimeoutError) as err:
+            logger.warning(f"GET /health: upstream {url} unreachable: {type(err).__name__}: {err}")
+            ready = False
+        if ready:
+            return web.json_response({"status": "ok"})
+        return web.json_response({"error": "the inference server is not ready"}, status=503)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
+            if request.method in ("GET", "HEAD") and request.path == "/health":
+                return await self._health()  # readiness probes need no token, and learn nothing more
             peer = request.remote
             logger.warning(f"refused {request.method} {request.path} from {peer}: missing or wrong admin token")
             response = web.json_response(
@@ -302,7 +323,7 @@ class Proxy:
         try:
             listing = self.fetcher.listing()
             if listing and max(listing) not in self.fetcher.local_steps():
-                self.fetcher.ensure_step(max(listing))
+                self.fetcher.ensure_step(max(listing), wait_for_newer=False)
         except NotPublished:
             logger.debug("prefetch: the origin has published nothing yet")
         except (RelayError, DecodeError, ManifestError, ProtocolError, TimeoutError) as err:

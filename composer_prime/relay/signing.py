@@ -14,6 +14,7 @@ public), as `openssl genpkey -algorithm ed25519` writes them, or `composer-prime
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -31,8 +32,23 @@ class SignatureError(ValueError):
     """A manifest that is unsigned or whose signature does not verify against the trusted public key."""
 
 
+def check_owner_only(path: Path, field: str) -> None:
+    """Refuse a secret (a private key, a token) that group or others may read or write, as ssh does: ValueError
+    naming `field`, the file, its mode and the fix. A missing file is left to the caller's own error."""
+    try:
+        mode = stat.S_IMODE(Path(path).stat().st_mode)
+    except OSError:
+        return
+    if mode & 0o077:
+        raise ValueError(
+            f"{field} = '{path}' has mode {mode:04o}: group or others can read it, and it is a secret. Make it "
+            f"readable by its owner only: chmod 600 '{path}'"
+        )
+
+
 def load_signing_key(path: Path, field: str) -> Ed25519PrivateKey:
-    """The origin's private key; ValueError naming `field`, the path and the fix when it is not one."""
+    """The origin's private key; ValueError naming `field`, the path and the fix when it is not one, or when others
+    can read it."""
     try:
         key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
     except OSError as err:
@@ -41,6 +57,7 @@ def load_signing_key(path: Path, field: str) -> Ed25519PrivateKey:
         raise ValueError(f"{field} = '{path}' is not an unencrypted PEM private key ({err}); {_KEYGEN_HINT}") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise ValueError(f"{field} = '{path}' holds a {type(key).__name__}, not an Ed25519 key; {_KEYGEN_HINT}")
+    check_owner_only(path, field)
     return key
 
 

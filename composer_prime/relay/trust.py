@@ -4,9 +4,13 @@ A signature proves the origin published a version once; it does not prove the ve
 the relay could replay an earlier, validly signed publication: the weights of a step before the trainer restarted, or
 a chain of deltas that skips or reorders versions. So a client also checks, before it fetches a body shard:
 
+- **of its run**: the manifest's signed `run_id` is the client's `run_id` (one key may sign several runs);
 - **not replayed**: the version it is asked to serve has a `sequence` no smaller than that of the version it last
   handed to vLLM (`served.json` in its store, kept across restarts). The origin's sequences grow with every
-  publication, re-publications of a step included, so the orchestrator's requests only ever move it forward;
+  publication whatever its step, so the orchestrator's requests only ever move it forward: a resumed trainer
+  re-broadcasts an older step, which the origin publishes again with a newer sequence. A publication older than
+  what was served is `Stale`: the client waits (up to `wait_for_version_s`) for the origin to publish the step
+  again, then refuses it as a replay;
 - **in order**: each version of a plan applies to the one before it: the delta's `base_step` and `base_digest` name
   that version's step and checkpoint digest, and both step and sequence increase along the chain.
 
@@ -30,6 +34,7 @@ SERVED_FILE = "served.json"
 class Served:
     """The version this host last handed to vLLM."""
 
+    run_id: str
     step: int
     sequence: int
     digest: str
@@ -38,7 +43,7 @@ class Served:
 def load_served(store: Path) -> Served | None:
     try:
         record = json.loads((store / SERVED_FILE).read_text())
-        return Served(int(record["step"]), int(record["sequence"]), str(record["digest"]))
+        return Served(str(record["run_id"]), int(record["step"]), int(record["sequence"]), str(record["digest"]))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -53,10 +58,22 @@ def save_served(store: Path, served: Served) -> None:
     write_atomic(store / SERVED_FILE, json.dumps(served.__dict__).encode())
 
 
+class Stale(Refused):
+    """A publication older than the one this host served: a replay, or a step the origin is about to publish again."""
+
+
+def check_run(path: str, run_id: str, expected: str) -> None:
+    if run_id != expected:
+        raise Refused(
+            f"{path} is signed for run_id {run_id!r}, not this client's run_id = {expected!r}: a version of another "
+            "run (same signing key); give the client the run_id its origin was started with"
+        )
+
+
 def check_not_replayed(step: int, sequence: int, served: Served | None) -> None:
     """Refuse to serve a publication older than the one vLLM got last."""
     if served is not None and sequence < served.sequence:
-        raise Refused(
+        raise Stale(
             f"v{step} (sequence {sequence}) is older than step_{served.step} (sequence {served.sequence}), which "
             "this host already served: a replayed publication. Kept the weights loaded now"
         )

@@ -12,6 +12,8 @@ import http.client as http_client
 import json
 import shutil
 import struct
+import threading
+import time
 from pathlib import Path
 
 import blake3
@@ -25,7 +27,8 @@ from composer_prime.relay.manifest import MAGIC
 from composer_prime.relay.origin import Origin, OriginConfig, static_app
 from composer_prime.relay.proxy import Proxy, RelayClientConfig
 from composer_prime.relay.transport import RelayError, server_tls
-from tests.support.relay_pki import ADMIN_TOKEN, admin_token_file, signing_keys, tls_files
+from composer_prime.smoke.services import free_port
+from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys, tls_files
 from tests.support.relay_procs import Tap, http
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, make_run, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
@@ -35,7 +38,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def publish(run: Path, data_dir: Path, key: Path, **options) -> Origin:
     config = dict(output_dir=run, data_dir=data_dir, signing_key_file=key, host="127.0.0.1", port=0,
-                  keyframe_interval=10, shard_size=16384)  # fmt: skip
+                  keyframe_interval=10, shard_size=16384, run_id=RUN_ID)  # fmt: skip
     origin = Origin(OriginConfig(**{**config, **options}))
     for step in origin.pending():
         origin.publish(step)
@@ -47,7 +50,7 @@ class Client:
 
     def __init__(self, tmp: Path, servers: str, vllm: str, public_key: Path, **options):
         self.config = RelayClientConfig(
-            servers=servers, store_dir=tmp / "store", verify_key_file=public_key, upstream=vllm,
+            servers=servers, store_dir=tmp / "store", verify_key_file=public_key, upstream=vllm, run_id=RUN_ID,
             admin_token_file=admin_token_file(tmp / "client-token"), host="127.0.0.1", port=0, prefetch=False,
             **options,
         )  # fmt: skip
@@ -163,7 +166,7 @@ def test_a_man_in_the_middle_rewriting_one_delta_is_refused(site, tmp_path):
 def test_a_replayed_older_publication_is_refused(site, tmp_path):
     steps, public, tap, vllm = site
     shutil.copytree(tmp_path / "pub", tmp_path / "recorded")  # an attacker records v0-v2 as published
-    with Client(tmp_path, tap.url, vllm.url, public) as client:
+    with Client(tmp_path, tap.url, vllm.url, public, wait_for_version_s=2) as client:
         assert client.update(steps[2])[0] == 200
         # The trainer restarts from step 0 and writes steps 1 and 2 again, with other weights; the origin
         # re-publishes them (newer sequences) and the orchestrator asks for step 2 again.
@@ -184,7 +187,7 @@ def test_a_replayed_older_publication_is_refused(site, tmp_path):
         assert vllm.updates()[-1].files == current
         shutil.rmtree(client.fetcher.step_dir(2))  # lost on this host: it would have to come from the relay
         status, body = client.update(steps[2])
-        assert status == 502 and "a replayed publication" in body, body
+        assert status == 502 and "a replayed publication" in body and "no newer publication of v2" in body, body
         assert body_shards_fetched(tap, tmp_path / "recorded") == []
         assert vllm.updates()[-1].files == current and not client.fetcher.step_dir(2).exists()
         recorded.stop()
@@ -204,7 +207,7 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
 
     def fetcher(name: str, server: str, **tls) -> Fetcher:
         return Fetcher(ClientConfig(servers=server, store_dir=tmp_path / name, verify_key_file=public,
-                                    retries=1, wait_for_version_s=1, **tls))  # fmt: skip
+                                    run_id=RUN_ID, retries=1, wait_for_version_s=1, **tls))  # fmt: skip
 
     # A listing that cannot be fetched is waited for (wait_for_version_s), then reported with the last error.
     refused = (RelayError, TimeoutError)
@@ -241,10 +244,10 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
         # Configurations that would speak plain HTTP with TLS configured are refused at load, naming the fix.
         with pytest.raises(ValueError, match="tls_ca_file = .* plain http://; write them as https://"):
             ClientConfig(servers="http://127.0.0.1:1", store_dir=tmp_path / "x", verify_key_file=public,
-                         tls_ca_file=pki.ca)  # fmt: skip
+                         run_id=RUN_ID, tls_ca_file=pki.ca)  # fmt: skip
         with pytest.raises(ValueError, match="mix https:// and http://"):
             ClientConfig(servers="https://127.0.0.1:1,http://127.0.0.1:2", store_dir=tmp_path / "x",
-                         verify_key_file=public)  # fmt: skip
+                         verify_key_file=public, run_id=RUN_ID)  # fmt: skip
     finally:
         served.stop()
 
@@ -269,7 +272,7 @@ def test_admin_routes_need_the_orchestrators_token(site, tmp_path, monkeypatch):
         assert vllm.updates()[-1].headers["Authorization"] == f"Bearer {ADMIN_TOKEN}"
     assert client.config.host == "127.0.0.1" == RelayClientConfig.model_fields["host"].default
     # From an environment variable instead of a file; a missing, short or doubly given token is refused at load.
-    base = dict(servers=tap.url, store_dir=tmp_path / "s", verify_key_file=public, upstream=vllm.url)
+    base = dict(servers=tap.url, store_dir=tmp_path / "s", verify_key_file=public, upstream=vllm.url, run_id=RUN_ID)
     monkeypatch.setenv("RELAY_ADMIN_TOKEN", ADMIN_TOKEN)
     assert RelayClientConfig(**base, admin_token_env="RELAY_ADMIN_TOKEN").admin_token_env == "RELAY_ADMIN_TOKEN"
     monkeypatch.setenv("SHORT", "abc")
@@ -330,3 +333,141 @@ def test_an_oversize_or_compressed_answer_costs_that_server_its_turn_not_the_cli
         assert client.update(steps[1])[0] == 200
         assert client.update(steps[2])[0] == 200
         assert vllm.updates()[-1].files == dir_digests(steps[2])  # bit for bit, from the honest origin
+
+
+def test_a_bad_mirror_costs_its_turn_not_the_step(site, tmp_path):
+    """A relay listed before the origin that serves a forged manifest, a rewritten delta or a whole forged origin's
+    versions: each answer that fails its signature or its signed blake3 passes the turn to the next server, the step
+    is built from the honest one bit for bit, and nothing the mirror sent is applied."""
+    steps, public, tap, vllm = site
+    honest = tap.upstream
+    listed = tap_listing(tap)[2]
+    manifest_path, delta_path = f"v2/{protocol.shard_name(listed.num_shards)}", f"v2/{protocol.shard_name(1)}"
+
+    def forge(manifest: dict) -> dict:
+        manifest["digest"] = "0" * 64
+        return manifest
+
+    make_run(tmp_path / "forged-run", 2, lr=1e-4, seed=7, max_shard_bytes=200_000)
+    forged = publish(tmp_path / "forged-run", tmp_path / "forged-pub", signing_keys(tmp_path / "forger")[0]).serve()
+    for name, attack in (
+        ("forged-manifest", lambda: tap.rewrite.update({manifest_path: lambda d: reframe(d, forge)})),
+        ("rewritten-delta", lambda: tap.rewrite.update({delta_path: lambda d: bytes([d[0] ^ 1]) + d[1:]})),
+        ("forged-origin", lambda: setattr(tap, "upstream", forged.url)),
+    ):
+        tap.rewrite, tap.upstream = {}, honest
+        with Client(tmp_path / name, f"{tap.url},{honest}", vllm.url, public) as client:
+            assert client.update(steps[1])[0] == 200
+            attack()
+            tap.served.clear()
+            assert client.update(steps[2]) == (200, json.dumps({"status": "ok"})), name
+            assert vllm.updates()[-1].files == dir_digests(steps[2]), name  # bit for bit, from the origin
+            assert tap.count(manifest_path) == 1, name  # a refused manifest is not asked of that mirror again
+    # With no honest server left, nothing unsigned is applied: the forgery is refused and vLLM keeps its weights.
+    tap.rewrite, tap.upstream = {manifest_path: lambda d: reframe(d, forge)}, honest
+    with Client(tmp_path / "alone", tap.url, vllm.url, public) as client:
+        assert client.update(steps[1])[0] == 200
+        status, body = client.update(steps[2])
+        assert status == 502 and "does not verify" in body, body
+        assert vllm.updates()[-1].files == dir_digests(steps[1]) and not client.fetcher.step_dir(2).exists()
+    forged.stop()
+
+
+def test_a_version_signed_for_another_run_is_refused(site, tmp_path):
+    """One signing key, two runs: the other run's versions carry its run_id under the signature, so they cannot be
+    served as this run's, even though they verify against the same key."""
+    steps, public, tap, vllm = site
+    make_run(tmp_path / "other-run", 2, lr=1e-4, seed=5, max_shard_bytes=200_000)
+    other = publish(tmp_path / "other-run", tmp_path / "other-pub", signing_keys(tmp_path / "keys")[0],
+                    run_id="other-run").serve()  # fmt: skip
+    with Client(tmp_path, tap.url, vllm.url, public) as client:
+        assert client.update(steps[1])[0] == 200
+        honest, tap.upstream = tap.upstream, other.url
+        tap.served.clear()
+        status, body = client.update(steps[2])
+        assert status == 502 and "signed for run_id 'other-run', not this client's run_id = 'test-run'" in body, body
+        assert body_shards_fetched(tap, tmp_path / "other-pub") == []
+        assert vllm.updates()[-1].files == dir_digests(steps[1])
+        tap.upstream = honest
+        assert client.update(steps[2])[0] == 200
+        assert vllm.updates()[-1].files == dir_digests(steps[2])
+    other.stop()
+
+
+def test_health_without_the_token_tells_readiness_and_nothing_of_the_upstream(site, tmp_path):
+    steps, public, tap, vllm = site
+    down = f"http://127.0.0.1:{free_port()}"
+    with Client(tmp_path / "up", tap.url, vllm.url, public) as up, Client(tmp_path / "down", tap.url, down,
+                                                                          public) as client:  # fmt: skip
+        assert http("GET", up.url + "/health", token=None) == (200, b'{"status": "ok"}')
+        status, body = http("GET", client.url + "/health", token=None)
+        assert status == 503 and body == b'{"error": "the inference server is not ready"}', body
+        assert down.split(":")[-1].encode() not in body and b"127.0.0.1" not in body
+        # The orchestrator, holding the token, gets the whole answer: which upstream, and why.
+        status, body = http("GET", client.url + "/health", token=ADMIN_TOKEN)
+        assert status == 502 and down.encode() in body, body
+
+
+@pytest.mark.parametrize("keep_keyframes, kept", [(1, []), (2, [0])], ids=["pruned", "still-listed"])
+def test_a_resumed_trainer_s_older_step_is_served_and_its_old_publication_is_not(tmp_path, keep_keyframes, kept):
+    """PRIME-RL resumed from a checkpoint re-broadcasts its start step (`broadcasts/step_K` written again) and the
+    orchestrator asks for it at once. The origin publishes it again with a newer sequence, whether v_K was pruned or
+    is still listed (its old publication then older than what the client served), and leaves the old run's later
+    steps alone until the trainer writes them again; the client waits for the new publication instead of refusing
+    step K as older than what it served. The old publications stay refused."""
+    run, keys = tmp_path / "run", signing_keys(tmp_path / "keys")
+    steps = make_run(run, 4, max_shard_bytes=200_000)
+    config = dict(output_dir=run, data_dir=tmp_path / "pub", signing_key_file=keys[0], host="127.0.0.1", port=0,
+                  keyframe_interval=3, keep_keyframes=keep_keyframes, shard_size=16384, run_id=RUN_ID)  # fmt: skip
+    origin = Origin(OriginConfig(**config))
+    for step in origin.pending():
+        origin.publish(step)
+    assert sorted(origin.listing) == [*kept, *([1, 2] if kept else []), 3, 4]
+    shutil.copytree(tmp_path / "pub", tmp_path / "recorded")  # the old run's publications, as an attacker keeps them
+    served = serve_in_thread(static_app(tmp_path / "pub"), "127.0.0.1", 0, "origin")
+    stop = threading.Event()
+
+    def origin_loop() -> None:
+        while not stop.wait(0.05):
+            for step in origin.pending():
+                origin.publish(step)
+
+    publisher = threading.Thread(target=origin_loop, daemon=True)
+    with Tap(served.url) as tap, AdminStandIn() as vllm:
+        try:
+            with Client(tmp_path, tap.url, vllm.url, keys[1], wait_for_version_s=60) as client:
+                assert client.update(steps[4])[0] == 200
+                # The trainer resumes from its step-1 checkpoint: the same weights, broadcast again (a newer STABLE).
+                old = {step: (steps[step] / "STABLE").stat().st_mtime_ns for step in range(5)}
+                (steps[1] / "STABLE").touch()
+                reply: list[tuple[int, str]] = []
+                asking = threading.Thread(target=lambda: reply.append(client.update(steps[1])), daemon=True)
+                asking.start()  # the orchestrator asks before the origin has seen the re-broadcast
+                time.sleep(0.5)
+                publisher.start()
+                asking.join(90)
+                assert reply and reply[0][0] == 200, reply
+                assert vllm.updates()[-1].files == dir_digests(steps[1])
+                assert sorted(origin.listing) == [*kept, 1]  # step_2..step_4 are the old run's: not published again
+                assert all((steps[s] / "STABLE").stat().st_mtime_ns == old[s] for s in (2, 3, 4))
+                # The resumed trainer writes step 2 with weights of its own: published and served bit for bit.
+                trainer = RLTrainer(ModelShape(), 1e-5, seed=9)
+                trainer.step()
+                write_broadcast_step(trainer.bf16_state_dict(), run / "broadcasts", 2, 200_000)
+                assert client.update(steps[2])[0] == 200
+                assert vllm.updates()[-1].files == dir_digests(steps[2]) and sorted(origin.listing) == [*kept, 1, 2]
+        finally:
+            stop.set()
+            if publisher.is_alive():
+                publisher.join(30)
+        # The old run's publication of v4, replayed at a restarted client (it remembers what it served): refused.
+        recorded = serve_in_thread(static_app(tmp_path / "recorded"), "127.0.0.1", 0, "recorded")
+        tap.upstream = recorded.url
+        tap.served.clear()
+        with Client(tmp_path, tap.url, vllm.url, keys[1], wait_for_version_s=1) as client:
+            status, body = client.update(run / "broadcasts" / "step_4")
+            assert status == 502 and "a replayed publication" in body, body
+        assert body_shards_fetched(tap, tmp_path / "recorded") == []
+        assert vllm.updates()[-1].files == dir_digests(steps[2])
+        recorded.stop()
+    served.stop()

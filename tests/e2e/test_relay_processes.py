@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.relay_pki import ADMIN_TOKEN
+from tests.support.relay_pki import ADMIN_TOKEN, tls_files
 from tests.support.relay_procs import REPO, Tap, http, start_client, start_origin, wait_until
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, write_broadcast_step
 from tests.support.vllm_admin import AdminStandIn, dir_digests
@@ -162,16 +162,18 @@ def test_missing_keyframe_fails_loudly_then_recovers(tmp_path):
     trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
     with origin, Tap(url) as tap, AdminStandIn() as vllm:
         tap.hidden_versions = {0}  # a relay that lost the keyframe
-        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch")
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch",
+                                     wait_for_version_s=2)  # fmt: skip
         with client:
             status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
             assert status == 502
             assert "v0 is needed" in body.decode() and "keyframe" in body.decode()
             assert vllm.updates() == []  # nothing half-built reached vLLM
             assert not list((tmp_path / "store" / "steps").glob("step_2"))
-            tap.hidden_versions = {1}  # skipped: v2 is listed, so v1 can never appear; no 600 s wait
+            # Skipped while v2 is listed: waited for (a resumed trainer writes an older step again), then a 504.
+            tap.hidden_versions = {1}
             status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_1")})
-            assert status == 502 and "never will be" in body.decode(), body
+            assert status == 504 and "a step behind the newest appears only when the trainer" in body.decode(), body
             tap.hidden_versions = set()
             status, body = update_weights(proxy, trainer.broadcasts / "step_2")
             assert status == 200, body
@@ -270,20 +272,54 @@ def test_keygen_and_the_key_and_token_options_name_the_fix(tmp_path):
     done = relay("keygen", *keys)
     assert done.returncode == 2 and "never replaces a key" in done.stderr
     (tmp_path / "not-a-key").write_text("hello")
-    origin = ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d")]
+    (tmp_path / "not-a-key").chmod(0o600)
+    shared = tmp_path / "shared.key"  # the private key, readable by the owner's group: refused, as ssh does
+    shared.write_bytes((tmp_path / "k").read_bytes())
+    shared.chmod(0o640)
+    token = tmp_path / "token"
+    token.write_text(ADMIN_TOKEN)
+    token.chmod(0o604)
+    pki = tls_files(tmp_path / "tls")
+    shared_tls = tmp_path / "shared-tls.key"
+    shared_tls.write_bytes(pki.key.read_bytes())
+    shared_tls.chmod(0o640)
+    origin = ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--run-id", "r"]
+    signed = origin + ["--signing-key-file", str(tmp_path / "k")]
     client = ["client", "--servers", "http://127.0.0.1:1", "--upstream", "http://127.0.0.1:2", "--store-dir",
-              str(tmp_path / "s"), "--verify-key-file", str(tmp_path / "k.pub")]  # fmt: skip
+              str(tmp_path / "s"), "--run-id", "r", "--verify-key-file", str(tmp_path / "k.pub")]  # fmt: skip
+    tls_client = [*client[:2], "https://127.0.0.1:1", *client[3:], "--admin-token-env", "RELAY_TOKEN"]
     for args, message in [
         (origin, "--signing-key-file\n  Field required"),
         (origin + ["--signing-key-file", str(tmp_path / "not-a-key")], "is not an unencrypted PEM private key"),
         (origin + ["--signing-key-file", str(tmp_path / "k.pub")], "is not an unencrypted PEM private key"),
+        (origin[:-2] + ["--signing-key-file", str(tmp_path / "k")], "--run-id\n  Field required"),
+        (origin + ["--signing-key-file", str(shared)],
+         f"signing_key_file = '{shared}' has mode 0640: group or others can read it, and it is a secret. Make it "
+         f"readable by its owner only: chmod 600 '{shared}'"),
+        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "k")],
+         f"tls_cert_file = '{pki.cert}' with tls_key_file = '{tmp_path / 'k'}' does not load"),
+        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "missing")],
+         f"tls_key_file = '{tmp_path / 'missing'}' cannot be read (No such file or directory)"),
+        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(pki.key), "--tls-client-ca-file",
+                   str(tmp_path / "not-a-key")], f"tls_client_ca_file = '{tmp_path / 'not-a-key'}' holds no PEM CA"),
         (client, "admin_token_file = None and admin_token_env = None: set exactly one"),
+        (client + ["--admin-token-file", str(token)], f"admin_token_file = '{token}' has mode 0604"),
         (client[:-1] + [str(tmp_path / "k"), "--admin-token-env", "RELAY_TOKEN"], "is not a PEM public key"),
         (client + ["--admin-token-env", "RELAY_TOKEN", "--tls-ca-file", str(tmp_path / "k.pub")],
          "tls_ca_file = '" + str(tmp_path / "k.pub") + "' is set but servers"),
+        (tls_client + ["--tls-ca-file", str(tmp_path / "k.pub")],
+         f"tls_ca_file = '{tmp_path / 'k.pub'}' holds no PEM CA certificate"),
+        (tls_client + ["--tls-cert-file", str(pki.client_cert), "--tls-key-file", str(pki.key)],
+         f"tls_cert_file = '{pki.client_cert}' with tls_key_file = '{pki.key}' does not load"),
+        (client + ["--admin-token-env", "RELAY_TOKEN", "--admin-tls-cert-file", str(pki.cert),
+                   "--admin-tls-key-file", str(shared_tls)], f"admin_tls_key_file = '{shared_tls}' has mode 0640"),
+        (client + ["--admin-token-env", "RELAY_TOKEN", "--admin-tls-cert-file", str(tmp_path / "k.pub"),
+                   "--admin-tls-key-file", str(pki.key)], f"admin_tls_cert_file = '{tmp_path / 'k.pub'}' with "),
+        (client[:-4] + ["--run-id", "two words", *client[-2:]], "--run-id\n  String should match pattern"),
     ]:  # fmt: skip
         done = relay(*args)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+        assert len(done.stderr.splitlines()) < 25, done.stderr  # one screen
 
 
 def test_trainer_restart_rewrites_steps_and_clients_follow(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.origin import Origin, OriginConfig
-from tests.support.relay_pki import signing_keys
+from tests.support.relay_pki import RUN_ID, signing_keys
 from tests.support.relay_procs import free_port, http, wait_until
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
@@ -41,7 +41,7 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
     origin = Origin(
         OriginConfig(
             output_dir=tmp_path / "run", data_dir=tmp_path / "pub", host="127.0.0.1", port=0,
-            keyframe_interval=2, shard_size=16384, signing_key_file=private,
+            keyframe_interval=2, shard_size=16384, signing_key_file=private, run_id=RUN_ID,
         )
     )  # fmt: skip
     for step in origin.pending():
@@ -54,7 +54,7 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
         # The relay lists a version before it has all its shards: the client's bounded retries ride that out.
         # The relay is not trusted: the client checks the origin's signature on what it relays.
         config = ClientConfig(
-            servers=[f"http://127.0.0.1:{port}"], store_dir=tmp_path / "store", verify_key_file=public
+            servers=[f"http://127.0.0.1:{port}"], store_dir=tmp_path / "store", verify_key_file=public, run_id=RUN_ID
         )
         fetcher = Fetcher(config)
         built = fetcher.ensure_step(3)

@@ -2,7 +2,10 @@
 
 - `signing_keys(folder)`: the origin's Ed25519 key pair (`composer-prime relay keygen`'s files), made once per folder;
 - `tls_files(folder)`: a throwaway CA, a server certificate for 127.0.0.1 and a client certificate it signed;
-- `ADMIN_TOKEN`, `admin_token_file(folder)`: the orchestrator's token for the client's admin proxy.
+- `ADMIN_TOKEN`, `admin_token_file(folder)`: the orchestrator's token for the client's admin proxy;
+- `RUN_ID`: the run every origin signs for and every client serves, unless a test says otherwise.
+
+Secrets (private keys, the token) are written readable by their owner only, as the relay requires.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from composer_prime.relay.signing import write_key_pair
 
 ADMIN_TOKEN = "orchestrator-token-0123456789abcdef"
+RUN_ID = "test-run"
 
 
 def signing_keys(folder: Path) -> tuple[Path, Path]:
@@ -35,6 +39,7 @@ def admin_token_file(folder: Path, token: str = ADMIN_TOKEN) -> Path:
     path = folder / "admin.token"
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(token + "\n")
+    path.chmod(0o600)
     return path
 
 
@@ -55,6 +60,7 @@ def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
     path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
+    path.chmod(0o600)
 
 
 def tls_files(folder: Path, ca_name: str = "relay test CA") -> TlsFiles:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Self
 
 from composer_prime.smoke.services import Service, free_port
-from tests.support.relay_pki import ADMIN_TOKEN, admin_token_file, signing_keys
+from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,8 @@ def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tupl
     port = free_port()
     private, _ = signing_keys(data_dir.parent / "keys")
     args = ["origin", "--output-dir", str(output_dir), "--data-dir", str(data_dir), "--host", "127.0.0.1",
-            "--port", str(port), "--poll-interval-s", "0.1", "--signing-key-file", str(private)]  # fmt: skip
+            "--port", str(port), "--poll-interval-s", "0.1", "--signing-key-file", str(private),
+            "--run-id", RUN_ID]  # fmt: skip
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
@@ -96,7 +97,7 @@ def start_client(
     port = free_port()
     _, public = signing_keys(store_dir.parent / "keys")
     args = ["client", "--servers", servers, "--upstream", upstream, "--store-dir", str(store_dir),
-            "--host", "127.0.0.1", "--port", str(port), "--verify-key-file", str(public),
+            "--host", "127.0.0.1", "--port", str(port), "--verify-key-file", str(public), "--run-id", RUN_ID,
             "--admin-token-file", str(admin_token_file(store_dir.parent / "keys")), *flags]  # fmt: skip
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]

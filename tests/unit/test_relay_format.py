@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from safetensors.torch import save_file
 from composer_prime.relay import checkpoint, protocol
 from composer_prime.relay.manifest import ManifestError, checkpoint_digest, frame_manifest, parse_manifest
 from composer_prime.relay.origin import Origin, OriginConfig
-from tests.support.relay_pki import signing_keys
+from tests.support.relay_pki import RUN_ID, signing_keys
 from tests.support.rl_checkpoints import make_run
 from tests.support.vllm_admin import dir_digests
 
@@ -62,7 +63,7 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
     base = protocol.Base(0, old, "0" * 64)
     manifest, listed = protocol.encode_version(
         new, 1, base, keyframe=True, out_root=tmp_path / "pub", shard_size=4096, chunk_elements=5000, level=3,
-        key=KEY, sequence=1,
+        key=KEY, sequence=1, run_id="r",
     )  # fmt: skip
     assert [s.kind for s in manifest.sections] == ["delta", "full"]
     version = tmp_path / "pub" / "v1"
@@ -82,7 +83,7 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
 def test_wrong_base_is_caught_per_tensor(tmp_path):
     steps = make_run(tmp_path / "run", 2, lr=1e-5)
     manifest, _ = protocol.encode_version(
-        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1
+        steps[2], 2, protocol.Base(1, steps[1], "x"), False, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1, "r"
     )
     with pytest.raises(checkpoint.DecodeError, match="does not match its published digest"):
         _decode(manifest, "delta", tmp_path / "pub" / "v2", steps[0], tmp_path / "out")
@@ -90,7 +91,9 @@ def test_wrong_base_is_caught_per_tensor(tmp_path):
 
 def test_manifest_framing_detects_damage(tmp_path):
     steps = make_run(tmp_path / "run", 0)
-    manifest, listed = protocol.encode_version(steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1)
+    manifest, listed = protocol.encode_version(
+        steps[0], 0, None, True, tmp_path / "pub", 1 << 20, 1 << 20, 3, KEY, 1, "r"
+    )
     framed = frame_manifest(manifest, KEY)
     assert (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes() == framed
     middle = len(framed) // 2
@@ -140,6 +143,7 @@ def _origin(tmp_path: Path, **overrides) -> Origin:
         "keep_keyframes": 1,
         "shard_size": 4096,
         "signing_key_file": signing_keys(tmp_path / "keys")[0],
+        "run_id": RUN_ID,
     }
     return Origin(OriginConfig(**{**config, **overrides}))
 
@@ -188,8 +192,9 @@ def test_origin_refuses_an_output_dir_that_does_not_exist(tmp_path):
 
     key, _ = signing_keys(tmp_path / "keys")
     with pytest.raises(pydantic.ValidationError, match="is not an existing directory; give PRIME-RL's output_dir"):
-        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key)
-    assert OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key).output_dir == tmp_path
+        OriginConfig(output_dir=tmp_path / "missing", data_dir=tmp_path / "data", signing_key_file=key, run_id="r")
+    config = OriginConfig(output_dir=tmp_path, data_dir=tmp_path / "data", signing_key_file=key, run_id="r")
+    assert config.output_dir == tmp_path
 
 
 def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):
@@ -209,3 +214,20 @@ def test_a_restarted_origin_withdraws_versions_its_key_does_not_sign(tmp_path):
     shard = (tmp_path / "pub" / "v0" / protocol.shard_name(listed.num_shards)).read_bytes()
     manifest = parse_manifest(shard, load_verify_key(new_public, "verify_key_file"))
     assert manifest.keyframe and manifest.section("delta") is None
+
+
+def test_the_origin_s_sequence_is_recorded_and_never_goes_back(tmp_path):
+    """Sequences order publications whatever their step: recorded (atomically) before a manifest carries one, and a
+    restarted origin continues above the record even when the clock is behind it."""
+    make_run(tmp_path / "run", 1)
+    origin = _origin(tmp_path)
+    origin.publish(0)
+    recorded = int((tmp_path / "pub" / ".sequence").read_text())
+    assert recorded == origin.sequence >= 1
+    ahead = time.time_ns() + 10**18  # as if the clock had gone back by about 30 years since the record
+    (tmp_path / "pub" / ".sequence").write_text(str(ahead))
+    origin = _origin(tmp_path)
+    origin.publish(1)
+    shard = tmp_path / "pub" / "v1" / protocol.shard_name(origin.listing[1].num_shards)
+    assert parse_manifest(shard.read_bytes(), public_key(tmp_path)).sequence == ahead + 1
+    assert int((tmp_path / "pub" / ".sequence").read_text()) == ahead + 1

@@ -29,7 +29,7 @@ def chain(tmp_path_factory):
     manifests, base = [], None
     for step, step_dir in enumerate(steps):
         manifest, _ = protocol.encode_version(
-            step_dir, step, base, base is None, tmp / "pub", 1 << 20, 1 << 20, 3, KEY, 10 * (step + 1)
+            step_dir, step, base, base is None, tmp / "pub", 1 << 20, 1 << 20, 3, KEY, 10 * (step + 1), "r"
         )
         manifests.append(manifest)
         base = protocol.Base(step, step_dir, manifest.digest)
@@ -52,11 +52,11 @@ def test_only_the_trusted_key_s_signature_passes(chain):
 
 
 def test_a_publication_older_than_the_one_served_is_refused():
-    served = trust.Served(step=5, sequence=50, digest="d")
+    served = trust.Served(run_id="r", step=5, sequence=50, digest="d")
     trust.check_not_replayed(5, 50, served)  # the same publication again (PRIME-RL's retry): fine
     trust.check_not_replayed(2, 60, served)  # a re-published earlier step (trainer restart): newer, fine
     trust.check_not_replayed(1, 1, None)  # nothing served yet
-    with pytest.raises(Refused, match="older than step_5 .* a replayed publication"):
+    with pytest.raises(trust.Stale, match="older than step_5 .* a replayed publication"):
         trust.check_not_replayed(6, 49, served)
 
 
@@ -75,8 +75,8 @@ def test_a_plan_must_chain_in_order(chain):
 
 def test_the_served_record_survives_restarts_and_damage_is_not_a_reset(tmp_path):
     assert trust.load_served(tmp_path) is None
-    trust.save_served(tmp_path, trust.Served(3, 30, "abc"))
-    assert trust.load_served(tmp_path) == trust.Served(3, 30, "abc")
+    trust.save_served(tmp_path, trust.Served("r", 3, 30, "abc"))
+    assert trust.load_served(tmp_path) == trust.Served("r", 3, 30, "abc")
     (tmp_path / trust.SERVED_FILE).write_text("{not json")
     with pytest.raises(Refused, match="served.json is unreadable"):
         trust.load_served(tmp_path)

@@ -142,12 +142,16 @@ def step_of(path_value: object, field: str, route: str) -> int:
     """The N of a `.../step_N` path in a request body, or a 400 naming the field and the fix."""
     if not isinstance(path_value, str) or not path_value:
         raise HttpError(400, f"POST {route} needs a JSON object with a non-empty string {field!r}, got {path_value!r}")
-    match = _STEP.match(PurePosixPath(path_value.rstrip("/")).name)
+    path = PurePosixPath(path_value.rstrip("/"))
+    if path.name == "weight" and path.parent.parent.name == "checkpoints":
+        path = path.parent  # a resume: PRIME-RL's `get_weight_dir` prefers `checkpoints/step_N/weight` when it is there
+    match = _STEP.match(path.name)
     if match is None:
         raise HttpError(
             400,
-            f"{field}={path_value!r} is not a PRIME-RL broadcast step dir; the relay serves "
-            "'<output_dir>/broadcasts/step_<N>' paths written by the filesystem weight broadcast",
+            f"{field}={path_value!r} is not a PRIME-RL weight dir; the relay serves the filesystem broadcast's "
+            "'<output_dir>/broadcasts/step_<N>' and a resume's '<output_dir>/checkpoints/step_<N>/weight' (as step N, "
+            "which the trainer broadcasts again at its start)",
         )
     return int(match[1])
 

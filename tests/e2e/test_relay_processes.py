@@ -113,6 +113,22 @@ def _publish(tmp_path: Path, steps: int, **origin_options) -> tuple[Trainer, obj
     return trainer, origin, url
 
 
+def test_a_resume_asking_for_the_checkpoints_weight_dir_gets_that_step(tmp_path):
+    """On resume PRIME-RL's orchestrator asks for `<output_dir>/checkpoints/step_N/weight` when the checkpoint holds
+    weights (`get_weight_dir`); the trainer broadcasts step N again at its start, so the proxy serves step N."""
+    trainer, origin, url = _publish(tmp_path, 2, shard_size=16384)
+    with origin, AdminStandIn() as vllm:
+        client, proxy = start_client(url, vllm.url, tmp_path / "store", tmp_path / "client.log")
+        with client:
+            weight = tmp_path / "run" / "checkpoints" / "step_2" / "weight"
+            weight.mkdir(parents=True)
+            status, body = update_weights(proxy, weight)
+            assert status == 200, body
+            assert vllm.updates()[-1].files == dir_digests(trainer.broadcasts / "step_2")
+            status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(tmp_path / "run" / "weight")})
+            assert status == 400 and b"checkpoints/step_<N>/weight" in body
+
+
 def test_late_client_catches_up_from_the_latest_keyframe(tmp_path):
     trainer, origin, url = _publish(tmp_path, 5, keyframe_interval=3, shard_size=16384)
     with origin, Tap(url) as tap, AdminStandIn() as vllm:

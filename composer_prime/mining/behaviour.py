@@ -114,9 +114,10 @@ def whole_chains(calls: list[RecordedCall], replayed: list[bool], qualname: str)
 
 def blind(calls: list[RecordedCall]) -> str | None:
     """Why a stub that ignores its input would replay exactly as the gold code does, or None when some call tells
-    them apart. Blind: every call leaves its arguments as they were and answers None, or raises one exception type (a
-    stub needs no knowledge to do that: a feature whose effect is module state), or gives one value for different
-    inputs (a constant). "As they were" and "one value" are judged as grading compares (`values.same`): a change to
+    them apart. Blind: every call leaves its arguments as they were and answers None, or raises (one exception type, or
+    several, which one class can subclass all of), or answers with one of its own arguments (`return self`, a
+    decorator's `return fn`): a stub needs no knowledge to do that (a feature whose effect is module state or private
+    state); or gives one value for different inputs (a constant). "As they were" and "one value" are judged as grading compares (`values.same`): a change to
     private attributes only, which the replay does not compare, leaves an argument as it was."""
     if not calls:
         return None
@@ -130,18 +131,40 @@ def blind(calls: list[RecordedCall]) -> str | None:
         ]
         if not all(_alike(after, before) for after, before in pairs):
             return None
+    if all(c.raised for c in calls):  # one class can subclass every type raised: `class Any(TypeError, KeyError)`
+        raised = sorted({str(c.raised[1]) for c in calls})
+        return f"raises {raised[0]}" if len(raised) == 1 else f"raises one of {', '.join(raised)}"
+    echoed = _echoed(calls)
+    if echoed is not None:  # `return self` of a chainable method, `return fn` of a registering decorator
+        return f"returns its argument {echoed}"
     answers = [["raised", c.raised[1]] if c.raised else c.result for c in calls]
     if not all(_alike(answers[0], answer) for answer in answers[1:]):
         return None
     first = calls[0]
-    if first.raised:
-        return f"raises {first.raised[1]}"
     if first.result == ["none"]:
         return "returns None"
     inputs = {json.dumps([c.args, c.kwargs], sort_keys=True) for c in calls}
     if len(inputs) > 1:  # different inputs, one answer: `return <it>` replays them all
         return f"returns the same value ({json.dumps(first.result)[:80]})"
     return None  # one input and its answer: a stub must know that answer
+
+
+def _echoed(calls: list[RecordedCall]) -> str | None:
+    """The argument (position or keyword) every call answers with, as grading compares, if there is one."""
+    if any(c.raised or c.result is None for c in calls):
+        return None
+    first = calls[0]
+    for where in [*range(len(first.args)), *first.kwargs]:
+        given = [_argument(c, where) for c in calls]
+        if all(arg is not None and _alike(c.result, arg) for c, arg in zip(calls, given, strict=True)):
+            return f"#{where}" if isinstance(where, int) else repr(where)
+    return None
+
+
+def _argument(call: RecordedCall, where: int | str) -> list | None:
+    if isinstance(where, int):
+        return call.args[where] if where < len(call.args) else None
+    return call.kwargs.get(where)
 
 
 def _alike(a, b) -> bool:

@@ -13,9 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from composer_prime.realtime import durable
+from composer_prime.realtime.journal import JournalState
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.source import JournalState
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
 from tests.support.crash import Crash, crash_after
 from tests.unit.test_realtime_source import append, draw, ids, kept, session, taskset

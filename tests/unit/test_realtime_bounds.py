@@ -76,10 +76,11 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
     seconds = time.monotonic() - started
     stream.close()
     assert sorted(handed) == sorted(f"s{i}" for i in range(10_000))  # every session once
-    # Measured on 2 shared cores: 48-81 ms (a collection of what the read allocated, on whichever thread allocated
-    # last, plus the box's own load); the read on the loop instead waits 4.3 s. Issue 29 asks for 50 ms: not yet
-    # reliably met here (docs/realtime.md, "What remains"); this bound catches a read back on the loop.
-    assert worst[0] < 0.150, f"the loop waited {worst[0] * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
+    # The read runs in a thread with the collector paused and every C-level step small (`manage_gc`, the id memory in
+    # shards, the spool read 1 MiB at a time), so what the loop waits for is the draws' own work (64 bundle files
+    # loaded in a pass, about 5 ms of CPU) shared with the read thread through the interpreter lock.
+    print(f"worst loop lag {worst[0] * 1e3:.1f} ms, {seconds:.1f} s for the backlog")
+    assert worst[0] < 0.050, f"the loop waited {worst[0] * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
 
 
 def read(cursor: Cursor, config: SpoolConfig, root: Path, now: float):

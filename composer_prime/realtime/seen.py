@@ -30,8 +30,8 @@ DAY_S = 86400.0
 SUFFIX = ".ids"
 SHARDS = 256
 """Sets per day (a power of two): an id lives in `shards[hash(id) & (SHARDS - 1)]`."""
-LOAD_CHUNK = 256 << 10
-"""Bytes of a day's file split and parsed per call when loading (about 20,000 ids)."""
+LOAD_CHUNK = 64 << 10
+"""Bytes of a day's file split and parsed per call when loading (about 5,000 ids)."""
 
 
 MASK = SHARDS - 1

@@ -178,8 +178,10 @@ class BundleStream:
     there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
     runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
     read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
-    they take its bundles in order. The thread works in small steps (a line, a session, a file) and releases the
-    interpreter between them, so the loop is never held for long (docs/realtime.md, "Bounds"). An error in a read is
+    they take its bundles in order. The interpreter lock passes between threads only between bytecodes, so the
+    thread makes no long C call (the spool read 1 MiB at a time, the id memory in small sets) and, with `manage_gc`,
+    runs with automatic collection paused so no scan of the heap lands on it (docs/realtime.md, "Bounds"). The
+    first read loads the tokenizer. An error in a read is
     raised by the next draw, and by every one after it. The first `__next__` takes the journal's lock; `close()`
     waits for a read in flight and releases it."""
 

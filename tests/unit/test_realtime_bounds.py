@@ -212,3 +212,24 @@ def test_retention_settings_name_the_field_the_value_and_the_fix(tmp_path):
         SpoolConfig(dir=tmp_path, retire_after_s=-1)
     with pytest.raises(ValidationError, match="keep_reads"):
         taskset(tmp_path, keep_reads=0)
+
+
+def test_reads_pause_the_collector_and_leave_it_as_they_found_it():
+    """Two streams' reads overlap: collection stays paused until the last one ends, then is what it was before."""
+    import gc
+
+    from composer_prime.realtime.source import pause_collector, resume_collector
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            (gc.enable if before else gc.disable)()
+            pause_collector()
+            pause_collector()
+            assert not gc.isenabled()
+            resume_collector()
+            assert not gc.isenabled()  # the other read is still in flight
+            resume_collector()
+            assert gc.isenabled() == before
+    finally:
+        (gc.enable if was else gc.disable)()

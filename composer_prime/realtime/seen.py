@@ -29,12 +29,10 @@ from pathlib import Path
 DAY_S = 86400.0
 SUFFIX = ".ids"
 SHARDS = 256
-"""Sets per day (a power of two): an id lives in `shards[hash(id) & (SHARDS - 1)]`."""
+"""Sets per day (a power of two): an id lives in `shards[hash(id) & MASK]`."""
+MASK = SHARDS - 1
 LOAD_CHUNK = 64 << 10
 """Bytes of a day's file split and parsed per call when loading (about 5,000 ids)."""
-
-
-MASK = SHARDS - 1
 
 
 def shard() -> list[set[str]]:

@@ -12,11 +12,12 @@ load and overwritten by the next append. So a read costs what its new ids cost (
 the size of the history, and a day's file is deleted whole once the horizon has passed its end (after the cursor
 that no longer names it has committed: `sweep`).
 
-In memory a day is `SHARDS` sets, an id in the one its hash picks, and a file is loaded `LOAD_CHUNK` bytes at a
-time: the source keeps this memory in a thread beside PRIME-RL's event loop, and the interpreter lock passes between
-threads only between bytecodes, so one C call that builds or resizes a million-entry set (tens of milliseconds)
-would stall the loop for all of it. A shard of a million-id day holds about 4,000 ids; growing or building it is a
-few microseconds.
+In memory a day is `SHARDS` dicts of ids (keys, values None), an id in the one its hash picks, and a file is
+loaded `LOAD_CHUNK` bytes at a time: the source keeps this memory in a thread beside PRIME-RL's event loop, and the
+interpreter lock passes between threads only between bytecodes, so one C call that builds or resizes a
+million-entry table (tens of milliseconds) would stall the loop for all of it; a shard of a million-id day holds
+about 4,000. Dicts rather than sets because the garbage collector never tracks a dict of strings, while it walks
+every entry of every set at each collection that covers it (a million ids: tens of milliseconds, again).
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ from pathlib import Path
 DAY_S = 86400.0
 SUFFIX = ".ids"
 SHARDS = 256
-"""Sets per day (a power of two): an id lives in `shards[hash(id) & MASK]`."""
+"""Tables per day (a power of two): an id lives in `shards[hash(id) & MASK]`."""
 MASK = SHARDS - 1
 LOAD_CHUNK = 64 << 10
 """Bytes of a day's file split and parsed per call when loading (about 5,000 ids)."""
 
 
-def shard() -> list[set[str]]:
-    return [set() for _ in range(SHARDS)]
+def shard() -> list[dict[str, None]]:
+    return [{} for _ in range(SHARDS)]
 
 
 def day_of(ended_at: float) -> str:
@@ -57,10 +58,10 @@ class SeenIds:
     def __init__(self, root: Path, committed: dict[str, int]):
         self.root = root
         self.committed = dict(committed)
-        self.days: dict[str, list[set[str]]] = {day: self._read(day, n) for day, n in sorted(committed.items())}
+        self.days: dict[str, list[dict[str, None]]] = {day: self._read(day, n) for day, n in sorted(committed.items())}
         self.new: dict[str, list[str]] = {}
 
-    def _read(self, day: str, length: int) -> list[set[str]]:
+    def _read(self, day: str, length: int) -> list[dict[str, None]]:
         shards = shard()
         path = self.root / f"{day}{SUFFIX}"
         try:
@@ -76,7 +77,7 @@ class SeenIds:
         while start < len(data):  # whole lines, about LOAD_CHUNK bytes a call
             end = data.find(b"\n", start + LOAD_CHUNK) + 1 or len(data)
             for sid in json.loads(b"[" + data[start:end].rstrip(b"\n").replace(b"\n", b",") + b"]"):
-                shards[hash(sid) & MASK].add(sid)
+                shards[hash(sid) & MASK][sid] = None
             start = end
         return shards
 
@@ -98,7 +99,7 @@ class SeenIds:
         shards = self.days.get(day)
         if shards is None:
             shards = self.days[day] = shard()
-        shards[hash(sid) & MASK].add(sid)
+        shards[hash(sid) & MASK][sid] = None
         self.new.setdefault(day, []).append(sid)
 
     def flush(self, horizon: float) -> dict[str, int]:

@@ -121,8 +121,9 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """Keep the garbage collector's scans off PRIME-RL's loop. A collection holds the interpreter for a scan of every
     tracked object of the generations it covers (a full one: about 0.8 s per million objects on 2 busy cores), on
     whichever thread allocated last, so a read's allocations would stall the loop for the scan of the orchestrator's
-    heap (torch, transformers, verifiers: half a million objects) and of everything the read holds. On, the first read
-    moves the heap to the collector's permanent generation (`gc.freeze()`, after loading the tokenizer), and automatic
+    heap (torch, transformers, verifiers: half a million objects) and of everything the read holds. On, opening the
+    stream moves the heap to the collector's permanent generation (`gc.freeze()`; again after the first read loads
+    the tokenizer), and automatic
     collection is paused while a read runs (`gc.disable()`, restored when the last read in flight ends): what a read
     holds is freed by reference counting when it ends, never scanned. The cost: cyclic garbage among the frozen
     objects is never freed (imports, the run's configuration), and the orchestrator's own cyclic garbage waits for
@@ -221,6 +222,8 @@ class BundleStream:
             ) from None
         self.lock = lock
         try:
+            if config.manage_gc:  # before the replay, which a resume draws on the loop
+                gc.freeze()
             self.state = self.journal.load()
             if self.state.pruned:
                 check_pruned(

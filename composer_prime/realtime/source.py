@@ -122,12 +122,11 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     tracked object of the generations it covers (a full one: about 0.8 s per million objects on 2 busy cores), on
     whichever thread allocated last, so a read's allocations would stall the loop for the scan of the orchestrator's
     heap (torch, transformers, verifiers: half a million objects) and of everything the read holds. On, opening the
-    stream moves the heap to the collector's permanent generation (`gc.freeze()`; again after the first read loads
-    the tokenizer), and automatic
-    collection is paused while a read runs (`gc.disable()`, restored when the last read in flight ends): what a read
-    holds is freed by reference counting when it ends, never scanned. The cost: cyclic garbage among the frozen
-    objects is never freed (imports, the run's configuration), and the orchestrator's own cyclic garbage waits for
-    the read in flight to end."""
+    stream moves the heap to the collector's permanent generation (`gc.freeze()`; again after the first read loads the
+    tokenizer), and automatic collection is paused while a read runs (`gc.disable()`, restored when the last read in
+    flight ends): what a read holds is freed by reference counting when it ends, never scanned. The cost: cyclic
+    garbage among the frozen objects is never freed (imports, the run's configuration), and the orchestrator's own
+    cyclic garbage waits for the read in flight to end."""
     keep_reads: int = Field(1000, ge=1)
     """`journal/reads/` keeps the newest this many reads' counts and rejected lines (an audit trail; the totals stay
     in `journal/state.json`)."""

@@ -123,7 +123,7 @@ def rl_config(config: Any) -> dict[str, Any]:
 
 
 def pruned(journal: Path) -> int:
-    """How many bundles the journal at `journal` has forgotten (`source.Journal.prune`)."""
+    """How many bundles the journal at `journal` has forgotten (`journal.Journal.prune`)."""
     state = journal / "state.json"
     return int(json.loads(state.read_text()).get("pruned", 0)) if state.exists() else 0
 
@@ -245,7 +245,7 @@ class PrimeRL:
 def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]]:
     """The bundles of the journal at `path` after `after`: (bundles handed in all, their sessions, their counts)."""
     from composer_prime.realtime import durable
-    from composer_prime.realtime.source import BundleData, Journal
+    from composer_prime.realtime.journal import BundleData, Journal
 
     journal = Journal(path)
     handed = journal.load().handed

@@ -15,7 +15,8 @@ import time
 import verifiers.v1 as vf
 from verifiers.v1.runtimes import ProgramResult
 
-from composer_prime.realtime.source import BundleData, BundleTask
+from composer_prime.realtime.journal import BundleData
+from composer_prime.realtime.source import BundleTask
 from composer_prime.realtime.traces import branch_nodes, episode_branches
 
 

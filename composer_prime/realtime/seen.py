@@ -11,6 +11,13 @@ with it; bytes past that length are what a crash left between an append and the 
 load and overwritten by the next append. So a read costs what its new ids cost (an append to a day's file), never
 the size of the history, and a day's file is deleted whole once the horizon has passed its end (after the cursor
 that no longer names it has committed: `sweep`).
+
+In memory a day is `SHARDS` dicts of ids (keys, values None), an id in the one its hash picks, and a file is
+loaded `LOAD_CHUNK` bytes at a time: the source keeps this memory in a thread beside PRIME-RL's event loop, and the
+interpreter lock passes between threads only between bytecodes, so one C call that builds or resizes a
+million-entry table (tens of milliseconds) would stall the loop for all of it; a shard of a million-id day holds
+about 4,000. Dicts rather than sets because the garbage collector never tracks a dict of strings, while it walks
+every entry of every set at each collection that covers it (a million ids: tens of milliseconds, again).
 """
 
 from __future__ import annotations
@@ -22,9 +29,15 @@ from pathlib import Path
 
 DAY_S = 86400.0
 SUFFIX = ".ids"
-PARSE_CHUNK = 20_000
-"""Ids parsed per call when loading, so no single call holds the interpreter long (the source loads off the event
-loop, in a thread that must yield to it)."""
+SHARDS = 256
+"""Tables per day (a power of two): an id lives in `shards[hash(id) & MASK]`."""
+MASK = SHARDS - 1
+LOAD_CHUNK = 64 << 10
+"""Bytes of a day's file split and parsed per call when loading (about 5,000 ids)."""
+
+
+def shard() -> list[dict[str, None]]:
+    return [{} for _ in range(SHARDS)]
 
 
 def day_of(ended_at: float) -> str:
@@ -45,10 +58,11 @@ class SeenIds:
     def __init__(self, root: Path, committed: dict[str, int]):
         self.root = root
         self.committed = dict(committed)
-        self.days: dict[str, set[str]] = {day: set(self._read(day, n)) for day, n in sorted(committed.items())}
+        self.days: dict[str, list[dict[str, None]]] = {day: self._read(day, n) for day, n in sorted(committed.items())}
         self.new: dict[str, list[str]] = {}
 
-    def _read(self, day: str, length: int) -> list[str]:
+    def _read(self, day: str, length: int) -> list[dict[str, None]]:
+        shards = shard()
         path = self.root / f"{day}{SUFFIX}"
         try:
             with path.open("rb") as f:
@@ -59,17 +73,20 @@ class SeenIds:
             raise RuntimeError(f"session-id memory {str(path)!r} holds {len(data)} bytes but the cursor covers "
                                f"{length}: it was truncated or removed by hand; restore it from a backup, or move "
                                "the state aside to start over (the spool would be read again)")  # fmt: skip
-        lines = data.splitlines()
-        out: list[str] = []
-        for i in range(0, len(lines), PARSE_CHUNK):
-            out.extend(json.loads(b"[" + b",".join(lines[i : i + PARSE_CHUNK]) + b"]"))
-        return out
+        start = 0
+        while start < len(data):  # whole lines, about LOAD_CHUNK bytes a call
+            end = data.find(b"\n", start + LOAD_CHUNK) + 1 or len(data)
+            for sid in json.loads(b"[" + data[start:end].rstrip(b"\n").replace(b"\n", b",") + b"]"):
+                shards[hash(sid) & MASK][sid] = None
+            start = end
+        return shards
 
     def __contains__(self, sid: str) -> bool:
-        return any(sid in ids for ids in self.days.values())
+        key = hash(sid) & MASK
+        return any(sid in shards[key] for shards in self.days.values())
 
     def __len__(self) -> int:
-        return sum(len(ids) for ids in self.days.values())
+        return sum(len(ids) for shards in self.days.values() for ids in shards)
 
     def forget(self, horizon: float) -> None:
         """Stop remembering the days wholly before `horizon` (their sessions are refused as too old from now on);
@@ -79,7 +96,10 @@ class SeenIds:
 
     def add(self, sid: str, ended_at: float) -> None:
         day = day_of(ended_at)
-        self.days.setdefault(day, set()).add(sid)
+        shards = self.days.get(day)
+        if shards is None:
+            shards = self.days[day] = shard()
+        shards[hash(sid) & MASK][sid] = None
         self.new.setdefault(day, []).append(sid)
 
     def flush(self, horizon: float) -> dict[str, int]:

@@ -14,54 +14,63 @@ the serving logprobs, its reward on `trace.rewards`. With `group_size = 1` the b
 algorithm's baseline is the bundle's mean reward, as `join.assign_advantages` computes it for the single-process
 trainer.
 
-The hand-out journal (`journal`) makes the source exactly-once against PRIME-RL's own checkpoints:
-
-    journal/state.json          the cursor after the last read, sessions read but not yet bundled (`staged`), the
-                                number of bundles handed out, counts
-    journal/ids/<day>.ids       the session-id memory the cursor covers (`seen.py`)
-    journal/bundles/<seq>.json  every bundle handed out, in order (forgotten below PRIME-RL's oldest checkpoint)
-    journal/reads/<k>.json      the counts and rejected lines of each read that found something (the newest
-                                `keep_reads`)
-    journal/lock                one reader at a time
-
-A read's bundles are written, then `state.json` (atomically, with the cursor that covers them), then yielded. PRIME-RL
-checkpoints how many tasks its sampler drew and, on resume, draws and discards that many from a fresh iterator. So
-the stream first replays the journal's bundles in order, then reads on from the cursor: PRIME-RL discards the
-bundles drawn before its checkpoint and trains the rest again, unchanged, before new sessions. No spool line is read
-twice and no bundle is trained twice in the lineage of a checkpoint; the bundles in flight when the resumed
-checkpoint was written are discarded with it (at-most-once for those, as for PRIME-RL's own tasks).
+The hand-out journal (`journal.py`) makes the source exactly-once against PRIME-RL's own checkpoints: a read's
+bundles are written, then its state, then yielded; on resume the journal's bundles are replayed in order before
+anything new, so PRIME-RL's discard count lands where its checkpoint left off.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import verifiers.v1 as vf
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.join import Episode, build_episodes, cap_share
-from composer_prime.realtime.monitors import MonitorsConfig, quarantine
+from composer_prime.realtime.journal import BundleData, Journal, JournalState
+from composer_prime.realtime.monitors import MonitorsConfig
 from composer_prime.realtime.pii import PIIConfig, Scrubber
 from composer_prime.realtime.pruning import Floor, check_pruned
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
-from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
+from composer_prime.realtime.spool import SpoolConfig
+from composer_prime.realtime.staleness import StalenessConfig, Steps
 
 logger = logging.getLogger(__name__)
 
+_paused = 0
+_paused_lock = threading.Lock()
+_was_enabled = True
+
+
+def pause_collector() -> None:
+    """Pause automatic garbage collection until the matching `resume_collector` (nested across streams)."""
+    global _paused, _was_enabled
+    with _paused_lock:
+        if _paused == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
+
+
+def resume_collector() -> None:
+    global _paused
+    with _paused_lock:
+        _paused -= 1
+        if _paused == 0 and _was_enabled:
+            gc.enable()
+
+
 TASKSET_ID = "realtime-sessions"
-READ_SLICE = 256
-"""Released sessions turned into episodes and bundles at a time (`Journal.read`)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -108,13 +117,16 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """Seconds between reads of the spool while no bundle is ready. A read runs in a thread of its own; until it has
     committed, and in between reads, a draw answers "nothing ready" at once (`TaskNotReady`; PRIME-RL's dispatcher
     tries again on its next pass), so the orchestrator's event loop never waits for live data or for the read."""
-    gc_freeze: bool = True
-    """When the stream opens, move every object the orchestrator holds to the collector's permanent generation
-    (`gc.freeze()`). A full collection holds the interpreter for as long as it takes to scan every tracked object
-    (about 0.8 s per million on 2 busy cores), on whichever thread allocated last, so a read's allocations would stall
-    PRIME-RL's loop for the scan of its whole heap (torch, transformers, verifiers: half a million objects);
-    frozen, the scan covers only what was made since. The cost: cyclic garbage among the frozen objects is never
-    freed (they are the imports and the run's configuration)."""
+    manage_gc: bool = True
+    """Keep the garbage collector's scans off PRIME-RL's loop. A collection holds the interpreter for a scan of every
+    tracked object of the generations it covers (a full one: about 0.8 s per million objects on 2 busy cores), on
+    whichever thread allocated last, so a read's allocations would stall the loop for the scan of the orchestrator's
+    heap (torch, transformers, verifiers: half a million objects) and of everything the read holds. On, opening the
+    stream moves the heap to the collector's permanent generation (`gc.freeze()`; again after the first read loads the
+    tokenizer), and automatic collection is paused while a read runs (`gc.disable()`, restored when the last read in
+    flight ends): what a read holds is freed by reference counting when it ends, never scanned. The cost: cyclic
+    garbage among the frozen objects is never freed (imports, the run's configuration), and the orchestrator's own
+    cyclic garbage waits for the read in flight to end."""
     keep_reads: int = Field(1000, ge=1)
     """`journal/reads/` keeps the newest this many reads' counts and rejected lines (an audit trail; the totals stay
     in `journal/state.json`)."""
@@ -133,36 +145,6 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
                 "region against its serving logprobs)"
             )
         return self
-
-
-class BundleData(vf.TaskData):
-    bundle: int
-    """Sequence number of the bundle in the journal, from 1."""
-    group: str
-    """The baseline group the sessions share ("" when the bundle is the sessions read together)."""
-    sessions: list[Episode]
-    """The sessions, as `join.build_episodes` made them (token streams, serving logprobs, reward, age)."""
-    counts: dict[str, int] = Field(default_factory=dict)
-    """What the reads since the previous bundle counted: sessions, signals and every skip reason."""
-    pruned: bool = False
-    """A placeholder for a bundle pruned from the journal: PRIME-RL's resume discards it; it is never run."""
-    replay: int | None = None
-    """On an agent run's task: the position in the bundle of the one session it replays (`sessions` then holds only
-    that session, and `counts` only on the first, so an episode's wire size grows with the bundle, not its square).
-    None on the bundle itself."""
-
-    def session(self) -> Episode:
-        if self.replay is None or len(self.sessions) != 1:
-            raise ValueError(
-                f"bundle {self.bundle}: this task is the whole bundle ({len(self.sessions)} sessions); the replay "
-                "harness runs under the realtime-sessions env, which gives each agent run one session of it"
-            )
-        return self.sessions[0]
-
-    def for_replay(self, position: int) -> BundleData:
-        """The task data of the agent run that replays session `position`."""
-        return self.model_copy(update={"sessions": [self.sessions[position]], "replay": position,
-                                       "counts": self.counts if position == 0 else {}})  # fmt: skip
 
 
 class BundleTask(vf.Task[BundleData]):
@@ -188,150 +170,6 @@ class BundleTask(vf.Task[BundleData]):
         return out | {f"{METRIC_PREFIX}/{name}": float(n) for name, n in sorted(self.data.counts.items())}
 
 
-class JournalState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    cursor: Cursor = Cursor()
-    staged: list[Episode] = Field(default_factory=list)
-    """Sessions read and turned into episodes, waiting for enough company to fill a bundle."""
-    handed: int = 0
-    """Bundles handed out (the journal's bundles/1..handed)."""
-    pruned: int = 0
-    """Bundles 1..pruned are forgotten (below PRIME-RL's oldest kept checkpoint): replayed as placeholders."""
-    reads: int = 0
-    """Reads that found something (journal/reads/1..reads)."""
-    carry: dict[str, int] = Field(default_factory=dict)
-    """Counts of reads not yet reported on a bundle."""
-    totals: dict[str, int] = Field(default_factory=dict)
-    """Every count since the journal began."""
-
-
-def cut_bundles(staged: list[Episode], size: int) -> tuple[list[tuple[str, list[Episode]]], list[Episode]]:
-    """Bundles of `size` sessions, oldest first: each group with enough sessions its own, then the rest together.
-    Returns the bundles (group, sessions) and what stays staged."""
-    groups: dict[str, list[Episode]] = defaultdict(list)
-    for e in staged:
-        groups[e.group].append(e)
-    bundles: list[tuple[str, list[Episode]]] = []
-    rest: list[Episode] = []
-    for name, members in groups.items():
-        if not name:
-            rest.extend(members)
-            continue
-        full = len(members) - len(members) % size
-        bundles.extend((name, members[i : i + size]) for i in range(0, full, size))
-        rest.extend(members[full:])
-    order = {id(e): i for i, e in enumerate(staged)}
-    rest.sort(key=lambda e: order[id(e)])
-    full = len(rest) - len(rest) % size
-    bundles.extend(("", rest[i : i + size]) for i in range(0, full, size))
-    return bundles, rest[full:]
-
-
-class Journal:
-    """The source's durable state in one folder (module docstring)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.state_path = path / "state.json"
-        self.ids = path / "ids"
-
-    def bundle_path(self, seq: int) -> Path:
-        return self.path / "bundles" / f"{seq:08d}.json"
-
-    def read_path(self, k: int) -> Path:
-        return self.path / "reads" / f"{k:08d}.json"
-
-    def forget_reads(self, state: JournalState, keep: int) -> None:
-        """Delete the reads' records older than the newest `keep`."""
-        for path in (self.path / "reads").glob("*.json"):
-            if path.stem.isdigit() and int(path.stem) <= state.reads - keep:
-                path.unlink(missing_ok=True)
-
-    def load(self) -> JournalState:
-        if not self.state_path.exists():
-            return JournalState()
-        return durable.load(JournalState, self.state_path)
-
-    def handed(self, state: JournalState) -> Iterator[BundleData]:
-        for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
-            yield BundleData(idx=seq, name=f"realtime-bundle-{seq:08d}", prompt="A bundle pruned from the journal.",
-                             bundle=seq, group="", sessions=[], pruned=True)  # fmt: skip
-        for seq in range(state.pruned + 1, state.handed + 1):
-            path = self.bundle_path(seq)
-            if not path.exists():
-                raise FileNotFoundError(
-                    f"realtime-sessions: journal {str(self.path)!r} says {state.handed} bundles were handed out but "
-                    f"{path.name} is missing; the journal must stay whole while PRIME-RL checkpoints refer to it"
-                )
-            yield durable.load(BundleData, path)
-
-    def prune(self, state: JournalState, floor: int) -> JournalState:
-        """Forget bundles 1..floor: state.json records the new floor first (atomically), then their files go. A crash
-        in between leaves files below the floor, which `sweep` removes at the next open or prune."""
-        floor = min(floor, state.handed)
-        if floor <= state.pruned:
-            return state
-        nxt = state.model_copy(update={"pruned": floor})
-        durable.save(self.state_path, nxt)
-        self.sweep(nxt)
-        return nxt
-
-    def sweep(self, state: JournalState) -> None:
-        for path in (self.path / "bundles").glob("*.json"):
-            if path.stem.isdigit() and int(path.stem) <= state.pruned:
-                path.unlink(missing_ok=True)
-
-    def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
-             seen: SeenIds) -> tuple[JournalState, list[int]]:  # fmt: skip
-        """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state; then
-        forget what the committed state no longer needs (id-memory days past the horizon, old reads' records).
-        Returns the new state and the sequence numbers of the bundles written.
-
-        The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time (caps per slice),
-        and each bundle is written as it is cut, so memory holds one slice, never the whole release."""
-        step = advance(state.cursor, config.spool, now, seen)
-        counts = Counter(step.counts)
-        staged = []
-        for e in state.staged:  # staged sessions age while they wait
-            e = e.model_copy(update={"age": steps.age(e.policy_version)})
-            verdict = classify(e.age, config.staleness)
-            if verdict in ("drop", "future_version"):
-                counts["stale_dropped" if verdict == "drop" else "future_version"] += 1
-            else:
-                staged.append(e)
-        carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
-        handed = state.handed
-        for ready in step.ready_slices(READ_SLICE):
-            episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
-            episodes, built["quarantined"] = quarantine(config.monitors, episodes)
-            episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
-            episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
-            counts += built
-            carry += built
-            cut, staged = cut_bundles([*staged, *episodes], config.bundle_size)
-            for group, sessions in cut:
-                handed += 1
-                data = BundleData(
-                    idx=handed, name=f"realtime-bundle-{handed:08d}",
-                    prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
-                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
-                )  # fmt: skip
-                carry = Counter()
-                durable.save(self.bundle_path(handed), data)
-        nxt = state.model_copy(update={"cursor": step.cursor, "staged": staged, "handed": handed})
-        if counts or step.rejected:
-            nxt.reads += 1
-            durable.save(self.read_path(nxt.reads), {"counts": dict(counts), "rejected": step.rejected})
-        nxt.totals = dict(Counter(nxt.totals) + counts)
-        nxt.carry = dict(carry)
-        if nxt != state:
-            durable.save(self.state_path, nxt)
-        seen.sweep()
-        self.read_path(nxt.reads - config.keep_reads).unlink(missing_ok=True)
-        return nxt, list(range(state.handed + 1, handed + 1))
-
-
 class BundleStream:
     """The taskset's tasks as PRIME-RL draws them: the journal's bundles first, then new ones as the spool gives them.
 
@@ -340,8 +178,10 @@ class BundleStream:
     there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
     runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
     read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
-    they take its bundles in order. The thread works in small steps (a line, a session, a file) and releases the
-    interpreter between them, so the loop is never held for long (docs/realtime.md, "Bounds"). An error in a read is
+    they take its bundles in order. The interpreter lock passes between threads only between bytecodes, so the
+    thread makes no long C call (the spool read 1 MiB at a time, the id memory in small sets) and, with `manage_gc`,
+    runs with automatic collection paused so no scan of the heap lands on it (docs/realtime.md, "Bounds"). The
+    first read loads the tokenizer. An error in a read is
     raised by the next draw, and by every one after it. The first `__next__` takes the journal's lock; `close()`
     waits for a read in flight and releases it."""
 
@@ -381,10 +221,7 @@ class BundleStream:
             ) from None
         self.lock = lock
         try:
-            self.scrub = Scrubber(config.pii)  # loads the tokenizer (once, at open: a resume replays before any read)
-            if config.gc_freeze:
-                import gc
-
+            if config.manage_gc:  # before the replay, which a resume draws on the loop
                 gc.freeze()
             self.state = self.journal.load()
             if self.state.pruned:
@@ -436,8 +273,13 @@ class BundleStream:
 
     def _read(self) -> None:
         """One read, in the worker thread: the only code that writes the journal while the stream is open."""
+        if self.config.manage_gc:
+            pause_collector()
         try:
-            assert self.scrub is not None  # set by _open
+            if self.scrub is None:  # the first read: the tokenizer, then the orchestrator's heap frozen with it
+                self.scrub = Scrubber(self.config.pii)
+                if self.config.manage_gc:
+                    gc.freeze()
             if self.seen is None:
                 self.seen = SeenIds(self.journal.ids, self.state.cursor.ids)
                 self.seen.sweep()
@@ -451,6 +293,9 @@ class BundleStream:
             self.next_read = done if bundles else done + self.config.poll_s
         except BaseException as err:  # raised on the event loop by the next draw
             self.failure = err
+        finally:
+            if self.config.manage_gc:
+                resume_collector()
 
     def _task(self, data: BundleData) -> BundleTask:
         task = BundleTask(data, self.config.task)

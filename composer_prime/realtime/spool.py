@@ -174,7 +174,7 @@ class SpoolError(RuntimeError):
     """The spool cannot be read safely (a file shrank or vanished); the message names the file and the fix."""
 
 
-READ_CHUNK = 16 << 20
+READ_CHUNK = 1 << 20
 """Bytes read from a spool file at a time: a backlog is parsed as it is read, never held whole."""
 
 

@@ -13,9 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from composer_prime.realtime import durable
+from composer_prime.realtime.journal import JournalState
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.source import JournalState
 from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
 from tests.support.crash import Crash, crash_after
 from tests.unit.test_realtime_source import append, draw, ids, kept, session, taskset
@@ -33,20 +33,10 @@ def write_backlog(path: Path, n: int) -> None:
             f.write(line.replace('"@"', f'"s{i}"') + "\n" + signal.replace('"@"', f'"s{i}"') + "\n")
 
 
-def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backlog(tmp_path):
-    """A ticker asks to wake every 1 ms while a dispatcher stand-in draws (up to 64 tasks a pass, every 10 ms, as
-    PRIME-RL's `fill_inflight` does until its permits are spent) until the whole backlog is handed out. The
-    orchestrator has transformers loaded (its own tokenizer) before the source's first read, and the stream is opened
-    (lock, tokenizer, journal: startup, as PRIME-RL's resume opens it in `load_state_dict`) before the loop runs."""
-    import transformers  # noqa: F401
-
-    source = taskset(tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"),
-                     "signal_window_s": 600})  # fmt: skip
-    stream = iter(source)
-    with pytest.raises(TaskNotReady):
-        next(stream)  # opens the stream over an empty spool; the backlog lands before the next read, on the loop
-    stream.wait()
-    write_backlog(tmp_path / "spool" / "a.jsonl", 10_000)
+def probe_loop(stream, sessions: int) -> tuple[float, list[str], float]:
+    """Draw `stream` on a real asyncio loop until `sessions` are handed out: a dispatcher stand-in draws up to 64
+    tasks a pass every 10 ms (as PRIME-RL's `fill_inflight` does until its permits are spent) while a ticker asks to
+    wake every 1 ms. Returns the worst loop lag, the session ids handed out and the seconds it took."""
     worst, handed = [0.0], []
 
     async def ticker(done: asyncio.Event) -> None:
@@ -58,7 +48,7 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
 
     async def dispatcher(done: asyncio.Event) -> None:
         deadline = time.monotonic() + 300
-        while len(handed) < 10_000 and time.monotonic() < deadline:
+        while len(handed) < sessions and time.monotonic() < deadline:
             try:
                 for _ in range(64):
                     handed.extend(ids(next(stream)))
@@ -73,13 +63,29 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
 
     started = time.monotonic()
     asyncio.run(main())
-    seconds = time.monotonic() - started
+    return worst[0], handed, time.monotonic() - started
+
+
+def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backlog(tmp_path):
+    """The whole backlog drawn through `probe_loop`. The orchestrator has transformers loaded (its own tokenizer)
+    before the source's first read, and that read (the tokenizer, the heap frozen) runs before the backlog lands."""
+    import transformers  # noqa: F401
+
+    source = taskset(tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"),
+                     "signal_window_s": 600})  # fmt: skip
+    stream = iter(source)
+    with pytest.raises(TaskNotReady):
+        next(stream)  # opens the stream over an empty spool; the backlog lands before the next read, on the loop
+    stream.wait()
+    write_backlog(tmp_path / "spool" / "a.jsonl", 10_000)
+    worst, handed, seconds = probe_loop(stream, 10_000)
     stream.close()
     assert sorted(handed) == sorted(f"s{i}" for i in range(10_000))  # every session once
-    # Measured on 2 shared cores: 48-81 ms (a collection of what the read allocated, on whichever thread allocated
-    # last, plus the box's own load); the read on the loop instead waits 4.3 s. Issue 29 asks for 50 ms: not yet
-    # reliably met here (docs/realtime.md, "What remains"); this bound catches a read back on the loop.
-    assert worst[0] < 0.150, f"the loop waited {worst[0] * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
+    # The read runs in a thread with the collector paused and every C-level step small (`manage_gc`, the id memory in
+    # shards, the spool read 1 MiB at a time), so what the loop waits for is the draws' own work (64 bundle files
+    # loaded in a pass, about 5 ms of CPU) shared with the read thread through the interpreter lock.
+    print(f"worst loop lag {worst * 1e3:.1f} ms, {seconds:.1f} s for the backlog")
+    assert worst < 0.050, f"the loop waited {worst * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
 
 
 def read(cursor: Cursor, config: SpoolConfig, root: Path, now: float):
@@ -112,6 +118,35 @@ def test_the_id_memory_forgets_sessions_the_horizon_passed_and_still_refuses_the
     assert step.cursor.ids == {} and list((tmp_path / "ids").iterdir()) == [] and len(seen) == 0
     assert json.loads(durable.dumps(step.cursor)).keys() == {"offsets", "retired", "horizon", "ids", "pending",
                                                              "signals"}  # fmt: skip
+
+
+def test_a_restart_over_a_million_remembered_ids_never_holds_the_event_loop_50_ms(tmp_path):
+    """An orchestrator restart over a journal whose id memory holds 1M sessions of today: the first read loads the
+    memory (in the read thread, beside the loop), then 2,000 new sessions are read and drawn. The memory is sets of a
+    few thousand ids loaded in small slices, so no C call builds or rehashes a million-entry set at once."""
+    import transformers  # noqa: F401
+
+    from composer_prime.realtime.seen import day_of
+    from composer_prime.realtime.spool import Cursor as SpoolCursor
+
+    journal, day = tmp_path / "journal", day_of(time.time() - 3600)
+    (journal / "ids").mkdir(parents=True)
+    memory = journal / "ids" / f"{day}.ids"
+    memory.write_bytes(b"".join(b'"h%09d"\n' % i for i in range(1_000_000)))
+    cursor = SpoolCursor(horizon=time.time() - 30 * DAY, ids={day: memory.stat().st_size})
+    durable.save(journal / "state.json", JournalState(cursor=cursor))
+    (tmp_path / "spool").mkdir()
+    write_backlog(tmp_path / "spool" / "a.jsonl", 2_000)
+    source = taskset(tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"),
+                     "signal_window_s": 600})  # fmt: skip
+    stream = iter(source)
+    worst, handed, seconds = probe_loop(stream, 2_000)
+    stream.close()
+    assert sorted(handed) == sorted(f"s{i}" for i in range(2_000))
+    grown = sum(f.stat().st_size for f in (journal / "ids").iterdir()) - 13 * 1_000_000
+    assert grown == sum(len(f'"s{i}"\n') for i in range(2_000))  # the new ids appended, the history kept
+    print(f"worst loop lag {worst * 1e3:.1f} ms, {seconds:.1f} s for the restart and the backlog")
+    assert worst < 0.050, f"the loop waited {worst * 1e3:.0f} ms ({seconds:.1f} s)"
 
 
 def test_a_read_costs_its_new_sessions_not_the_history(tmp_path):
@@ -177,3 +212,24 @@ def test_retention_settings_name_the_field_the_value_and_the_fix(tmp_path):
         SpoolConfig(dir=tmp_path, retire_after_s=-1)
     with pytest.raises(ValidationError, match="keep_reads"):
         taskset(tmp_path, keep_reads=0)
+
+
+def test_reads_pause_the_collector_and_leave_it_as_they_found_it():
+    """Two streams' reads overlap: collection stays paused until the last one ends, then is what it was before."""
+    import gc
+
+    from composer_prime.realtime.source import pause_collector, resume_collector
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            (gc.enable if before else gc.disable)()
+            pause_collector()
+            pause_collector()
+            assert not gc.isenabled()
+            resume_collector()
+            assert not gc.isenabled()  # the other read is still in flight
+            resume_collector()
+            assert gc.isenabled() == before
+    finally:
+        (gc.enable if was else gc.disable)()

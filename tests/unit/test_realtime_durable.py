@@ -20,15 +20,10 @@ from hypothesis import strategies as st
 from composer_prime.realtime import durable
 from composer_prime.realtime.config import RealtimeConfig
 from composer_prime.realtime.cycle import Batch, State, read_batch
+from composer_prime.realtime.journal import BundleData, Journal, JournalState
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.source import (
-    BundleData,
-    Journal,
-    JournalState,
-    RealtimeSessionsConfig,
-    RealtimeSessionsTaskset,
-)
+from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
 from tests.support.crash import Crash, crash_after
 from tests.support.tokenizer import tiny_tokenizer
 

@@ -216,7 +216,7 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
                 (b"not json", 400, "not JSON"),
                 (b"[1, 2]", 400, "JSON object"),
                 (json.dumps({"weight_dir": 5}).encode(), 400, "'weight_dir'"),
-                (json.dumps({"weight_dir": "/etc/passwd"}).encode(), 400, "not a PRIME-RL broadcast step dir"),
+                (json.dumps({"weight_dir": "/etc/passwd"}).encode(), 400, "not a PRIME-RL weight dir"),
                 (b"x" * ((2 << 20) + 7), 413, "max_body_bytes"),
             ]
             for body, status, message in cases:

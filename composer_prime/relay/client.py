@@ -346,6 +346,8 @@ class Fetcher:
                     path = self._current(step, cancel, verify)
                     done = True
                     return path
+                except Cancelled:
+                    raise
                 except trust.Stale as err:
                     # Only a publication older than what vLLM got: a replay, or the origin has yet to publish the
                     # step again (a resumed trainer re-broadcasts its start step). Wait for a newer one, bounded.
@@ -357,6 +359,19 @@ class Fetcher:
                     if not waiting:
                         logger.warning(f"{err}; waiting for the origin to publish v{step} again")
                         waiting, verify = True, False  # the copy here was re-hashed once already
+                    if cancel is None:
+                        time.sleep(self.config.poll_interval_s)
+                    elif cancel.wait(self.config.poll_interval_s):
+                        raise Cancelled(f"stopped waiting for v{step}: the request was cancelled") from None
+                except (RelayError, ManifestError, protocol.ProtocolError) as err:
+                    # Listed, yet no server's answer built it: a mirror may list a step the origin has not published
+                    # (with a manifest that is refused), or every server failed this round. The step is waited for as
+                    # an unlisted one is, up to wait_for_version_s, so one hostile mirror costs its turn, not the step.
+                    if time.monotonic() > deadline or not wait_for_newer:
+                        raise
+                    if not waiting:
+                        logger.warning(f"step_{step}: {err}; asking again until wait_for_version_s runs out")
+                        waiting = True
                     if cancel is None:
                         time.sleep(self.config.poll_interval_s)
                     elif cancel.wait(self.config.poll_interval_s):

@@ -32,7 +32,9 @@ from composer_prime.relay.manifest import Blob, Manifest, Section, ShardEntry, c
 
 DISTRIBUTION_FILE = "distribution.txt"
 PROBE_FILE = "data1.bin"
-_LINE = re.compile(r"^v(\d+):\s*([0-9a-f]{64})\|(\d+)$")
+_LINE = re.compile(r"^v(\d{1,18}):\s*([0-9a-f]{64})\|(\d{1,9})$")
+"""A listing line; a step of more than 18 digits is no trainer's (and `int()` of 5000 digits raises past Python's
+digit limit: one line from a hostile mirror must be a refused listing, not a dead client)."""
 
 
 class ProtocolError(ValueError):

@@ -330,7 +330,7 @@ class Proxy:
                 self.fetcher.ensure_step(max(listing), wait_for_newer=False)
         except NotPublished:
             logger.debug("prefetch: the origin has published nothing yet")
-        except (RelayError, DecodeError, ManifestError, ProtocolError, TimeoutError) as err:
+        except (RelayError, DecodeError, ManifestError, ProtocolError, TimeoutError, ValueError) as err:
             if str(err) != self._prefetch_failing:
                 logger.warning(f"prefetch: {err} (logged once; retried every {self.fetcher.config.poll_interval_s}s)")
                 self._prefetch_failing = str(err)

@@ -46,6 +46,14 @@ class _Missing(RelayError):
     """The server answered 404: it does not have the file (yet)."""
 
 
+class _OutOfTime(RelayError):
+    """A server did not send a whole answer within the deadline."""
+
+
+SLOW_PENALTY = 10
+"""How many deadlines a server that ran out its time is asked last (and left out of the listing polls)."""
+
+
 class Refused(RelayError):
     """What the relay served is not something the origin published, or is older than what this host serves:
     unsigned, wrongly signed, replayed or out of order. Never retried; nothing of it is applied."""
@@ -173,11 +181,21 @@ class Remote:
         self.tls_fields = tls_fields or {}
         self.candidates: dict[int, list[protocol.Listed]] = {}  # step -> the distinct entries servers list for it
         self._http = httpx.Client(timeout=timeout_s, follow_redirects=False, verify=tls)
+        self._slow_until: dict[str, float] = {}  # server -> until when it is asked last (it ran out its time)
+
+    def order(self) -> list[str]:
+        """The servers in the order to ask them: one that recently ran out its time (a slow-loris mirror) goes last for
+        `SLOW_PENALTY` x the deadline, so it costs one file its deadline, not every file of every step."""
+        now = time.monotonic()
+        return sorted(self.servers, key=lambda server: self._slow_until.get(server, 0.0) > now)
+
+    def _slow(self, server: str) -> bool:
+        return self._slow_until.get(server, 0.0) > time.monotonic()
 
     def get(self, path: str, limit: int) -> bytes:
         """`path` from the first relay server that answers it whole within `limit` bytes and the deadline."""
         errors, missing = [], 0
-        for server in self.servers:
+        for server in self.order():
             try:
                 return self.get_from(server, path, limit)
             except RelayError as err:
@@ -193,12 +211,18 @@ class Remote:
         try:
             with self._http.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response:
                 if response.status_code == 200:
-                    return self._body(response, url, limit)
+                    try:
+                        return self._body(response, url, limit)
+                    except _OutOfTime:
+                        self._slow_until[server] = time.monotonic() + SLOW_PENALTY * self.deadline_s
+                        raise
                 redirect = response.headers.get("location")
                 error = _Missing if response.status_code == 404 else RelayError
                 raise error(f"{url}: HTTP {response.status_code}"
                             + (f" (redirect to {redirect}, not followed)" if redirect else ""))  # fmt: skip
         except httpx.HTTPError as err:
+            if isinstance(err, httpx.TimeoutException):
+                self._slow_until[server] = time.monotonic() + SLOW_PENALTY * self.deadline_s
             message = f"{url}: {type(err).__name__}: {err}"
             raise RelayError(explain_tls(message, self.tls_fields) if url.startswith("https://") else message) from None
 
@@ -216,7 +240,7 @@ class Remote:
             if len(body) > limit:
                 raise RelayError(f"{url}: more than the {limit} bytes this file may have")
             if time.monotonic() > deadline:
-                raise RelayError(f"{url}: not answered whole within {self.deadline_s:.0f}s (10 x http_timeout_s)")
+                raise _OutOfTime(f"{url}: not answered whole within {self.deadline_s:.0f}s (10 x http_timeout_s)")
         return bytes(body)
 
     def get_checked(self, path: str, check: Callable[[bytes], T], limit: int = MANIFEST_LIMIT) -> T:
@@ -229,7 +253,7 @@ class Remote:
 
         def one_round() -> T:
             errors = []
-            for server in self.servers:
+            for server in self.order():
                 if server in refused:
                     continue
                 try:
@@ -267,7 +291,8 @@ class Remote:
         merged: dict[int, protocol.Listed] = {}
         candidates: dict[int, list[protocol.Listed]] = {}
         errors, missing, answered = [], 0, 0
-        for server in self.servers:
+        servers = [server for server in self.order() if not self._slow(server)] or self.order()
+        for server in servers:
             try:
                 data = self.get_from(server, protocol.DISTRIBUTION_FILE, LISTING_LIMIT)
                 listing = protocol.parse_distribution(data.decode("utf-8", "replace"))
@@ -281,7 +306,7 @@ class Remote:
                 if listed not in candidates.setdefault(step, []):
                     candidates[step].append(listed)
         if not answered:
-            if missing == len(self.servers):
+            if missing == len(servers):
                 raise NotPublished(f"no relay lists a version yet ({'; '.join(errors)})")
             raise RelayError("; ".join(errors))
         self.candidates = candidates

@@ -93,8 +93,10 @@ def test_a_row_without_a_usable_oracle_is_graded_by_its_tests_and_says_why(tasks
 
 
 def test_replay_require_refuses_a_row_without_a_usable_oracle(tasks: dict[str, SWEGymTask]) -> None:
-    task = tasks["netaddr"]
+    task = tasks["lrukit"]
     strict = SWEGymTask(task.data, task.config.model_copy(update={"replay": "require"}))
-    with pytest.raises(vf.SandboxError, match=r'replay = "require" refuses netaddr__netaddr-1: .*replay blind'):
+    with pytest.raises(
+        vf.SandboxError, match=r'replay = "require" refuses lrukit__lrukit-1: .*base answers as the gold'
+    ):
         strict.oracle()
     assert SWEGymTask(task.data, task.config.model_copy(update={"replay": "off"})).oracle() is None

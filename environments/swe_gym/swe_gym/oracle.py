@@ -250,12 +250,17 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         if not stable:
             return result([], "not reproducible")
         why = blind(stable)
-        if why is not None:
-            return result([], "replay blind", why)
         shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
         answers = replay_calls(test_cmd, base, [*stable, *stable_private], timeout_s, pythonpath)
         told = [mismatch(c, a) is not None for c, a in zip([*stable, *stable_private], answers, strict=True)]
         counts["discriminating"] = sum(told[: len(stable)])
+        if why is not None and not counts["discriminating"]:
+            return result([], "replay blind", why)
+        if why is not None:
+            # A stub crafted for these calls (`return hi` where every call answers with `hi`) would pass them, yet the
+            # starting code does not: kept, it catches a fix switched on under tests that runs the starting code in
+            # the replay, where tests alone catch nothing. (Feature Deletion refuses such a task instead.)
+            return result(stable, None, f"blind to a crafted stub ({why}); kept: the starting code answers otherwise")
         if not counts["discriminating"]:
             if any(told[len(stable) :]):  # only calls handed the gold's private state tell the fix apart
                 return result([], "private state in the arguments", "only calls handed private state tell")

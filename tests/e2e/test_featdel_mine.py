@@ -495,7 +495,17 @@ def test_a_task_whose_gold_code_the_scan_voids_is_dropped(tmp_path):
     assert lines[-1].endswith("skipped: 1 gold voided")
 
 
-STACK = '''\
+DEPTH_OF = '''def depth_of(text):
+    """How deeply the brackets of `text` nest."""
+    deepest = level = 0
+    for char in text:
+        level += {"(": 1, ")": -1}.get(char, 0)
+        deepest = max(deepest, level)
+    return deepest
+'''
+
+STACK = (
+    '''\
 class Stack:
     """A last-in, first-out stack."""
 
@@ -520,16 +530,10 @@ class Stack:
     def size(self):
         """How many items it holds."""
         return len(self._items)
-
-
-def depth_of(text):
-    """How deeply the brackets of `text` nest."""
-    deepest = level = 0
-    for char in text:
-        level += {"(": 1, ")": -1}.get(char, 0)
-        deepest = max(deepest, level)
-    return deepest
 '''
+    + "\n\n"
+    + DEPTH_OF
+)
 
 STACK_TESTS = """\
 import pytest
@@ -557,7 +561,8 @@ def test_pop_empty():
     assert Stack().peek() is None
 """
 
-HONEST_STACK = '''\
+HONEST_STACK = (
+    '''\
 import collections
 
 
@@ -584,16 +589,10 @@ class Stack:
 
     def size(self):
         return self.__depth
-
-
-def depth_of(text):
-    """How deeply the brackets of `text` nest."""
-    deepest = level = 0
-    for char in text:
-        level += {"(": 1, ")": -1}.get(char, 0)
-        deepest = max(deepest, level)
-    return deepest
 '''
+    + "\n\n"
+    + DEPTH_OF
+)
 
 
 def test_a_class_replays_on_the_candidates_own_instances_so_other_private_names_pass(tmp_path):
@@ -644,10 +643,8 @@ def test_an_honest_class_defined_in_another_module_and_re_exported_replays(tmp_p
     calls = next(t for t in tasks if t.feature.kind == "class").behaviour
     work = tmp_path / "work"
     shutil.copytree(repo, work)
-    (work / "pile" / "_impl.py").write_text(HONEST_STACK.split("def depth_of")[0])
-    (work / "pile" / "core.py").write_text(
-        "from pile._impl import Stack\n\n\ndef depth_of" + STACK.split("def depth_of")[1]
-    )
+    (work / "pile" / "_impl.py").write_text(HONEST_STACK.removesuffix(DEPTH_OF))
+    (work / "pile" / "core.py").write_text("from pile._impl import Stack\n\n\n" + DEPTH_OF)
     assert compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60)) == (1.0, [])
 
 

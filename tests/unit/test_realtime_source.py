@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from composer_prime.atomic import write_atomic
 from composer_prime.realtime.readiness import TaskNotReady
 from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
 from tests.support.tokenizer import tiny_tokenizer
@@ -207,7 +208,7 @@ def test_staged_sessions_are_aged_again_when_the_served_version_moves(tmp_path):
 
     def ship_then_write():  # "a" waits for company while the runner ships two versions
         time.sleep(0.3)
-        state_file.write_text(json.dumps(runner_state(2)))
+        write_atomic(state_file, json.dumps(runner_state(2)))  # as the runner writes it: a reader never sees it torn
         append(spool, session("b", version=2), kept("b"), session("c", version=2), kept("c"))
 
     writer = threading.Thread(target=ship_then_write)

@@ -78,6 +78,10 @@ class MinedTask(BaseModel):
     """Wall-clock limit for one run of the suite, in seconds."""
     why: str = ""
     """Why the miner kept it: public or private, documented or not, covering tests, body size."""
+    image: str | None = Field(None, min_length=1)
+    """Environment image the task was mined and validated in (its Python and pinned test dependencies, never the
+    package's own code): on an image runtime the feature-deletion taskset runs the task in it, as swe-gym runs each
+    instance in its own image. None (a repository mined on the host) runs in the runtime's configured image."""
 
     @model_validator(mode="after")
     def _paths_stay_in_the_work_directory(self) -> MinedTask:

@@ -254,6 +254,7 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 prompt=row.prompt,
                 system_prompt=SYSTEM,
                 mined=row,
+                image=row.image,
                 timeout=vf.TaskTimeout(scoring=2 * limit + 120),
             )
             tasks.append(FeatureDeletionTask(data, self.config.task))

@@ -8,15 +8,22 @@ The folder is driven through verifiers' subprocess runtime, exactly as a box is.
 
 The test command must be `<python> -m pytest`; `python` as its first word resolves to the interpreter running
 composer-prime (its folder is put first on `PATH`).
+
+`RUNTIME` opens the runtime each run goes through: the host's subprocess runtime, or, set by
+`composer_prime.mining.box` for `mine-corpus`, an exec into a container from the package's image whose mount shows
+the work folder at the same path, so the same launcher runs there with the image's Python and test dependencies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,11 +81,22 @@ def settings_of(cwd: Path) -> dict[str, str]:
     return repo_settings(configs)
 
 
-async def _run(suite: Suite, cwd: Path, env: dict[str, str]):
+@contextlib.asynccontextmanager
+async def host_runtime(cwd: Path, env: dict[str, str]) -> AsyncIterator[vf.Runtime]:
+    """The host's subprocess runtime in `cwd`, with `env`."""
     runtime = SubprocessRuntime(vf.SubprocessConfig(), name="composer-prime-mine")
     runtime.workdir = cwd
     runtime.env = env
-    return await run_suite(runtime, suite, str(cwd.resolve()))
+    yield runtime
+
+
+RUNTIME: Callable[[Path, dict[str, str]], AbstractAsyncContextManager[vf.Runtime]] = host_runtime
+"""Opens the runtime of one run in a folder (`cwd`, `env`); `composer_prime.mining.box` replaces it."""
+
+
+async def _run(suite: Suite, cwd: Path, env: dict[str, str]):
+    async with RUNTIME(cwd, env) as runtime:
+        return await run_suite(runtime, suite, str(cwd.resolve()))
 
 
 def run_tests(
@@ -157,9 +175,8 @@ def replay_calls(
     env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
 
     async def run() -> list[dict | None]:
-        runtime = SubprocessRuntime(vf.SubprocessConfig(), name="composer-prime-mine")
-        runtime.workdir, runtime.env = cwd, env
-        answers, _, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), paths, timeout_s)
+        async with RUNTIME(cwd, env) as runtime:
+            answers, _, _ = await replay(runtime, calls, str(cwd.resolve()), python_of(test_cmd), paths, timeout_s)
         return answers
 
     return asyncio.run(run())

@@ -19,6 +19,10 @@ from composer_prime import __version__
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
+    "mine-corpus": (
+        "composer_prime.mining.corpus_command",
+        "mine many packages into a corpus, each in its own environment image",
+    ),
     "relay": (
         "composer_prime.relay.command",
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",

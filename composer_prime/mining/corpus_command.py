@@ -1,0 +1,173 @@
+"""`composer-prime mine-corpus`: mine Feature Deletion tasks from many packages, each in an image of its own.
+
+For each package (a PyPI sdist `NAME==VERSION` or a git repository at a ref): fetch it on this machine, build its
+environment image (the base image's Python plus its test dependencies, resolved and pinned, wheels fetched here;
+never the package's own code), run its baseline suite and the miner in a container from that image, and validate
+every kept task in fresh containers with the full grader through the feature-deletion taskset (gold 1.0,
+untouched 0.0). `corpus` does one package in a worker process; this module checks the input, probes the base image
+once, runs up to `jobs` workers, shows their progress, and prints the corpus table at the end. A package whose
+package.json exists is skipped, so a re-run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+WORKER_TIMEOUT_S = 48 * 3600.0
+
+
+def main(argv: list[str], prog: str) -> int:
+    from composer_prime.cli import parse_config
+    from composer_prime.mining.corpus_config import CorpusConfig, check_inputs
+
+    config = parse_config(CorpusConfig, argv, prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    try:
+        check_inputs(config)
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from composer_prime.mining import corpus, images
+
+    console = Console(stderr=True)
+    try:
+        with console.status(f"probing base image {config.base_image}"):
+            base = images.probe(config.runtime, config.base_image)
+    except images.ImageError as exc:
+        print(f"{prog}: --base-image {exc}", file=sys.stderr)
+        return 2
+    jobs = corpus.planned(config)
+    todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
+    console.print(
+        f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}; base "
+        f"{base.image} (Python {base.version}), {config.jobs} at once"
+    )
+    crashed = _run_all(config, todo, base, console) if todo else []
+    _summary(console, jobs)
+    for job, why in crashed:
+        console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / corpus.LOG_FILE}")
+    return 1 if crashed else 0
+
+
+def _complete(folder: Path, retry_failed: bool) -> bool:
+    from composer_prime.mining.corpus import PACKAGE_FILE
+
+    path = folder / PACKAGE_FILE
+    if not path.is_file():
+        return False
+    try:
+        report = json.loads(path.read_text("utf-8")).get("report", {})
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    return not (retry_failed and report.get("error"))
+
+
+def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:  # type: ignore[no-untyped-def]
+    """Run one worker per package, `config.jobs` at once, with a progress bar each; the crashed ones and why."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    crashed: list[tuple[dict, str]] = []
+    lock = threading.Lock()
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with tempfile.TemporaryDirectory(prefix="composer-prime-corpus-jobs-") as jobs_dir, Progress(
+        *columns, console=console
+    ) as progress:
+        overall = progress.add_task("packages", total=len(todo))
+
+        def one(job: dict) -> None:
+            label = f"{job['name']} {job['version']}"
+            bar = progress.add_task(f"{label}: queued", total=None)
+            spec = Path(jobs_dir) / f"{Path(job['folder']).name}.json"
+            spec.write_text(json.dumps({"config": config.model_dump(mode="json"), "job": job, "base": asdict(base)}))
+            why = _worker(spec, lambda event: _show(progress, bar, label, event, console))
+            if why:
+                with lock:
+                    crashed.append((job, why))
+            progress.update(bar, visible=False)
+            progress.advance(overall)
+
+        with ThreadPoolExecutor(max_workers=config.jobs) as pool:
+            for future in [pool.submit(one, job) for job in todo]:
+                future.result()
+    return crashed
+
+
+def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
+    """Run `corpus.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composer_prime.mining.corpus", str(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    finished = False
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    for line in proc.stdout:  # type: ignore[union-attr]
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        finished = finished or bool(event.get("finished"))
+        on_event(event)
+    code = proc.wait(timeout=WORKER_TIMEOUT_S)
+    reader.join(timeout=10)
+    if code == 0 and finished:
+        return None
+    tail = "".join(errors).strip().splitlines()[-1:] or ["no output"]
+    return f"the worker exited {code}: {tail[0][:300]}"
+
+
+def _show(progress, bar, label: str, event: dict, console) -> None:  # type: ignore[no-untyped-def]
+    if "phase" in event:
+        progress.update(bar, description=f"{label}: {event['phase']}", total=event.get("total"), completed=0)
+    if "total" in event and "phase" not in event:
+        progress.update(bar, total=event["total"], completed=0)
+    if "done" in event:
+        progress.update(bar, completed=event["done"])
+    if event.get("finished"):
+        outcome = f"error: {event['error']}" if event.get("error") else f"{event['kept']} task(s) kept"
+        console.print(f"{label}: {outcome[:300]}")
+
+
+def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
+    """The corpus table: one row per package with a package.json."""
+    from rich.table import Table
+
+    from composer_prime.mining.corpus import PACKAGE_FILE
+
+    table = Table(title="corpus")
+    for column in ("package", "license", "candidates", "mined", "kept", "top skips", "min", "s/task", "image MB"):
+        table.add_column(column, justify="left" if column in ("package", "license", "top skips") else "right")
+    totals = [0, 0]
+    for job in jobs:
+        path = Path(job["folder"]) / PACKAGE_FILE
+        if not path.is_file():
+            table.add_row(f"{job['name']} {job['version']}", "", "", "", "", "not complete", "", "", "")
+            continue
+        data = json.loads(path.read_text("utf-8"))
+        report = data["report"]
+        skips = ", ".join(f"{n} {k}" for k, n in list((report.get("skipped") or {}).items())[:3])
+        totals[0] += report.get("mined") or 0
+        totals[1] += report.get("kept") or 0
+        table.add_row(
+            f"{data['name']} {data['version']}",
+            str(data.get("license") or "?")[:24],
+            str(report.get("candidates") if report.get("candidates") is not None else "-"),
+            str(report.get("mined", 0)),
+            str(report.get("kept", 0)),
+            f"error: {report['error'][:60]}" if report.get("error") else skips,
+            f"{report.get('seconds', {}).get('total', 0) / 60:.1f}",
+            str(report.get("seconds_per_task") or "-"),
+            f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",
+        )
+    table.add_section()
+    table.add_row("total", "", "", str(totals[0]), str(totals[1]), "", "", "", "")
+    console.print(table)

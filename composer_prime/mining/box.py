@@ -93,8 +93,7 @@ def validate(tasks_file: Path, engine: str, done: set[str], report: Callable[[Ve
         limit = 2 * task.test_timeout_s + VALIDATION_SLACK_S
         runtime_config = config_cls(image=task.data.image, workdir=task.data.workdir)
         try:
-            untouched = asyncio.run(asyncio.wait_for(_score(task, runtime_config, gold=False), limit))
-            gold = asyncio.run(asyncio.wait_for(_score(task, runtime_config, gold=True), limit))
+            untouched, gold = asyncio.run(_both(task, runtime_config, limit))
         except Exception as exc:  # a box that fails is a dropped task, never a crashed corpus
             verdict = Verdict(task.data.name, False, f"validation error: {type(exc).__name__}: {exc}"[:500],
                               time.monotonic() - started)  # fmt: skip
@@ -106,6 +105,12 @@ def validate(tasks_file: Path, engine: str, done: set[str], report: Callable[[Ve
                 reason = f"gold scores {gold[0]}: {gold[1]}"
             verdict = Verdict(task.data.name, reason is None, reason, time.monotonic() - started)
         report(verdict)
+
+
+async def _both(task, runtime_config, limit: float) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    """The untouched and the gold run, side by side, each in its own fresh box."""
+    runs = [asyncio.wait_for(_score(task, runtime_config, gold=gold), limit) for gold in (False, True)]
+    return list(await asyncio.gather(*runs))
 
 
 async def _score(task, runtime_config, gold: bool) -> tuple[float, str]:  # type: ignore[no-untyped-def]

@@ -122,7 +122,7 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
     else:
         git = GitSource(**job["git"])
         log(f"fetch: {git.url} at {git.ref} (git fetch)")
-        tree = sources.fetch_git(git.url, git.ref, scratch / "source")
+        tree = sources.fetch_git(git.url, git.ref, scratch / "source", Path(job["folder"]).name)
     meta = sources.read_metadata(tree, job["name"], job["version"])
     seconds["fetch"] = round(time.monotonic() - began, 1)
     log(f"metadata: {meta.name} {meta.version}, license {meta.license}, {len(meta.requires)} runtime and "

@@ -25,7 +25,7 @@ WORKER_TIMEOUT_S = 48 * 3600.0
 
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import parse_config
-    from composer_prime.mining.corpus_config import CorpusConfig, check_inputs
+    from composer_prime.mining.corpus_config import CorpusConfig, check_inputs, check_runtime
 
     config = parse_config(CorpusConfig, argv, prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
     try:
@@ -38,19 +38,20 @@ def main(argv: list[str], prog: str) -> int:
     from composer_prime.mining import corpus, images
 
     console = Console(stderr=True)
-    try:
-        with console.status(f"probing base image {config.base_image}"):
-            base = images.probe(config.runtime, config.base_image)
-    except images.ImageError as exc:
-        print(f"{prog}: --base-image {exc}", file=sys.stderr)
-        return 2
     jobs = corpus.planned(config)
     todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
-    console.print(
-        f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}; base "
-        f"{base.image} (Python {base.version}), {config.jobs} at once"
-    )
-    crashed = _run_all(config, todo, base, console) if todo else []
+    console.print(f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}")
+    crashed = []
+    if todo:
+        try:
+            check_runtime(config)
+            with console.status(f"probing base image {config.base_image}"):
+                base = images.probe(config.runtime, config.base_image)
+        except (ValueError, images.ImageError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        console.print(f"mine-corpus: base {base.image} (Python {base.version}), {config.jobs} package(s) at once")
+        crashed = _run_all(config, todo, base, console)
     _summary(console, jobs)
     for job, why in crashed:
         console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / corpus.LOG_FILE}")

@@ -64,7 +64,8 @@ class GitSource(BaseModel):
     ref: str = Field(min_length=1)
     """A branch, a tag or a commit the server serves (`git fetch --depth 1 URL REF`); recorded as the version."""
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """The package's name in the corpus; None: the project's own name (`pyproject.toml`), else the URL's last part."""
+    """The package's name in the corpus (its folder `<name>-<ref>` and the tasks' `repo`); None: the URL's last part
+    without `.git`."""
     requires: list[str] = []
     """Test requirements the repository's metadata does not declare (PEP 508 strings, e.g. `hypothesis>=6`)."""
 
@@ -119,11 +120,8 @@ class CorpusConfig(BaseModel):
 
 
 def check_inputs(config: CorpusConfig) -> None:
-    """Refuse, before any work, an --out that cannot be written and a runtime that is not installed. Raises
+    """Refuse, before any work, an --out that cannot be written and find-links folders that do not exist. Raises
     ValueError naming the option, the value and the fix."""
-    if shutil.which(config.runtime) is None:
-        raise ValueError(f"--runtime {config.runtime}: `{config.runtime}` is not on PATH; install it or pick the "
-                         "other runtime (podman, docker)")  # fmt: skip
     out = config.out.expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {config.out}: a file, not a folder; pass a folder (it is created if missing)")
@@ -136,3 +134,10 @@ def check_inputs(config: CorpusConfig) -> None:
     folders = [folder for folder in config.find_links if "://" not in folder and not os.path.isdir(folder)]
     if folders:
         raise ValueError(f"--find-links {folders[0]}: no such folder; pass a folder of sdists and wheels or a URL")
+
+
+def check_runtime(config: CorpusConfig) -> None:
+    """Refuse a container CLI that is not installed (checked once there is a package to mine)."""
+    if shutil.which(config.runtime) is None:
+        raise ValueError(f"--runtime {config.runtime}: `{config.runtime}` is not on PATH; install it or pick the "
+                         "other runtime (podman, docker)")  # fmt: skip

@@ -88,9 +88,10 @@ def fetch_sdist(spec: str, into: Path, index_args: list[str]) -> Path:
     return folders[0]
 
 
-def fetch_git(url: str, ref: str, into: Path) -> Path:
-    """Fetch `ref` (a branch, tag or commit) of the repository at `url` into a work tree under `into`."""
-    tree = into / "tree"
+def fetch_git(url: str, ref: str, into: Path, folder: str) -> Path:
+    """Fetch `ref` (a branch, tag or commit) of the repository at `url` into the work tree `into/tree/<folder>` (the
+    folder's name is the mined tasks' `repo`, as an sdist's `<name>-<version>` is)."""
+    tree = into / "tree" / folder
     tree.mkdir(parents=True, exist_ok=True)
     for argv in (
         ["git", "init", "-q", str(tree)],

@@ -38,10 +38,11 @@ test = ["pytest>=7"]
 """
 
 
-def write_shop_sdist(folder: Path, version: str = "0.1.0") -> Path:
-    """Write `shop-<version>.tar.gz` into `folder`; its path."""
+def write_shop_sdist(folder: Path, version: str = "0.1.0", extra: dict[str, str] | None = None) -> Path:
+    """Write `shop-<version>.tar.gz` into `folder` (with the `extra` files, path -> text); its path."""
     files = {
         **FILES,
+        **(extra or {}),
         "PKG-INFO": PKG_INFO.format(version=version, license=LICENSE),
         "pyproject.toml": PYPROJECT.format(version=version, license=LICENSE),
     }

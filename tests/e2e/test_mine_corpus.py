@@ -1,0 +1,135 @@
+"""`composer-prime mine-corpus` for real: a tiny package's sdist, served from a find-links folder, mined into a corpus
+with podman: its image built from the base image named by COMPOSER_PRIME_IMAGE (wheels fetched on this machine), the
+baseline and the miner's runs inside a box from it, every kept task validated in fresh boxes (gold 1.0, untouched
+0.0), and the image holding no copy of the package's code. `.ci/image` builds the base image and runs these; without
+podman and COMPOSER_PRIME_IMAGE they skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from composer_prime.mining.record import load_rows
+from composer_prime.mining.snapshot import leaked_files
+from tests.support.corpus_sdist import LICENSE, write_shop_sdist
+
+IMAGE = os.environ.get("COMPOSER_PRIME_IMAGE", "")
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not IMAGE or shutil.which("podman") is None,
+        reason="mine-corpus builds images with podman on COMPOSER_PRIME_IMAGE, a local base image built by .ci/image "
+        "(which runs these)",
+    ),
+]
+BOX_ONLY = "tests/test_box.py::test_runs_in_a_podman_box"
+BOX_TEST = """\
+import os
+
+
+def test_runs_in_a_podman_box():
+    assert os.path.exists("/run/.containerenv")  # podman's marker: the host never runs a mined package's tests
+"""
+
+
+def mine_corpus(toml: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run(
+        [sys.executable, "-m", "composer_prime.cli", "mine-corpus", "@", str(toml)],
+        capture_output=True, text=True, timeout=1500, env=env, cwd=REPO, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("corpus")
+    write_shop_sdist(root / "links", extra={"tests/test_box.py": BOX_TEST})
+    toml = root / "corpus.toml"
+    toml.write_text(
+        f'packages = ["shop==0.1.0"]\nfind_links = ["{root / "links"}"]\nout = "{root / "out"}"\n'
+        f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-test"\n'
+        "[miner]\nmax_tasks = 2\nmin_body_lines = 0\ntest_timeout_s = 60\n"
+    )
+    done = mine_corpus(toml)
+    folder = root / "out" / "packages" / "shop-0.1.0"
+    yield toml, folder, done
+    if (folder / "package.json").is_file():
+        subprocess.run(["podman", "rmi", "-f", json.loads((folder / "package.json").read_text())["image"]],
+                       capture_output=True, timeout=300, check=False)  # fmt: skip
+
+
+def test_a_package_is_mined_into_the_corpus_layout(corpus):  # type: ignore[no-untyped-def]
+    _, folder, done = corpus
+    assert done.returncode == 0, done.stderr[-3000:]
+    package = json.loads((folder / "package.json").read_text())
+    assert package["name"] == "shop" and package["version"] == "0.1.0" and package["source"] == "pypi"
+    assert package["license"] == LICENSE
+    assert package["image"].startswith("localhost/composer-prime-corpus-test/shop:0.1.0-")
+    report = package["report"]
+    assert report["error"] is None and report["kept"] == report["mined"] == 2, report
+    assert report["pins"]["pytest"] and "shop" not in report["pins"]
+    assert package["image_bytes"] > 10_000_000 and report["candidates"] >= 2 and report["seconds"]["total"] > 0
+    rows, errors = load_rows(folder / "tasks.jsonl")
+    assert not errors and len(rows) == 2
+    for row in rows:
+        assert row.image == package["image"]
+        assert (folder / row.base).is_file()  # the repository state beside the tasks file
+        assert BOX_ONLY in row.pass_to_pass  # the baseline and the miner's runs happened in a box from the image
+    assert "shop 0.1.0: 2 task(s) kept" in done.stderr and "corpus" in done.stderr
+
+
+def test_every_kept_task_was_validated_in_fresh_boxes(corpus):  # type: ignore[no-untyped-def]
+    _, folder, _ = corpus
+    verdicts = [json.loads(line) for line in (folder / "validated.jsonl").read_text().splitlines()]
+    rows, _ = load_rows(folder / "tasks.jsonl")
+    assert {v["task_id"] for v in verdicts if v["kept"]} == {row.task_id for row in rows}
+    assert all(v["reason"] is None and v["seconds"] > 0 for v in verdicts)
+
+
+def test_the_image_holds_no_copy_of_a_tasks_gold_code(corpus, tmp_path):  # type: ignore[no-untyped-def]
+    _, folder, _ = corpus
+    image = json.loads((folder / "package.json").read_text())["image"]
+    rows, _ = load_rows(folder / "tasks.jsonl")
+    golds = {
+        row.task_id: "\n".join(line[1:] for line in row.gold_patch.splitlines() if line.startswith("+")
+                               and not line.startswith("+++"))
+        for row in rows
+    }  # fmt: skip
+    container = subprocess.run(["podman", "create", image, "true"], capture_output=True, text=True, timeout=120, check=True)
+    cid = container.stdout.strip()
+    try:
+        rootfs = tmp_path / "rootfs.tar"
+        subprocess.run(["podman", "export", "-o", str(rootfs), cid], check=True, timeout=600)
+    finally:
+        subprocess.run(["podman", "rm", "-f", cid], capture_output=True, timeout=120, check=False)
+    names, suspects = [], {}
+    with tarfile.open(rootfs) as tar:
+        for member in tar:
+            names.append(member.name)
+            if member.isfile() and member.size < 5_000_000:
+                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                if b"Cart" in data or b"apply_discount" in data:
+                    suspects[member.name] = data
+    assert len(names) > 1000  # a whole root filesystem was searched
+    assert not [n for n in names if "shop" in Path(n).parts or Path(n).name.startswith("shop-")], "an installed copy"
+    for task_id, gold in golds.items():
+        assert gold.strip()
+        assert leaked_files(suspects, gold) == [], f"{task_id}'s gold code is in the image"
+
+
+def test_a_rerun_skips_the_complete_package(corpus):  # type: ignore[no-untyped-def]
+    toml, folder, _ = corpus
+    before = (folder / "package.json").read_bytes()
+    again = mine_corpus(toml)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "1 package(s), 1 already complete" in again.stderr
+    assert (folder / "package.json").read_bytes() == before

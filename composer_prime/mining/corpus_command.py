@@ -37,7 +37,7 @@ def main(argv: list[str], prog: str) -> int:
 
     from composer_prime.mining import corpus, images
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # logs: no wrapped rows
     jobs = corpus.planned(config)
     todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
     console.print(f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}")

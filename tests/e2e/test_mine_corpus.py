@@ -23,6 +23,7 @@ from tests.support.corpus_sdist import LICENSE, write_shop_sdist
 
 IMAGE = os.environ.get("COMPOSER_PRIME_IMAGE", "")
 REPO = Path(__file__).resolve().parents[2]
+CLI = "import sys; from composer_prime.cli import main; sys.exit(main(sys.argv[1:]))"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -44,7 +45,7 @@ def test_runs_in_a_podman_box():
 def mine_corpus(toml: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run(
-        [sys.executable, "-m", "composer_prime.cli", "mine-corpus", "@", str(toml)],
+        [sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)],
         capture_output=True, text=True, timeout=1500, env=env, cwd=REPO, check=False,
     )  # fmt: skip
 

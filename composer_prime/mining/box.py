@@ -59,7 +59,9 @@ def use(engine: str, container: str) -> None:
 
     from composer_prime.mining import testrun
 
-    runtime_cls, config_cls = (PodmanRuntime, vf.PodmanConfig) if engine == "podman" else (DockerRuntime, vf.DockerConfig)
+    runtime_cls, config_cls = (
+        (PodmanRuntime, vf.PodmanConfig) if engine == "podman" else (DockerRuntime, vf.DockerConfig)
+    )
 
     @contextlib.asynccontextmanager
     async def attached(cwd: Path, env: dict[str, str]) -> AsyncIterator[vf.Runtime]:
@@ -136,8 +138,10 @@ async def _score(task, runtime_config, gold: bool) -> tuple[float, str]:  # type
         await task.finalize(trace, runtime)
         await task.score(trace, runtime)
         grading = trace.info.get("grading") or {}
-        why = {key: grading.get(key) for key in ("error", "void", "fail_to_pass_failed", "pass_to_pass_failed",
-                                          "replay_mismatches")}
+        why = {
+            key: grading.get(key)
+            for key in ("error", "void", "fail_to_pass_failed", "pass_to_pass_failed", "replay_mismatches")
+        }
         return float(trace.reward or 0.0), ", ".join(f"{k} {str(v)[:150]}" for k, v in why.items() if v)
     finally:
         await runtime.stop()

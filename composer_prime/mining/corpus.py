@@ -117,8 +117,9 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
     began = time.monotonic()
     if "spec" in job:
         log(f"fetch: {job['spec']} (pip download, sdist)")
-        tree = sources.fetch_sdist(job["spec"], scratch / "source", sources.pip_index_args(config.index_url,
-                                                                                          config.find_links))
+        tree = sources.fetch_sdist(
+            job["spec"], scratch / "source", sources.pip_index_args(config.index_url, config.find_links)
+        )
     else:
         git = GitSource(**job["git"])
         log(f"fetch: {git.url} at {git.ref} (git fetch)")

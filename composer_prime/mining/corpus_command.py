@@ -78,9 +78,10 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
     crashed: list[tuple[dict, str]] = []
     lock = threading.Lock()
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with tempfile.TemporaryDirectory(prefix="composer-prime-corpus-jobs-") as jobs_dir, Progress(
-        *columns, console=console
-    ) as progress:
+    with (
+        tempfile.TemporaryDirectory(prefix="composer-prime-corpus-jobs-") as jobs_dir,
+        Progress(*columns, console=console) as progress,
+    ):
         overall = progress.add_task("packages", total=len(todo))
 
         def one(job: dict) -> None:

@@ -130,7 +130,9 @@ def check_inputs(config: CorpusConfig) -> None:
         with tempfile.NamedTemporaryFile(dir=out, prefix=".probe."):
             pass
     except OSError as err:
-        raise ValueError(f"--out {config.out}: cannot write there ({err.strerror or err}); pass a writable folder") from None
+        raise ValueError(
+            f"--out {config.out}: cannot write there ({err.strerror or err}); pass a writable folder"
+        ) from None
     folders = [folder for folder in config.find_links if "://" not in folder and not os.path.isdir(folder)]
     if folders:
         raise ValueError(f"--find-links {folders[0]}: no such folder; pass a folder of sdists and wheels or a URL")

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.markers import InvalidMarker, Marker
+from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -35,13 +35,13 @@ BOX_TOOLS = ("git", "tar", "sha256sum", "timeout", "unshare", "sh")
 """Commands the feature-deletion box and its grader run."""
 PROBE = r"""
 import json, os, platform, shutil, sys
-tools = %r
+tools = __TOOLS__
 libc = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()
 print(json.dumps({
     "python": os.path.basename(sys.argv[1]),
-    "version": "%%d.%%d" %% sys.version_info[:2],
+    "version": "%d.%d" % sys.version_info[:2],
     "impl": sys.implementation.name,
-    "abi": "cp%%d%%d" %% sys.version_info[:2] if sys.implementation.name == "cpython" else "",
+    "abi": "cp%d%d" % sys.version_info[:2] if sys.implementation.name == "cpython" else "",
     "glibc": libc[1] if len(libc) == 2 and libc[0] == "glibc" else None,
     "machine": platform.machine(),
     "missing": [t for t in tools if shutil.which(t) is None],
@@ -53,10 +53,10 @@ print(json.dumps({
         "platform_system": platform.system(), "platform_version": "",
         "python_full_version": platform.python_version(),
         "platform_python_implementation": platform.python_implementation(),
-        "python_version": "%%d.%%d" %% sys.version_info[:2], "sys_platform": sys.platform,
+        "python_version": "%d.%d" % sys.version_info[:2], "sys_platform": sys.platform,
     },
 }))
-""" % (BOX_TOOLS,)
+""".replace("__TOOLS__", repr(BOX_TOOLS))
 ALWAYS = ("pytest",)
 """Installed in every image: the miner and the grader run pytest."""
 BUILD_TIMEOUT_S = 1800.0
@@ -142,7 +142,16 @@ def resolve(requirements: list[str], base: Base, package: str, index_args: list[
     """Download wheels of `requirements` and their dependencies for the image into `into/wheels`, and pip's own wheel
     into `into/pip`; the pins (canonical name -> version). Raises ImageError when the set holds the package."""
     wheels, pip_dir = into / "wheels", into / "pip"
-    common = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", *base.pip_target(), *index_args]
+    common = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--disable-pip-version-check",
+        *base.pip_target(),
+        *index_args,
+    ]
     try:
         run_checked_host([*common, "-d", str(wheels), *requirements], error=ImageError, timeout_s=BUILD_TIMEOUT_S)
         run_checked_host([*common, "--no-deps", "-d", str(pip_dir), "pip"], error=ImageError, timeout_s=600.0)

@@ -114,8 +114,9 @@ def read_metadata(tree: Path, fallback_name: str, fallback_version: str) -> Meta
         return Metadata(
             name=message.get("Name") or fallback_name,
             version=message.get("Version") or fallback_version,
-            license=license_of(message.get("License-Expression"), message.get("License"),
-                               message.get_all("Classifier") or []),  # fmt: skip
+            license=license_of(
+                message.get("License-Expression"), message.get("License"), message.get_all("Classifier") or []
+            ),  # fmt: skip
             requires=runtime,
             test_requires=tests + _pyproject_groups(tree) + _requirement_files(tree),
         )
@@ -128,7 +129,9 @@ def read_metadata(tree: Path, fallback_name: str, fallback_version: str) -> Meta
         raw_license = raw_license.get("text")
     cfg_license = setup_cfg.get("metadata", "license", fallback=None)
     classifiers = project.get("classifiers") or setup_cfg.get("metadata", "classifiers", fallback="").splitlines()
-    requires = list(project.get("dependencies") or _cfg_lines(setup_cfg.get("options", "install_requires", fallback="")))
+    requires = list(
+        project.get("dependencies") or _cfg_lines(setup_cfg.get("options", "install_requires", fallback=""))
+    )
     extras = dict(project.get("optional-dependencies") or {})
     if setup_cfg.has_section("options.extras_require"):
         extras |= {k: _cfg_lines(v) for k, v in setup_cfg.items("options.extras_require")}

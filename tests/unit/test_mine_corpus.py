@@ -59,8 +59,10 @@ def test_the_miners_options_follow_mine_config():
         (["--packages", "toolz", "--out", "{tmp}/out"], "'toolz' is not NAME==VERSION"),
         (["--out", "{tmp}/out"], "nothing to mine"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/file"], "--out {tmp}/file: a file, not a folder"),
-        (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--find-links", "{tmp}/nowhere"],
-         "--find-links {tmp}/nowhere: no such folder"),
+        (
+            ["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--find-links", "{tmp}/nowhere"],
+            "--find-links {tmp}/nowhere: no such folder",
+        ),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--jobs", "0"], "jobs"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--miner.max-tasks", "0"], "--miner.max-tasks"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--runtime", "lxc"], "runtime"),
@@ -195,7 +197,9 @@ def test_license_precedence():
 def test_egg_info_requires_and_pyproject_groups(tmp_path):
     (tmp_path / "PKG-INFO").write_text("Metadata-Version: 1.2\nName: old\nVersion: 1.0\nLicense: UNKNOWN\n")
     (tmp_path / "old.egg-info").mkdir()
-    (tmp_path / "old.egg-info" / "requires.txt").write_text("six\n\n[test]\nmock\n\n[:sys_platform == 'win32']\ncolorama\n")
+    (tmp_path / "old.egg-info" / "requires.txt").write_text(
+        "six\n\n[test]\nmock\n\n[:sys_platform == 'win32']\ncolorama\n"
+    )
     (tmp_path / "pyproject.toml").write_text('[dependency-groups]\ntests = ["coverage", {include-group = "extra"}]\n'
                                              'extra = ["freezegun"]\ndocs = ["sphinx"]\n')  # fmt: skip
     meta = sources.read_metadata(tmp_path, "old", "1.0")

@@ -20,4 +20,9 @@ The algorithm, one responsibility per module:
 6. `prompt`: what was removed (names, signatures, docstrings, call sites), never the implementation.
 
 Rows are `record.MinedTask`; the `feature_deletion` environment loads them.
+
+`composer-prime mine-corpus` (`corpus_command`, one worker per package in `corpus`) mines many packages, each in an
+environment image of its own: `sources` fetches a PyPI sdist or a git ref and reads its metadata, `images` resolves
+its test dependencies into wheels for the image and builds it offline, `box` runs the miner's pytest in a container
+from it (`testrun.RUNTIME`) and validates every kept task in fresh containers through the feature-deletion taskset.
 """

@@ -49,7 +49,8 @@ def mining_box(engine: str, image: str, scratch: Path):
         yield name
     finally:
         with contextlib.suppress(BoxError):
-            run_checked_host([engine, "rm", "-f", "-t", "0", name], error=BoxError, timeout_s=120.0)
+            now = ["-t", "0"] if engine == "podman" else []  # docker's rm -f kills at once; podman's waits 10 s
+            run_checked_host([engine, "rm", "-f", *now, name], error=BoxError, timeout_s=120.0)
 
 
 def use(engine: str, container: str) -> None:

@@ -1,6 +1,6 @@
 """What `mine-corpus` mines: a PyPI sdist or a git repository at a ref, fetched on the host, and what its metadata says.
 
-An sdist is fetched with pip (`pip download --no-deps --no-binary :all:`, the configured index and find-links) and
+An sdist is fetched with pip (`pip download --no-deps --no-binary NAME`, the configured index and find-links) and
 unpacked with tarfile's `data` filter (no absolute paths, no links out of the tree). A git repository is fetched at
 one ref (`git fetch --depth 1`, a branch, a tag or a commit the server serves) into a work tree. Neither copy ever
 enters an environment image: the miner reaches it through a mount (`box`).
@@ -61,11 +61,12 @@ def pip_index_args(index_url: str | None, find_links: list[str]) -> list[str]:
 
 
 def fetch_sdist(spec: str, into: Path, index_args: list[str]) -> Path:
-    """Download the sdist of `spec` (`NAME==VERSION`) with pip and unpack it under `into`; its project folder."""
+    """Download the sdist of `spec` (`NAME==VERSION`) with pip and unpack it under `into`; its project folder. Only
+    this package is taken as an sdist: its build backend, which pip runs to read the version, may come as a wheel."""
     archives = into / "sdist"
     run_checked_host(
         [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-binary", ":all:", "-d", str(archives), *index_args, spec],
+         "--no-binary", spec.split("==", 1)[0], "-d", str(archives), *index_args, spec],
         error=SourceError, timeout_s=FETCH_TIMEOUT_S,
     )  # fmt: skip
     found = sorted(p for p in archives.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2", ".tgz")))

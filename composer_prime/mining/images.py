@@ -10,9 +10,10 @@ package's own code.
    the package itself (a test dependency that requires it, as pytest requires pluggy) is refused: its code would be
    in the image.
 3. `build` writes a Containerfile that bind-mounts the wheels during one `RUN` (so they are not a layer) and installs
-   the pins with a pip run from its own wheel (`--no-index`: the build needs no network), then checks that none of
-   the project's import names resolves in the image. A base without `git` gets it from apt-get, the one step that
-   needs the network; a base without the other tools is refused.
+   the pins, named in that line, with a pip run from its own wheel (`--no-index`: the build needs no network), then
+   checks that none of the project's import names resolves in the image and that every pin is installed at its
+   version. A base without `git` gets it from apt-get, the one step that needs the network; a base without the other
+   tools is refused.
 """
 
 from __future__ import annotations
@@ -202,33 +203,49 @@ def build(engine: str, tag: str, base: Base, pins: dict[str, str], into: Path, i
         )
     if "git" in base.missing and not base.apt:
         raise ImageError(f"base_image {base.image!r} lacks git and apt-get to install it; use an image with git")
-    (into / "requirements.txt").write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
     (pip_wheel,) = sorted((into / "pip").glob("pip-*.whl"))
-    mount = "/tmp/composer-prime-wheels"
-    lines = [f"FROM {base.image}"]
-    if "git" in base.missing:  # the one networked step: a base without git (python:3.x-slim)
-        lines.append("RUN apt-get update -q && apt-get install -y -q --no-install-recommends git "
-                     "&& rm -rf /var/lib/apt/lists/*")  # fmt: skip
-    lines.append(
-        f"RUN --mount=type=bind,source=.,target={mount} PIP_BREAK_SYSTEM_PACKAGES=1 {base.python} "
-        f"{mount}/pip/{pip_wheel.name}/pip install -q --no-index --no-cache-dir --disable-pip-version-check "
-        f"--root-user-action=ignore --find-links {mount}/wheels -r {mount}/requirements.txt"
-    )
-    (into / "Containerfile").write_text("\n".join(lines) + "\n")
+    (into / "Containerfile").write_text(containerfile(base, pins, pip_wheel.name))
     network = [] if "git" in base.missing else ["--network", "none"]
     engine_run(engine, ["build", "-q", *network, "-t", tag, "-f", str(into / "Containerfile"), str(into)],
                timeout_s=BUILD_TIMEOUT_S)  # fmt: skip
-    found = importable(engine, tag, base.python, import_names)
-    if found:
+    found, dists = contents(engine, tag, base.python, import_names)
+    wrong = {name: dists.get(name) for name, version in pins.items() if dists.get(name) != version}
+    if found or wrong:
         engine_run(engine, ["rmi", "-f", tag])
+    if found:
         raise ImageError(f"the built image can import the package's own {found}: its code would reach the agent")
+    if wrong:
+        raise ImageError(f"the built image does not hold the pins: installed {wrong} where {pins} were asked")
 
 
-def importable(engine: str, image: str, python: str, names: list[str]) -> list[str]:
-    """Which of the import `names` resolve in `image` (run from `/`, isolated mode)."""
-    if not names:
-        return []
-    code = "import importlib.util, sys; print(' '.join(n for n in sys.argv[1:] if importlib.util.find_spec(n)))"
+def containerfile(base: Base, pins: dict[str, str], pip_wheel: str) -> str:
+    """The build: the base, git if it lacks it, then the pins installed from the bind-mounted wheels. The pins are
+    written into the `RUN` line itself: the engine's layer cache keys on that text, not on the mounted files, so
+    two packages with other pins never share a cached layer."""
+    mount = "/tmp/composer-prime-wheels"
+    lines = [f"FROM {base.image}"]
+    if "git" in base.missing:  # the one networked step: a base without git (python:3.x-slim)
+        lines.append(
+            "RUN apt-get update -q && apt-get install -y -q --no-install-recommends git && rm -rf /var/lib/apt/lists/*"
+        )
+    requirements = " ".join(f"{name}=={version}" for name, version in sorted(pins.items()))
+    lines.append(
+        f"RUN --mount=type=bind,source=.,target={mount} PIP_BREAK_SYSTEM_PACKAGES=1 {base.python} "
+        f"{mount}/pip/{pip_wheel}/pip install -q --no-index --no-cache-dir --disable-pip-version-check "
+        f"--root-user-action=ignore --find-links {mount}/wheels {requirements}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def contents(engine: str, image: str, python: str, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Which of the import `names` resolve in `image` (run from `/`, isolated mode), and its installed
+    distributions (canonical name -> version)."""
+    code = (
+        "import importlib.metadata as m, importlib.util, json, re, sys; print(json.dumps(["
+        "[n for n in sys.argv[1:] if importlib.util.find_spec(n)], "
+        "{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version for d in m.distributions() if d.metadata['Name']}]))"
+    )
     out = engine_run(engine, ["run", "--rm", "--network", "none", "--workdir", "/", "--entrypoint", python, image,
                               "-I", "-c", code, *names])  # fmt: skip
-    return out.split()
+    found, dists = json.loads(out.strip().splitlines()[-1])
+    return found, dists

@@ -241,3 +241,14 @@ def test_image_tags_are_stable_and_change_with_the_pins():
     assert one == images.image_tag("localhost/p", "Shop", "0.1.0+local", BASE, {"pytest": "9.2.0"}, "sha256:abc")
     assert one.startswith("localhost/p/shop:0.1.0-local-")
     assert one != images.image_tag("localhost/p", "Shop", "0.1.0+local", BASE, {"pytest": "9.1.0"}, "sha256:abc")
+
+
+def test_the_build_names_every_pin_so_no_cached_layer_serves_other_pins():
+    """The engine caches a RUN layer by its text, not by the mounted wheels: two packages whose pins differ must get
+    different RUN lines (shop and toolz once shared toolz's layer)."""
+    one = images.containerfile(BASE, {"pytest": "9.2.0", "coverage": "7.17.5"}, "pip-25.3-py3-none-any.whl")
+    other = images.containerfile(BASE, {"pytest": "9.2.0"}, "pip-25.3-py3-none-any.whl")
+    assert one.startswith(f"FROM {BASE.image}\n") and one != other
+    assert "coverage==7.17.5 pytest==9.2.0" in one and "--no-index" in one and "apt-get" not in one
+    slim = images.Base(**{**BASE.__dict__, "missing": ("git",)})
+    assert "apt-get install -y -q --no-install-recommends git" in images.containerfile(slim, {}, "pip.whl")

@@ -252,3 +252,25 @@ def test_the_build_names_every_pin_so_no_cached_layer_serves_other_pins():
     assert "coverage==7.17.5 pytest==9.2.0" in one and "--no-index" in one and "apt-get" not in one
     slim = images.Base(**{**BASE.__dict__, "missing": ("git",)})
     assert "apt-get install -y -q --no-install-recommends git" in images.containerfile(slim, {}, "pip.whl")
+
+
+def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_path):
+    """Two packages, two workers at once, both failing at the fetch (an empty local index): each folder is complete
+    with its own error and the corpus table lists both. No container is needed before the image step."""
+    from rich.console import Console
+
+    from composer_prime.mining import corpus_command
+
+    (tmp_path / "index").mkdir()
+    config = CorpusConfig(packages=["nosuchpkg==1.0", "otherpkg==2.0"], out=tmp_path / "out", jobs=2,
+                          index_url=(tmp_path / "index").as_uri())  # fmt: skip
+    console = Console(file=open(tmp_path / "console.txt", "w"), width=200)  # noqa: SIM115
+    crashed = corpus_command._run_all(config, corpus.planned(config), BASE, console)
+    corpus_command._summary(console, corpus.planned(config))
+    console.file.close()
+    assert crashed == []
+    for name in ("nosuchpkg-1.0", "otherpkg-2.0"):
+        report = json.loads((tmp_path / "out" / "packages" / name / corpus.PACKAGE_FILE).read_text())["report"]
+        assert name.replace("-", "==") in report["error"]
+    shown = (tmp_path / "console.txt").read_text()
+    assert "nosuchpkg 1.0" in shown and "otherpkg 2.0" in shown and "error:" in shown

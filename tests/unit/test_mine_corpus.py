@@ -264,10 +264,10 @@ def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_pat
     (tmp_path / "index").mkdir()
     config = CorpusConfig(packages=["nosuchpkg==1.0", "otherpkg==2.0"], out=tmp_path / "out", jobs=2,
                           index_url=(tmp_path / "index").as_uri())  # fmt: skip
-    console = Console(file=open(tmp_path / "console.txt", "w"), width=200)  # noqa: SIM115
-    crashed = corpus_command._run_all(config, corpus.planned(config), BASE, console)
-    corpus_command._summary(console, corpus.planned(config))
-    console.file.close()
+    with (tmp_path / "console.txt").open("w") as shown:
+        console = Console(file=shown, width=200)
+        crashed = corpus_command._run_all(config, corpus.planned(config), BASE, console)
+        corpus_command._summary(console, corpus.planned(config))
     assert crashed == []
     for name in ("nosuchpkg-1.0", "otherpkg-2.0"):
         report = json.loads((tmp_path / "out" / "packages" / name / corpus.PACKAGE_FILE).read_text())["report"]

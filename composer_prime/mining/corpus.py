@@ -138,6 +138,7 @@ def _image(config, job, base, tree, meta, scratch, seconds, log):  # type: ignor
     emit(phase="image")
     began = time.monotonic()
     extra = list(config.requires) + (list(job["git"]["requires"]) if "git" in job else [])
+    extra += config.package_requires.get(job["name"], []) if "spec" in job else []
     wanted, notes = images.select(meta.requires + meta.test_requires + extra, base, job["name"])
     for note in notes:
         log(f"requirements: {note}")

@@ -95,6 +95,9 @@ class CorpusConfig(BaseModel):
     """pip's `--find-links` folders or URLs (e.g. a folder of your own sdists and wheels)."""
     requires: list[str] = []
     """Test requirements added to every package (PEP 508 strings); pytest is always added."""
+    package_requires: dict[str, list[str]] = {}
+    """Test requirements of one PyPI package that its metadata does not declare, by its name in `packages`
+    (`[package_requires]` in TOML: `boltons = ["pytest<9"]`)."""
     jobs: int = Field(1, ge=1, le=64)
     """Packages mined at once (each runs its own containers)."""
     retry_failed: bool = False
@@ -116,6 +119,17 @@ class CorpusConfig(BaseModel):
     def _something_to_mine(self) -> CorpusConfig:
         if not self.packages and not self.repos:
             raise ValueError("nothing to mine: set packages (NAME==VERSION, ...) or [[repos]] (url, ref)")
+        return self
+
+    @model_validator(mode="after")
+    def _requires_name_a_package(self) -> CorpusConfig:
+        names = {spec.split("==", 1)[0] for spec in self.packages}
+        unknown = sorted(set(self.package_requires) - names)
+        if unknown:
+            raise ValueError(
+                f"package_requires names {unknown}, which packages does not list ({sorted(names)}); key it by the "
+                "name as written in packages (git repositories take `requires` in their [[repos]] table)"
+            )
         return self
 
 

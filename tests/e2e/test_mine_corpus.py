@@ -58,6 +58,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     toml.write_text(
         f'packages = ["shop==0.1.0"]\nfind_links = ["{root / "links"}"]\nout = "{root / "out"}"\n'
         f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-test"\n'
+        '[package_requires]\nshop = ["six"]\n'  # a test dependency the metadata does not declare
         "[miner]\nmax_tasks = 2\nmin_body_lines = 0\ntest_timeout_s = 60\n"
     )
     done = mine_corpus(toml)
@@ -77,7 +78,7 @@ def test_a_package_is_mined_into_the_corpus_layout(corpus):  # type: ignore[no-u
     assert package["image"].startswith("localhost/composer-prime-corpus-test/shop:0.1.0-")
     report = package["report"]
     assert report["error"] is None and report["kept"] == report["mined"] == 2, report
-    assert report["pins"]["pytest"] and "shop" not in report["pins"]
+    assert report["pins"]["pytest"] and report["pins"]["six"] and "shop" not in report["pins"]
     assert package["image_bytes"] > 10_000_000 and report["candidates"] >= 2 and report["seconds"]["total"] > 0
     rows, errors = load_rows(folder / "tasks.jsonl")
     assert not errors and len(rows) == 2

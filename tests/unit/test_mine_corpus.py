@@ -66,6 +66,10 @@ def test_the_miners_options_follow_mine_config():
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--jobs", "0"], "jobs"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--miner.max-tasks", "0"], "--miner.max-tasks"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--runtime", "lxc"], "runtime"),
+        (
+            ["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--package-requires", '{{"boltons": ["pytest<9"]}}'],
+            "package_requires names ['boltons'], which packages does not list",
+        ),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out"], "--runtime podman: `podman` is not on PATH"),
     ],
 )

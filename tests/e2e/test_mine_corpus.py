@@ -1,8 +1,8 @@
-"""`composer-prime mine-corpus` for real: a tiny package's sdist, served from a find-links folder, mined into a corpus
-with podman: its image built from the base image named by COMPOSER_PRIME_IMAGE (wheels fetched on this machine), the
-baseline and the miner's runs inside a box from it, every kept task validated in fresh boxes (gold 1.0, untouched
-0.0), and the image holding no copy of the package's code. `.ci/image` builds the base image and runs these; without
-podman and COMPOSER_PRIME_IMAGE they skip.
+"""`composer-prime mine-corpus` for real: a tiny package's sdist, served from a find-links folder, and the same package
+as a git repository at a tag, mined side by side (`jobs = 2`) into a corpus with podman: each image built from the
+base image named by COMPOSER_PRIME_IMAGE (wheels fetched on this machine), the baseline and the miner's runs inside a
+box from it, every kept task validated in fresh boxes (gold 1.0, untouched 0.0), and the image holding no copy of the
+package's code. `.ci/image` builds the base image and runs these; without podman and COMPOSER_PRIME_IMAGE they skip.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from composer_prime.mining.record import load_rows
 from composer_prime.mining.snapshot import leaked_files
 from tests.support.corpus_sdist import LICENSE, write_shop_sdist
+from tests.support.featdel_repo import build_shop_repo, git
 
 IMAGE = os.environ.get("COMPOSER_PRIME_IMAGE", "")
 REPO = Path(__file__).resolve().parents[2]
@@ -54,19 +55,22 @@ def mine_corpus(toml: Path) -> subprocess.CompletedProcess:
 def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("corpus")
     write_shop_sdist(root / "links", extra={"tests/test_box.py": BOX_TEST})
+    repo = build_shop_repo(root)  # the same package as a team's git repository, mined at a tag beside the sdist
+    git(repo, "tag", "v1")
     toml = root / "corpus.toml"
     toml.write_text(
         f'packages = ["shop==0.1.0"]\nfind_links = ["{root / "links"}"]\nout = "{root / "out"}"\n'
-        f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-test"\n'
+        f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-test"\njobs = 2\n'
         '[package_requires]\nshop = ["six"]\n'  # a test dependency the metadata does not declare
+        f'[[repos]]\nurl = "{repo}"\nref = "v1"\n'
         "[miner]\nmax_tasks = 2\nmin_body_lines = 0\ntest_timeout_s = 60\n"
     )
     done = mine_corpus(toml)
     folder = root / "out" / "packages" / "shop-0.1.0"
     yield toml, folder, done
-    if (folder / "package.json").is_file():
-        subprocess.run(["podman", "rmi", "-f", json.loads((folder / "package.json").read_text())["image"]],
-                       capture_output=True, timeout=300, check=False)  # fmt: skip
+    for package in (root / "out" / "packages").glob("*/package.json"):
+        subprocess.run(["podman", "rmi", "-f", json.loads(package.read_text())["image"]], capture_output=True,
+                       timeout=300, check=False)  # fmt: skip
 
 
 def test_a_package_is_mined_into_the_corpus_layout(corpus):  # type: ignore[no-untyped-def]
@@ -87,6 +91,18 @@ def test_a_package_is_mined_into_the_corpus_layout(corpus):  # type: ignore[no-u
         assert (folder / row.base).is_file()  # the repository state beside the tasks file
         assert BOX_ONLY in row.pass_to_pass  # the baseline and the miner's runs happened in a box from the image
     assert "shop 0.1.0: 2 task(s) kept" in done.stderr and "corpus" in done.stderr
+
+
+def test_a_git_repository_at_a_ref_is_mined_beside_the_sdist(corpus):  # type: ignore[no-untyped-def]
+    _, folder, done = corpus
+    git_folder = folder.parent / "shop-repo-v1"
+    package = json.loads((git_folder / "package.json").read_text())
+    assert package["source"].endswith("shop-repo@v1") and package["version"] == "v1"
+    assert package["report"]["error"] is None and package["report"]["kept"] == 2, package["report"]
+    rows, errors = load_rows(git_folder / "tasks.jsonl")
+    assert not errors and {row.repo for row in rows} == {"shop-repo-v1"}
+    assert all(row.image == package["image"] and (git_folder / row.base).is_file() for row in rows)
+    assert "shop-repo v1: 2 task(s) kept" in done.stderr
 
 
 def test_every_kept_task_was_validated_in_fresh_boxes(corpus):  # type: ignore[no-untyped-def]
@@ -134,5 +150,5 @@ def test_a_rerun_skips_the_complete_package(corpus):  # type: ignore[no-untyped-
     before = (folder / "package.json").read_bytes()
     again = mine_corpus(toml)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "1 package(s), 1 already complete" in again.stderr
+    assert "2 package(s), 2 already complete" in again.stderr
     assert (folder / "package.json").read_bytes() == before

@@ -1,0 +1,406 @@
+"""The Feature Deletion corpus as a Hugging Face dataset: parquet shards and a dataset card, built from mined packages.
+
+`composer-prime mine-corpus` mines one package at a time into a corpus folder and calls `build_dataset(out)` after each
+package; `composer-prime corpus-dataset --out OUT [--publish]` runs the same build by hand. The layout is the interface
+between the two:
+
+    OUT/packages/<name>-<version>/tasks.jsonl     `record.MinedTask` rows (mine-corpus), each naming its `image`
+    OUT/packages/<name>-<version>/<base>.tar.gz   the repository-state tarballs the rows name in `base`
+    OUT/packages/<name>-<version>/package.json    `PackageInfo`: name, version, source, license, image, image_bytes,
+                                                  report (mine-corpus; fields it adds are kept and ignored here)
+    OUT/README.md                                 the dataset card (written here, last: the build's commit point)
+    OUT/data/<generation>/tasks-NNNNN-of-MMMMM.parquet   config `tasks` (the default): one row per task
+    OUT/data/<generation>/bases-NNNNN-of-MMMMM.parquet   config `bases`: one row per repository-state tarball
+
+`datasets.load_dataset(OUT)` reads the card's `configs` and loads the `tasks` config; `load_dataset(OUT, "bases")` the
+tarballs. A task row names its package (`package`, the folder name; `name`, `version`, `source`, `license`), its
+`image`, browsing columns (`task_id`, `kind`, `path`, `qualname`, `prompt`, `gold_patch`, `fail_to_pass`,
+`pass_to_pass`) and, in `task`, the whole `MinedTask` as JSON: what the feature-deletion taskset reads. A repository
+state is shared by every task mined from it, so the tarballs travel once, in the `bases` config keyed by
+(`package`, `base`), rather than in every task row. A row without an image takes its package's `image`.
+
+The build, in order:
+
+1. Read every package folder (sorted by name, newest version first). A row that does not validate, a row whose
+   `base` tarball is missing and a package folder without a valid `package.json` or `tasks.jsonl` are reported, one
+   line each, and left out; the rest is built.
+2. With `publish`, keep only packages whose license allows redistribution (`licenses.classify`); the card lists the
+   others and why.
+3. Drop every task whose gold patch another task already has (`patch_key`: the lines it adds and removes per file,
+   wherever its hunks sit), and every repeated `task_id`; the first in the order of step 1 is kept.
+4. Write the shards (at most `shard_rows` rows and about `shard_bytes` bytes each) into `data/<generation>/`, where
+   the generation is a hash of the content, each shard atomically; then the card, atomically, naming that generation;
+   then remove every other generation. A crash before the card's rename leaves the previous card, which names the
+   previous generation, intact: the previous dataset. Same input, same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from composer_prime.atomic import fsync_dir, write_atomic
+from composer_prime.mining.dataset_card import CARD, GENERATION, card_files, render_card
+from composer_prime.mining.licenses import Verdict, classify
+from composer_prime.mining.record import MinedTask, describe_error
+
+SHARD_ROWS = 1000
+SHARD_BYTES = 256 * 2**20
+ROW_GROUP_BYTES = 32 * 2**20
+"""Tarball row groups are cut at about this size, so readers stream a shard instead of holding it whole."""
+
+
+class DatasetInputError(ValueError):
+    """The corpus folder cannot be built into a dataset; the message names the path and the fix."""
+
+
+class PackageInfo(BaseModel):
+    """`OUT/packages/<name>-<version>/package.json`, written by mine-corpus."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    """The distribution's name, as on PyPI."""
+    version: str = Field(min_length=1)
+    """The version mined (the sdist's, or the git ref's)."""
+    source: str = Field(min_length=1)
+    """`pypi`, or `<git url>@<ref>`."""
+    license: str | list[str] | None = None
+    """As read from the sdist's metadata: `License-Expression`, else `License`, else the `License ::` trove
+    classifiers (a list, or one a line); `licenses.classify` reads it."""
+    image: str | None = None
+    """The package's environment image; rows without an image of their own take it."""
+    image_bytes: int | None = Field(None, ge=0)
+    """Size of that image, in bytes (shown in the card)."""
+    report: dict[str, Any] = {}
+    """mine-corpus's per-package report (candidates, kept, skips by reason, time per task); `kept` and `candidates`
+    are shown in the card."""
+
+
+@dataclass
+class Package:
+    folder: Path
+    info: PackageInfo
+    verdict: Verdict
+    tasks: list[MinedTask] = field(default_factory=list)
+    duplicates: int = 0
+
+
+@dataclass
+class DatasetReport:
+    """What a build wrote and left out."""
+
+    out: Path
+    generation: str
+    tasks: int
+    bases: int
+    packages: list[Package]
+    excluded: dict[str, str]
+    """Package folder -> why `publish` left it out (its license)."""
+    duplicates: list[tuple[str, str]]
+    """(task dropped, task kept) for every task whose gold patch or task_id an earlier task has."""
+    problems: list[str]
+    """One line per row or package left out for bad input."""
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _version_key(version: str) -> tuple:
+    """Natural order of version strings (1.10 after 1.9), for "newest first"."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", version) if part)
+
+
+def patch_key(patch: str) -> str:
+    """What two tasks with "the same gold patch" share: per file, the lines the patch adds and removes (context and
+    hunk positions aside, so the same feature mined from two versions of a package matches)."""
+    kept: list[str] = []
+    in_hunk = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            kept.append(line)
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line[:1] in "+-":
+            kept.append(line.rstrip())
+    return hashlib.sha256("\n".join(kept).encode("utf-8")).hexdigest()
+
+
+def _read_package(folder: Path, problems: list[str], log: Callable[[str], None]) -> Package | None:
+    where = f"packages/{folder.name}"
+    info_path = folder / "package.json"
+    try:
+        info = PackageInfo.model_validate_json(info_path.read_bytes())
+    except FileNotFoundError:
+        problems.append(f"{where}: package.json is missing; the package is left out (re-run mine-corpus for it)")
+        return None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        problems.append(
+            f"{where}/package.json: field {'.'.join(map(str, first['loc'])) or '<file>'!r}: {first['msg']}; "
+            "the package is left out (fix the field or re-run mine-corpus for it)"
+        )
+        return None
+    package = Package(folder, info, classify(info.license))
+    tasks_path = folder / "tasks.jsonl"
+    if not tasks_path.is_file():
+        problems.append(f"{where}: tasks.jsonl is missing; the package has no tasks (re-run mine-corpus for it)")
+        return package
+    for number, line in enumerate(tasks_path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}/tasks.jsonl: row {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        try:
+            task = MinedTask.model_validate(data)
+        except ValidationError as exc:
+            task_id = data.get("task_id") if isinstance(data, dict) else None
+            problems.extend(f"{where}/tasks.jsonl: {text}" for text in describe_error(number, exc, task_id).split("\n"))
+            continue
+        if not (folder / task.base).is_file():
+            problems.append(
+                f"{where}/tasks.jsonl: row {number} (task_id {task.task_id!r}): field 'base' = {task.base!r}: no such "
+                f"file in {where}; the row is left out (the tarball must stay beside tasks.jsonl)"
+            )
+            continue
+        if task.image is None and info.image is not None:
+            task = task.model_copy(update={"image": info.image})
+        package.tasks.append(task)
+    log(f"read {where}: {len(package.tasks)} task(s), license {package.verdict.license}")
+    return package
+
+
+def _task_row(package: Package, task: MinedTask) -> dict[str, Any]:
+    info = package.info
+    return {
+        "task_id": task.task_id,
+        "package": package.folder.name,
+        "name": info.name,
+        "version": info.version,
+        "source": info.source,
+        "license": package.verdict.license,
+        "image": task.image,
+        "kind": task.feature.kind,
+        "path": task.feature.path,
+        "qualname": task.feature.qualname,
+        "prompt": task.prompt,
+        "gold_patch": task.gold_patch,
+        "fail_to_pass": list(task.fail_to_pass),
+        "pass_to_pass": list(task.pass_to_pass),
+        "base": task.base,
+        "task": task.model_dump_json(),
+    }
+
+
+def _shards(sizes: list[int], max_rows: int, max_bytes: int) -> list[range]:
+    """Consecutive index ranges with at most `max_rows` items and `max_bytes` (a lone larger item gets its own)."""
+    shards: list[range] = []
+    start, total = 0, 0
+    for index, size in enumerate(sizes):
+        if index > start and (index - start >= max_rows or total + size > max_bytes):
+            shards.append(range(start, index))
+            start, total = index, 0
+        total += size
+    shards.append(range(start, len(sizes)))
+    return shards
+
+
+def _parquet(rows: list[dict[str, Any]], schema: Any, row_group_rows: int | None = None) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    table = pa.Table.from_pylist(rows, schema=schema)
+    compression = {name: ("none" if name == "tarball" else "zstd") for name in schema.names}
+    pq.write_table(table, buffer, compression=compression, row_group_size=row_group_rows)
+    return buffer.getvalue()
+
+
+def _schemas() -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    text = pa.string()
+    tasks = pa.schema(
+        [(name, text) for name in ("task_id", "package", "name", "version", "source", "license", "image", "kind",
+                                   "path", "qualname", "prompt", "gold_patch")]
+        + [("fail_to_pass", pa.list_(text)), ("pass_to_pass", pa.list_(text)), ("base", text), ("task", text)]
+    )  # fmt: skip
+    bases = pa.schema(
+        [("package", text), ("base", text), ("sha256", text), ("size", pa.int64()), ("tarball", pa.binary())]
+    )
+    return tasks, bases
+
+
+def _select(packages: list[Package], publish: bool) -> tuple[list[Package], dict[str, str], list[tuple[str, str]]]:
+    kept: list[Package] = []
+    excluded: dict[str, str] = {}
+    duplicates: list[tuple[str, str]] = []
+    owners: dict[str, str] = {}
+    for package in packages:
+        if publish and not package.verdict.allowed:
+            excluded[package.folder.name] = package.verdict.reason
+            continue
+        unique = []
+        for task in package.tasks:
+            seen = owners.get(patch_key(task.gold_patch)) or owners.get("id:" + task.task_id)
+            if seen is not None:
+                duplicates.append((task.task_id, seen))
+                package.duplicates += 1
+                continue
+            owners[patch_key(task.gold_patch)] = owners["id:" + task.task_id] = task.task_id
+            unique.append(task)
+        package.tasks = unique
+        kept.append(package)
+    return kept, excluded, duplicates
+
+
+def build_dataset(
+    out_dir: Path,
+    *,
+    publish: bool,
+    shard_rows: int = SHARD_ROWS,
+    shard_bytes: int = SHARD_BYTES,
+    log: Callable[[str], None] = _log,
+) -> DatasetReport:
+    """Build `out_dir/data/` and `out_dir/README.md` from `out_dir/packages/*` (module docstring); with `publish`,
+    only packages whose license allows redistribution. Raises DatasetInputError when there is no packages folder."""
+    out = Path(out_dir)
+    root = out / "packages"
+    if not root.is_dir():
+        raise DatasetInputError(
+            f"{out}: no packages/ folder; point --out at the folder `composer-prime mine-corpus --out` wrote "
+            "(it holds packages/<name>-<version>/tasks.jsonl)"
+        )
+    problems: list[str] = []
+    folders = sorted(
+        (path for path in root.iterdir() if path.is_dir() and not path.name.startswith(".")), key=lambda p: p.name
+    )
+    read = [package for path in folders if (package := _read_package(path, problems, log)) is not None]
+    read.sort(key=lambda p: _version_key(p.info.version), reverse=True)  # stable: by name, newest version first
+    read.sort(key=lambda p: p.info.name.lower())
+    packages, excluded, duplicates = _select(read, publish)
+    if duplicates:
+        log(f"dedupe: {len(duplicates)} task(s) share a gold patch or task_id with an earlier one and are dropped")
+
+    tasks_schema, bases_schema = _schemas()
+    task_rows = [_task_row(package, task) for package in packages for task in package.tasks]
+    base_files = sorted({(p.folder.name, t.base): p.folder / t.base for p in packages for t in p.tasks}.items())
+    base_sums = {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in base_files}
+    digest = hashlib.sha256()
+    for row in task_rows:
+        digest.update(row["task"].encode("utf-8") + b"\0" + row["license"].encode("utf-8") + b"\0")
+    for key, total in base_sums.items():
+        digest.update("/".join(key).encode("utf-8") + total.encode("ascii"))
+    generation = f"{GENERATION}{digest.hexdigest()[:16]}"
+
+    data = out / "data"
+    current = card_files(out)
+    target = data / generation
+    if current is None or current.generation != generation or not target.is_dir():
+        if target.exists():
+            shutil.rmtree(target)  # a crashed build of the same content: never referenced by the card
+        task_shards = _shards([sum(len(str(v)) for v in row.values()) for row in task_rows], shard_rows, shard_bytes)
+        sizes = [path.stat().st_size for _, path in base_files]
+        base_shards = _shards(sizes, shard_rows, shard_bytes)
+        for index, span in enumerate(task_shards):
+            name = f"tasks-{index:05d}-of-{len(task_shards):05d}.parquet"
+            write_atomic(target / name, _parquet([task_rows[i] for i in span], tasks_schema))
+            log(f"wrote data/{generation}/{name}: {len(span)} task(s)")
+        for index, span in enumerate(base_shards):
+            rows = []
+            for i in span:
+                (package, base), path = base_files[i]
+                blob = path.read_bytes()
+                rows.append(
+                    {"package": package, "base": base, "sha256": base_sums[(package, base)], "size": len(blob),
+                     "tarball": blob}
+                )  # fmt: skip
+            per_group = max(1, ROW_GROUP_BYTES // max(1, max((sizes[i] for i in span), default=1)))
+            name = f"bases-{index:05d}-of-{len(base_shards):05d}.parquet"
+            write_atomic(target / name, _parquet(rows, bases_schema, per_group))
+            log(f"wrote data/{generation}/{name}: {len(span)} tarball(s), {sum(sizes[i] for i in span)} bytes")
+        fsync_dir(target)
+    report = DatasetReport(out, generation, len(task_rows), len(base_files), read, excluded, duplicates, problems)
+    write_atomic(out / CARD, render_card(report, publish=publish))
+    fsync_dir(out)
+    for stale in data.iterdir():
+        if stale.name != generation and stale.is_dir() and stale.name.startswith(GENERATION):
+            shutil.rmtree(stale)
+    log(f"dataset: {len(task_rows)} task(s) from {len(packages)} package(s) in {out} ({CARD}, data/{generation}/)")
+    return report
+
+
+@dataclass(frozen=True)
+class DatasetTask:
+    """One task read back from a dataset, with its repository state."""
+
+    task: MinedTask
+    package: str
+    base: str
+    """Base64 of the repository-state tarball (one string per tarball, shared by its tasks)."""
+
+
+def _read_rows(paths: list[Path], columns: list[str]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    for path in paths:
+        table = pq.read_table(path, columns=columns)
+        for number, row in enumerate(table.to_pylist(), start=1):
+            yield path.name, number, row
+
+
+def read_dataset(folder: Path) -> tuple[list[DatasetTask], list[str]]:
+    """The tasks of a dataset folder (the card names the shards) and one message per bad row (shard, row number,
+    field, value); bad rows are left out. Raises DatasetInputError when the folder holds no dataset."""
+    files = card_files(folder)
+    if files is None:
+        raise DatasetInputError(
+            f"{folder}: no dataset card ({CARD} with `configs` naming the tasks and bases shards); build one with "
+            "`composer-prime corpus-dataset --out FOLDER`"
+        )
+    errors: list[str] = []
+    bases: dict[tuple[str, str], str] = {}
+    for shard, number, row in _read_rows(files.bases, ["package", "base", "sha256", "tarball"]):
+        blob = row["tarball"] or b""
+        if hashlib.sha256(blob).hexdigest() != row["sha256"]:
+            errors.append(f"{shard}: row {number} (base {row['base']!r}): the tarball does not match its sha256")
+            continue
+        bases[(row["package"], row["base"])] = base64.b64encode(blob).decode("ascii")
+    tasks: list[DatasetTask] = []
+    for shard, number, row in _read_rows(files.tasks, ["package", "task"]):
+        try:
+            data = json.loads(row["task"] or "")
+        except json.JSONDecodeError as exc:
+            errors.append(f"{shard}: row {number}: field 'task' is not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        try:
+            task = MinedTask.model_validate(data)
+        except ValidationError as exc:
+            task_id = data.get("task_id") if isinstance(data, dict) else None
+            errors.extend(f"{shard}: {text}" for text in describe_error(number, exc, task_id).split("\n"))
+            continue
+        base = bases.get((row["package"], task.base))
+        if base is None:
+            errors.append(
+                f"{shard}: row {number} (task_id {task.task_id!r}): base {task.base!r} of package {row['package']!r} "
+                "is not in the bases config; rebuild the dataset with `composer-prime corpus-dataset`"
+            )
+            continue
+        tasks.append(DatasetTask(task, row["package"], base))
+    return tasks, errors

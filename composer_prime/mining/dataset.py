@@ -221,9 +221,21 @@ def _shards(sizes: list[int], max_rows: int, max_bytes: int) -> list[range]:
     return shards
 
 
+def _pyarrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError as exc:
+        raise ImportError(
+            "reading or writing a Feature Deletion dataset needs pyarrow; install it with "
+            "`pip install 'composer-prime[corpus]'`",
+            name="pyarrow",
+        ) from exc
+    return pyarrow, pyarrow.parquet
+
+
 def _parquet(rows: list[dict[str, Any]], schema: Any, row_group_rows: int | None = None) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa, pq = _pyarrow()
 
     buffer = io.BytesIO()
     table = pa.Table.from_pylist(rows, schema=schema)
@@ -233,7 +245,7 @@ def _parquet(rows: list[dict[str, Any]], schema: Any, row_group_rows: int | None
 
 
 def _schemas() -> tuple[Any, Any]:
-    import pyarrow as pa
+    pa, _ = _pyarrow()
 
     text = pa.string()
     tasks = pa.schema(
@@ -357,8 +369,7 @@ class DatasetTask:
 
 
 def _read_rows(paths: list[Path], columns: list[str]) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    import pyarrow.parquet as pq
-
+    _, pq = _pyarrow()
     for path in paths:
         table = pq.read_table(path, columns=columns)
         for number, row in enumerate(table.to_pylist(), start=1):

@@ -38,7 +38,8 @@ def _yaml() -> Any:
         import yaml
     except ImportError as exc:
         raise ImportError(
-            "reading or writing a dataset card needs PyYAML; install it with `pip install 'composer-prime[corpus]'`"
+            "reading or writing a dataset card needs PyYAML; install it with `pip install 'composer-prime[corpus]'`",
+            name="yaml",
         ) from exc
     return yaml
 
@@ -141,7 +142,7 @@ def render_card(report: DatasetReport, *, publish: bool) -> str:
         "",
         "A task row's `base` names its tarball in the `bases` config, keyed by (`package`, `base`); `task` holds the "
         "whole mined row as JSON. To train on it, point the feature-deletion taskset at the folder: "
-        "`[orchestrator.env.taskset] tasks = \"/path/to/this/folder\"`.",
+        "`tasks = \"/path/to/this/folder\"` in the run's `[orchestrator.train.source.env.taskset]`.",
         "",
         "## Packages",
         "",

@@ -142,7 +142,7 @@ def render_card(report: DatasetReport, *, publish: bool) -> str:
         "",
         "A task row's `base` names its tarball in the `bases` config, keyed by (`package`, `base`); `task` holds the "
         "whole mined row as JSON. To train on it, point the feature-deletion taskset at the folder: "
-        "`tasks = \"/path/to/this/folder\"` in the run's `[orchestrator.train.source.env.taskset]`.",
+        '`tasks = "/path/to/this/folder"` in the run\'s `[orchestrator.train.source.env.taskset]`.',
         "",
         "## Packages",
         "",
@@ -164,7 +164,10 @@ def render_card(report: DatasetReport, *, publish: bool) -> str:
         lines += [f"| {_cell(name)} | {_cell(why)} |" for name, why in sorted(report.excluded.items())]
     if report.duplicates:
         lines += ["", "## Duplicates dropped", ""]
-        lines += [f"- `{dropped}`: same gold patch or task_id as `{kept}`" for dropped, kept in report.duplicates[:LISTED_DUPLICATES]]
+        lines += [
+            f"- `{dropped}`: same gold patch or task_id as `{kept}`"
+            for dropped, kept in report.duplicates[:LISTED_DUPLICATES]
+        ]
         if len(report.duplicates) > LISTED_DUPLICATES:
             lines.append(f"- ... and {len(report.duplicates) - LISTED_DUPLICATES} more")
     lines += [

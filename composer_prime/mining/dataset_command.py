@@ -33,7 +33,10 @@ def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import parse_config
 
     config = parse_config(
-        CorpusDatasetConfig, argv, prog, description="Build a mined Feature Deletion corpus into a Hugging Face dataset."
+        CorpusDatasetConfig,
+        argv,
+        prog,
+        description="Build a mined Feature Deletion corpus into a Hugging Face dataset.",
     )
     if not config.out.is_dir():
         print(f"{prog}: --out {config.out}: no such directory; pass the folder mine-corpus wrote", file=sys.stderr)

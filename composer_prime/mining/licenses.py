@@ -112,7 +112,9 @@ def _expression(text: str) -> bool | None:
             if take() != ")":
                 raise ValueError
             return value
-        if token in ("AND", "OR", "WITH", ")") or not re.fullmatch(r"[A-Za-z0-9.\-]+\+?|LicenseRef-[A-Za-z0-9.\-]+", token):
+        if token in ("AND", "OR", "WITH", ")") or not re.fullmatch(
+            r"[A-Za-z0-9.\-]+\+?|LicenseRef-[A-Za-z0-9.\-]+", token
+        ):
             raise ValueError
         allowed = token.rstrip("+") in ALLOWED
         if peek() == "WITH":
@@ -160,9 +162,9 @@ def _classifiers(values: list[str]) -> Verdict:
         return Verdict(False, "LicenseRef-unknown", f"classifiers {values!r} name no license")
     named = [(leaf, _name(leaf)) for leaf in leaves if leaf != "OSI Approved"]
     unknown = [leaf for leaf, spdx in named if spdx is None]
-    spdx = " AND ".join(sorted({spdx for _, spdx in named if spdx}))
+    spdx = " AND ".join(sorted({spdx for _, spdx in named if spdx}) + (["LicenseRef-unknown"] if unknown else []))
     if unknown:
-        return Verdict(False, spdx or "LicenseRef-unknown", f"classifier(s) {unknown} not on the allowlist")
+        return Verdict(False, spdx, f"classifier(s) {unknown} not on the allowlist")
     return Verdict(True, spdx, f"classifiers: {spdx}")
 
 

@@ -216,6 +216,19 @@ def test_taskset_reports_bad_dataset_rows_and_loads_the_rest(corpus: Path, caplo
         load_taskset(corpus / "packages")
 
 
+def test_a_dataset_folder_without_pyarrow_names_the_extra(corpus: Path, monkeypatch):
+    import sys
+
+    build_dataset(corpus, publish=False, log=lambda line: None)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(
+        ImportError,
+        match=r"needs pyarrow and PyYAML \(pyarrow is missing\): `pip install 'feature-deletion\[dataset\]'`",
+    ):
+        load_taskset(corpus)
+
+
 def test_a_crash_mid_build_leaves_the_previous_dataset(corpus: Path, tmp_path: Path):
     sandbox = corpus / "packages" / "sandbox-0.1"
     sandbox.rename(tmp_path / "sandbox-0.1")

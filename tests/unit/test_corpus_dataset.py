@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from composer_prime import cli
-from composer_prime.mining.dataset import build_dataset, patch_key, read_dataset
+from composer_prime.mining.dataset import LOCK, build_dataset, patch_key, read_dataset
 from composer_prime.mining.dataset_card import card_files
 from composer_prime.mining.licenses import classify
 from tests.support.corpus import SAMPLE, add_package, sample_rows
@@ -109,7 +109,7 @@ def test_no_two_tasks_share_a_gold_patch_and_the_newest_release_keeps_it(corpus:
 
     # Deterministic: the same packages, copied in the other order into another folder, give the same bytes.
     again = corpus.with_name("again")
-    for folder in sorted((corpus / "packages").iterdir(), reverse=True):
+    for folder in sorted((corpus / "packages").glob("*-*"), reverse=True):
         shutil.copytree(folder, again / "packages" / folder.name)
     build_dataset(again, publish=False, log=lambda line: None)
     assert shards(again) == shards(corpus) and len(shards(corpus)) == 2
@@ -251,6 +251,22 @@ def test_a_crash_mid_build_leaves_the_previous_dataset(corpus: Path, tmp_path: P
     )
     assert [path.name for path in (corpus / "data").iterdir()] == [card_files(corpus).generation]
     assert not [path for path in corpus.rglob(".*.tmp")]
+
+
+def test_builds_of_one_folder_take_turns(corpus: Path):
+    """mine-corpus workers and a hand-run corpus-dataset may build one folder at once: the second waits."""
+    import threading
+
+    from filelock import FileLock
+
+    reports = []
+    with FileLock(corpus / "packages" / LOCK):
+        builder = threading.Thread(target=lambda: reports.append(build_dataset(corpus, publish=False, log=print)))
+        builder.start()
+        builder.join(timeout=2.0)
+        assert builder.is_alive() and not (corpus / "README.md").exists() and not (corpus / "data").exists()
+    builder.join(timeout=60)
+    assert not builder.is_alive() and reports[0].tasks == 3 and (corpus / "README.md").is_file()
 
 
 def test_bad_package_folders_are_named_and_the_rest_is_built(corpus: Path, tmp_path: Path, capsys):

@@ -31,7 +31,8 @@ The build, in order:
 4. Write the shards (at most `shard_rows` rows and about `shard_bytes` bytes each) into `data/<generation>/`, where
    the generation is a hash of the content, each shard atomically; then the card, atomically, naming that generation;
    then remove every other generation. A crash before the card's rename leaves the previous card, which names the
-   previous generation, intact: the previous dataset. Same input, same bytes.
+   previous generation, intact: the previous dataset. Same input, same bytes. Builds of one folder take turns
+   (a lock file, `packages/.dataset.lock`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ from composer_prime.mining.record import MinedTask, describe_error
 
 SHARD_ROWS = 1000
 SHARD_BYTES = 256 * 2**20
+LOCK = ".dataset.lock"
+"""In `packages/`: held while a build runs, so that builds of one folder (mine-corpus workers, a hand-run
+`corpus-dataset`) take turns."""
 ROW_GROUP_BYTES = 32 * 2**20
 """Tarball row groups are cut at about this size, so readers stream a shard instead of holding it whole."""
 
@@ -299,6 +303,15 @@ def build_dataset(
             f"{out}: no packages/ folder; point --out at the folder `composer-prime mine-corpus --out` wrote "
             "(it holds packages/<name>-<version>/tasks.jsonl)"
         )
+    from filelock import FileLock
+
+    with FileLock(root / LOCK):  # one build at a time: another's cleanup would remove this one's generation
+        return _build(out, root, publish, shard_rows, shard_bytes, log)
+
+
+def _build(
+    out: Path, root: Path, publish: bool, shard_rows: int, shard_bytes: int, log: Callable[[str], None]
+) -> DatasetReport:
     problems: list[str] = []
     folders = sorted(
         (path for path in root.iterdir() if path.is_dir() and not path.name.startswith(".")), key=lambda p: p.name

@@ -58,6 +58,8 @@ from composer_prime.mining.record import MinedTask, describe_error
 
 SHARD_ROWS = 1000
 SHARD_BYTES = 256 * 2**20
+SHOWN = 10
+"""Reasons listed in the error of a build that has no task to write."""
 LOCK = ".dataset.lock"
 """In `packages/`: held while a build runs, so that builds of one folder (mine-corpus workers, a hand-run
 `corpus-dataset`) take turns."""
@@ -295,7 +297,8 @@ def build_dataset(
     log: Callable[[str], None] = _log,
 ) -> DatasetReport:
     """Build `out_dir/data/` and `out_dir/README.md` from `out_dir/packages/*` (module docstring); with `publish`,
-    only packages whose license allows redistribution. Raises DatasetInputError when there is no packages folder."""
+    only packages whose license allows redistribution. Raises DatasetInputError when there is no packages folder or
+    no task to write (an empty dataset would replace the previous one; `datasets` cannot load empty shards)."""
     out = Path(out_dir)
     root = out / "packages"
     if not root.is_dir():
@@ -323,8 +326,16 @@ def _build(
     if duplicates:
         log(f"dedupe: {len(duplicates)} task(s) share a gold patch or task_id with an earlier one and are dropped")
 
-    tasks_schema, bases_schema = _schemas()
     task_rows = [_task_row(package, task) for package in packages for task in package.tasks]
+    if not task_rows:
+        why = [f"{name}: {reason}" for name, reason in sorted(excluded.items())] + problems
+        raise DatasetInputError(
+            f"{out}: no task to write from {len(folders)} package folder(s); the previous dataset, if any, is left "
+            "as it was"
+            + "".join(f"\n  {line}" for line in why[:SHOWN])
+            + (f"\n  ... and {len(why) - SHOWN} more" if len(why) > SHOWN else "")
+        )
+    tasks_schema, bases_schema = _schemas()
     base_files = sorted({(p.folder.name, t.base): p.folder / t.base for p in packages for t in p.tasks}.items())
     base_sums = {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in base_files}
     digest = hashlib.sha256()

@@ -303,3 +303,13 @@ def test_bad_package_folders_are_named_and_the_rest_is_built(corpus: Path, tmp_p
     err = capsys.readouterr().err
     assert "no packages/ folder; point --out at the folder `composer-prime mine-corpus --out` wrote" in err
     assert len(err.splitlines()) == 1
+
+    nothing = tmp_path / "nothing"
+    add_package(nothing, "sandbox", "0.1", sample_rows()[2:], license="GPL-3.0-only")
+    (nothing / "packages" / "empty-1.0").mkdir()
+    assert cli.main(["corpus-dataset", "--out", str(nothing), "--publish"]) == 2
+    err = capsys.readouterr().err
+    assert "no task to write from 2 package folder(s); the previous dataset, if any, is left as it was" in err
+    assert "  sandbox-0.1: SPDX expression 'GPL-3.0-only': not on the allowlist" in err
+    assert "  packages/empty-1.0: package.json is missing" in err
+    assert not (nothing / "README.md").exists() and not (nothing / "data").exists()

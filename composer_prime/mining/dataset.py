@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.atomic import fsync_dir, write_atomic
+from composer_prime.mining import shards
 from composer_prime.mining.dataset_card import CARD, GENERATION, card_files, render_card
 from composer_prime.mining.licenses import Verdict, classify
 from composer_prime.mining.record import MinedTask, describe_error
@@ -63,8 +63,6 @@ SHOWN = 10
 LOCK = ".dataset.lock"
 """In `packages/`: held while a build runs, so that builds of one folder (mine-corpus workers, a hand-run
 `corpus-dataset`) take turns."""
-ROW_GROUP_BYTES = 32 * 2**20
-"""Tarball row groups are cut at about this size, so readers stream a shard instead of holding it whole."""
 
 
 class DatasetInputError(ValueError):
@@ -214,57 +212,6 @@ def _task_row(package: Package, task: MinedTask) -> dict[str, Any]:
     }
 
 
-def _shards(sizes: list[int], max_rows: int, max_bytes: int) -> list[range]:
-    """Consecutive index ranges with at most `max_rows` items and `max_bytes` (a lone larger item gets its own)."""
-    shards: list[range] = []
-    start, total = 0, 0
-    for index, size in enumerate(sizes):
-        if index > start and (index - start >= max_rows or total + size > max_bytes):
-            shards.append(range(start, index))
-            start, total = index, 0
-        total += size
-    shards.append(range(start, len(sizes)))
-    return shards
-
-
-def _pyarrow() -> tuple[Any, Any]:
-    try:
-        import pyarrow
-        import pyarrow.parquet
-    except ImportError as exc:
-        raise ImportError(
-            "reading or writing a Feature Deletion dataset needs pyarrow; install it with "
-            "`pip install 'composer-prime[corpus]'`",
-            name="pyarrow",
-        ) from exc
-    return pyarrow, pyarrow.parquet
-
-
-def _parquet(rows: list[dict[str, Any]], schema: Any, row_group_rows: int | None = None) -> bytes:
-    pa, pq = _pyarrow()
-
-    buffer = io.BytesIO()
-    table = pa.Table.from_pylist(rows, schema=schema)
-    compression = {name: ("none" if name == "tarball" else "zstd") for name in schema.names}
-    pq.write_table(table, buffer, compression=compression, row_group_size=row_group_rows)
-    return buffer.getvalue()
-
-
-def _schemas() -> tuple[Any, Any]:
-    pa, _ = _pyarrow()
-
-    text = pa.string()
-    tasks = pa.schema(
-        [(name, text) for name in ("task_id", "package", "name", "version", "source", "license", "image", "kind",
-                                   "path", "qualname", "prompt", "gold_patch")]
-        + [("fail_to_pass", pa.list_(text)), ("pass_to_pass", pa.list_(text)), ("base", text), ("task", text)]
-    )  # fmt: skip
-    bases = pa.schema(
-        [("package", text), ("base", text), ("sha256", text), ("size", pa.int64()), ("tarball", pa.binary())]
-    )
-    return tasks, bases
-
-
 def _select(packages: list[Package], publish: bool) -> tuple[list[Package], dict[str, str], list[tuple[str, str]]]:
     kept: list[Package] = []
     excluded: dict[str, str] = {}
@@ -335,7 +282,7 @@ def _build(
             + "".join(f"\n  {line}" for line in why[:SHOWN])
             + (f"\n  ... and {len(why) - SHOWN} more" if len(why) > SHOWN else "")
         )
-    tasks_schema, bases_schema = _schemas()
+    tasks_schema, bases_schema = shards.schemas()
     base_files = sorted({(p.folder.name, t.base): p.folder / t.base for p in packages for t in p.tasks}.items())
     base_sums = {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in base_files}
     digest = hashlib.sha256()
@@ -351,12 +298,14 @@ def _build(
     if current is None or current.generation != generation or not target.is_dir():
         if target.exists():
             shutil.rmtree(target)  # a crashed build of the same content: never referenced by the card
-        task_shards = _shards([sum(len(str(v)) for v in row.values()) for row in task_rows], shard_rows, shard_bytes)
+        task_shards = shards.plan(
+            [sum(len(str(v)) for v in row.values()) for row in task_rows], shard_rows, shard_bytes
+        )
         sizes = [path.stat().st_size for _, path in base_files]
-        base_shards = _shards(sizes, shard_rows, shard_bytes)
+        base_shards = shards.plan(sizes, shard_rows, shard_bytes)
         for index, span in enumerate(task_shards):
             name = f"tasks-{index:05d}-of-{len(task_shards):05d}.parquet"
-            write_atomic(target / name, _parquet([task_rows[i] for i in span], tasks_schema))
+            write_atomic(target / name, shards.to_parquet([task_rows[i] for i in span], tasks_schema))
             log(f"wrote data/{generation}/{name}: {len(span)} task(s)")
         for index, span in enumerate(base_shards):
             rows = []
@@ -367,9 +316,9 @@ def _build(
                     {"package": package, "base": base, "sha256": base_sums[(package, base)], "size": len(blob),
                      "tarball": blob}
                 )  # fmt: skip
-            per_group = max(1, ROW_GROUP_BYTES // max(1, max((sizes[i] for i in span), default=1)))
+            per_group = max(1, shards.ROW_GROUP_BYTES // max(1, max((sizes[i] for i in span), default=1)))
             name = f"bases-{index:05d}-of-{len(base_shards):05d}.parquet"
-            write_atomic(target / name, _parquet(rows, bases_schema, per_group))
+            write_atomic(target / name, shards.to_parquet(rows, bases_schema, per_group))
             log(f"wrote data/{generation}/{name}: {len(span)} tarball(s), {sum(sizes[i] for i in span)} bytes")
         fsync_dir(target)
     report = DatasetReport(out, generation, len(task_rows), len(base_files), read, excluded, duplicates, problems)
@@ -392,14 +341,6 @@ class DatasetTask:
     """Base64 of the repository-state tarball (one string per tarball, shared by its tasks)."""
 
 
-def _read_rows(paths: list[Path], columns: list[str]) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    _, pq = _pyarrow()
-    for path in paths:
-        table = pq.read_table(path, columns=columns)
-        for number, row in enumerate(table.to_pylist(), start=1):
-            yield path.name, number, row
-
-
 def read_dataset(folder: Path) -> tuple[list[DatasetTask], list[str]]:
     """The tasks of a dataset folder (the card names the shards) and one message per bad row (shard, row number,
     field, value); bad rows are left out. Raises DatasetInputError when the folder holds no dataset."""
@@ -411,14 +352,14 @@ def read_dataset(folder: Path) -> tuple[list[DatasetTask], list[str]]:
         )
     errors: list[str] = []
     bases: dict[tuple[str, str], str] = {}
-    for shard, number, row in _read_rows(files.bases, ["package", "base", "sha256", "tarball"]):
+    for shard, number, row in shards.read_rows(files.bases, ["package", "base", "sha256", "tarball"]):
         blob = row["tarball"] or b""
         if hashlib.sha256(blob).hexdigest() != row["sha256"]:
             errors.append(f"{shard}: row {number} (base {row['base']!r}): the tarball does not match its sha256")
             continue
         bases[(row["package"], row["base"])] = base64.b64encode(blob).decode("ascii")
     tasks: list[DatasetTask] = []
-    for shard, number, row in _read_rows(files.tasks, ["package", "task"]):
+    for shard, number, row in shards.read_rows(files.tasks, ["package", "task"]):
         try:
             data = json.loads(row["task"] or "")
         except json.JSONDecodeError as exc:

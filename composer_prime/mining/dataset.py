@@ -9,8 +9,8 @@ between the two:
     OUT/packages/<name>-<version>/package.json    `PackageInfo`: name, version, source, license, image, image_bytes,
                                                   report (mine-corpus; fields it adds are kept and ignored here)
     OUT/README.md                                 the dataset card (written here, last: the build's commit point)
-    OUT/data/<generation>/tasks-NNNNN-of-MMMMM.parquet   config `tasks` (the default): one row per task
-    OUT/data/<generation>/bases-NNNNN-of-MMMMM.parquet   config `bases`: one row per repository-state tarball
+    OUT/data/<name>-<version>/tasks-<hash>.parquet   config `tasks` (the default): one row per task
+    OUT/data/<name>-<version>/bases-<hash>.parquet   config `bases`: one row per repository-state tarball
 
 `datasets.load_dataset(OUT)` reads the card's `configs` and loads the `tasks` config; `load_dataset(OUT, "bases")` the
 tarballs. A task row names its package (`package`, the folder name; `name`, `version`, `source`, `license`), its
@@ -28,11 +28,12 @@ The build, in order:
    others and why.
 3. Drop every task whose gold patch another task already has (`patch_key`: the lines it adds and removes per file,
    wherever its hunks sit), and every repeated `task_id`; the first in the order of step 1 is kept.
-4. Write the shards (at most `shard_rows` rows and about `shard_bytes` bytes each) into `data/<generation>/`, where
-   the generation is a hash of the content, each shard atomically; then the card, atomically, naming that generation;
-   then remove every other generation. A crash before the card's rename leaves the previous card, which names the
-   previous generation, intact: the previous dataset. Same input, same bytes. Builds of one folder take turns
-   (a lock file, `packages/.dataset.lock`).
+4. Write each package's shards (at most `shard_rows` rows and about `shard_bytes` bytes each) under names that are
+   a hash of their bytes, each atomically, skipping those already there (a package that did not change is not
+   rewritten); then the card, atomically, naming every shard; then remove the shards it no longer names. A crash
+   before the card's rename leaves the previous card, and every shard it names, intact: the previous dataset. Same
+   input, same bytes. Builds of one folder take turns (a lock file, `packages/.dataset.lock`); a build with no task
+   to write is refused, leaving the previous dataset.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import base64
 import hashlib
 import json
 import re
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.mining import shards
-from composer_prime.mining.dataset_card import CARD, GENERATION, card_files, render_card
+from composer_prime.mining.dataset_card import CARD, card_files, render_card
 from composer_prime.mining.licenses import Verdict, classify
 from composer_prime.mining.record import MinedTask, describe_error
 
@@ -106,7 +106,8 @@ class DatasetReport:
     """What a build wrote and left out."""
 
     out: Path
-    generation: str
+    files: dict[str, list[str]]
+    """Config (`tasks`, `bases`) -> the shards the card names, relative to the dataset folder."""
     tasks: int
     bases: int
     packages: list[Package]
@@ -255,7 +256,7 @@ def build_dataset(
         )
     from filelock import FileLock
 
-    with FileLock(root / LOCK):  # one build at a time: another's cleanup would remove this one's generation
+    with FileLock(root / LOCK):  # one build at a time: another's cleanup would remove this one's new shards
         return _build(out, root, publish, shard_rows, shard_bytes, log)
 
 
@@ -273,8 +274,8 @@ def _build(
     if duplicates:
         log(f"dedupe: {len(duplicates)} task(s) share a gold patch or task_id with an earlier one and are dropped")
 
-    task_rows = [_task_row(package, task) for package in packages for task in package.tasks]
-    if not task_rows:
+    total = sum(len(package.tasks) for package in packages)
+    if not total:
         why = [f"{name}: {reason}" for name, reason in sorted(excluded.items())] + problems
         raise DatasetInputError(
             f"{out}: no task to write from {len(folders)} package folder(s); the previous dataset, if any, is left "
@@ -283,52 +284,51 @@ def _build(
             + (f"\n  ... and {len(why) - SHOWN} more" if len(why) > SHOWN else "")
         )
     tasks_schema, bases_schema = shards.schemas()
-    base_files = sorted({(p.folder.name, t.base): p.folder / t.base for p in packages for t in p.tasks}.items())
-    base_sums = {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in base_files}
-    digest = hashlib.sha256()
-    for row in task_rows:
-        digest.update(row["task"].encode("utf-8") + b"\0" + row["license"].encode("utf-8") + b"\0")
-    for key, total in base_sums.items():
-        digest.update("/".join(key).encode("utf-8") + total.encode("ascii"))
-    generation = f"{GENERATION}{digest.hexdigest()[:16]}"
-
     data = out / "data"
-    current = card_files(out)
-    target = data / generation
-    if current is None or current.generation != generation or not target.is_dir():
-        if target.exists():
-            shutil.rmtree(target)  # a crashed build of the same content: never referenced by the card
-        task_shards = shards.plan(
-            [sum(len(str(v)) for v in row.values()) for row in task_rows], shard_rows, shard_bytes
-        )
-        sizes = [path.stat().st_size for _, path in base_files]
-        base_shards = shards.plan(sizes, shard_rows, shard_bytes)
-        for index, span in enumerate(task_shards):
-            name = f"tasks-{index:05d}-of-{len(task_shards):05d}.parquet"
-            write_atomic(target / name, shards.to_parquet([task_rows[i] for i in span], tasks_schema))
-            log(f"wrote data/{generation}/{name}: {len(span)} task(s)")
-        for index, span in enumerate(base_shards):
-            rows = []
-            for i in span:
-                (package, base), path = base_files[i]
-                blob = path.read_bytes()
-                rows.append(
-                    {"package": package, "base": base, "sha256": base_sums[(package, base)], "size": len(blob),
-                     "tarball": blob}
-                )  # fmt: skip
-            per_group = max(1, shards.ROW_GROUP_BYTES // max(1, max((sizes[i] for i in span), default=1)))
-            name = f"bases-{index:05d}-of-{len(base_shards):05d}.parquet"
-            write_atomic(target / name, shards.to_parquet(rows, bases_schema, per_group))
-            log(f"wrote data/{generation}/{name}: {len(span)} tarball(s), {sum(sizes[i] for i in span)} bytes")
-        fsync_dir(target)
-    report = DatasetReport(out, generation, len(task_rows), len(base_files), read, excluded, duplicates, problems)
+    written: list[Path] = []
+    files: dict[str, list[str]] = {"tasks": [], "bases": []}
+    base_count = 0
+    for package in packages:
+        rows = [_task_row(package, task) for task in package.tasks]
+        sizes = [sum(len(str(value)) for value in row.values()) for row in rows]
+        for span in shards.plan(sizes, shard_rows, shard_bytes) if rows else []:
+            blob = shards.to_parquet([rows[i] for i in span], tasks_schema)
+            files["tasks"].append(_place(data, package.folder.name, "tasks", blob, written))
+        bases = sorted({task.base for task in package.tasks})
+        base_count += len(bases)
+        sizes = [(package.folder / base).stat().st_size for base in bases]
+        for span in shards.plan(sizes, shard_rows, shard_bytes) if bases else []:
+            blobs = {bases[i]: (package.folder / bases[i]).read_bytes() for i in span}
+            rows = [{"package": package.folder.name, "base": base, "sha256": hashlib.sha256(blob).hexdigest(),
+                     "size": len(blob), "tarball": blob} for base, blob in blobs.items()]  # fmt: skip
+            per_group = max(1, shards.ROW_GROUP_BYTES // max(1, *(sizes[i] for i in span)))
+            blob = shards.to_parquet(rows, bases_schema, per_group)
+            files["bases"].append(_place(data, package.folder.name, "bases", blob, written))
+    if written:
+        log(f"wrote {len(written)} new shard(s) under {data}")
+    for folder in {path.parent for path in written}:
+        fsync_dir(folder)
+    report = DatasetReport(out, files, total, base_count, read, excluded, duplicates, problems)
     write_atomic(out / CARD, render_card(report, publish=publish))
     fsync_dir(out)
-    for stale in data.iterdir():
-        if stale.name != generation and stale.is_dir() and stale.name.startswith(GENERATION):
-            shutil.rmtree(stale)
-    log(f"dataset: {len(task_rows)} task(s) from {len(packages)} package(s) in {out} ({CARD}, data/{generation}/)")
+    named = {data / path.removeprefix("data/") for paths in files.values() for path in paths}
+    for stale in sorted(data.rglob("*"), reverse=True):  # files the card no longer names, then emptied folders
+        if stale.is_file() and stale not in named:
+            stale.unlink()
+        elif stale.is_dir() and not any(stale.iterdir()):
+            stale.rmdir()
+    log(f"dataset: {total} task(s) from {len(packages)} package(s) in {out} ({CARD} and data/)")
     return report
+
+
+def _place(data: Path, package: str, config: str, blob: bytes, written: list[Path]) -> str:
+    """Write one shard under its content's name (`data/<package>/<config>-<sha256[:16]>.parquet`) unless a shard
+    of that name is there already (renamed into place whole, so it is complete); return its card path."""
+    path = data / package / f"{config}-{hashlib.sha256(blob).hexdigest()[:16]}.parquet"
+    if not path.is_file():
+        write_atomic(path, blob)
+        written.append(path)
+    return path.relative_to(data.parent).as_posix()
 
 
 @dataclass(frozen=True)

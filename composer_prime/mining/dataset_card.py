@@ -1,9 +1,9 @@
 """The dataset card (`README.md`) of a Feature Deletion dataset: written last by `dataset.build_dataset`, read first by
 every reader.
 
-Its YAML header's `configs` name the shards of the current generation (`data/<generation>/tasks-*.parquet`, config
-`tasks`, the default; `data/<generation>/bases-*.parquet`, config `bases`), which is how `datasets.load_dataset(DIR)`
-and the feature-deletion taskset find them, and why renaming the card is the build's commit point. Its body is for
+Its YAML header's `configs` name every shard, one by one (config `tasks`, the default; config `bases`), which is how
+`datasets.load_dataset(DIR)` and the feature-deletion taskset find them, and why renaming the card is the build's
+commit point: a shard written for a build that never finished is named by no card. Its body is for
 people: how to load it, a table of packages (version, source, license, task counts, image), the packages a published
 build left out and why, and the duplicates dropped.
 """
@@ -11,15 +11,13 @@ build left out and why, and the duplicates dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composer_prime.mining.dataset import DatasetReport
 
 CARD = "README.md"
-GENERATION = "g-"
-"""Prefix of a generation folder under `data/`; the build removes those the card does not name."""
 LISTED_DUPLICATES = 50
 
 
@@ -27,8 +25,6 @@ LISTED_DUPLICATES = 50
 class CardFiles:
     """The shards a card names."""
 
-    generation: str | None
-    """The generation folder the `tasks` config points into; None for a card naming files elsewhere."""
     tasks: list[Path]
     bases: list[Path]
 
@@ -84,9 +80,7 @@ def card_files(folder: Path) -> CardFiles | None:
     for name in ("tasks", "bases"):
         patterns = _patterns(configs.get(name, {}))
         found[name] = sorted({match for pattern in patterns for match in Path(folder).glob(pattern) if match.is_file()})
-    first = PurePosixPath(_patterns(configs["tasks"])[0]).parts if _patterns(configs["tasks"]) else ()
-    generation = first[1] if len(first) == 3 and first[0] == "data" and first[1].startswith(GENERATION) else None
-    return CardFiles(generation, found["tasks"], found["bases"])
+    return CardFiles(found["tasks"], found["bases"])
 
 
 def _cell(value: object) -> str:
@@ -95,7 +89,6 @@ def _cell(value: object) -> str:
 
 def render_card(report: DatasetReport, *, publish: bool) -> str:
     """The card's text: YAML header (configs, license `other`) and the tables of the module docstring."""
-    generation = report.generation
     header = {
         "pretty_name": "Feature Deletion corpus",
         "license": "other",
@@ -104,9 +97,9 @@ def render_card(report: DatasetReport, *, publish: bool) -> str:
             {
                 "config_name": "tasks",
                 "default": True,
-                "data_files": [{"split": "train", "path": f"data/{generation}/tasks-*.parquet"}],
+                "data_files": [{"split": "train", "path": report.files["tasks"]}],
             },
-            {"config_name": "bases", "data_files": [{"split": "train", "path": f"data/{generation}/bases-*.parquet"}]},
+            {"config_name": "bases", "data_files": [{"split": "train", "path": report.files["bases"]}]},
         ],
     }
     included = [p for p in report.packages if p.folder.name not in report.excluded]

@@ -112,7 +112,7 @@ def test_no_two_tasks_share_a_gold_patch_and_the_newest_release_keeps_it(corpus:
     for folder in sorted((corpus / "packages").glob("*-*"), reverse=True):
         shutil.copytree(folder, again / "packages" / folder.name)
     build_dataset(again, publish=False, log=lambda line: None)
-    assert shards(again) == shards(corpus) and len(shards(corpus)) == 2
+    assert shards(again) == shards(corpus) and len(shards(corpus)) == 4  # tasks and bases of two packages
 
 
 def test_publish_keeps_only_packages_whose_license_allows_redistribution(corpus: Path, tmp_path: Path):
@@ -196,21 +196,21 @@ def test_taskset_reports_bad_dataset_rows_and_loads_the_rest(corpus: Path, caplo
     import pyarrow.parquet as pq
 
     build_dataset(corpus, publish=False, log=lambda line: None)
-    shard = card_files(corpus).tasks[0]
+    [shard] = [path for path in card_files(corpus).tasks if path.parent.name == "toolz-1.2.0"]
     table = pq.read_table(shard)
     rows = table.to_pylist()
-    base = json.loads(rows[2]["task"])["base"]
+    base = json.loads(rows[0]["task"])["base"]
+    rows[0]["task"] = rows[0]["task"].replace('"base":"', '"base":"gone-')
     broken = json.loads(rows[1]["task"])
     del broken["gold_patch"]
     rows[1]["task"] = json.dumps(broken)
-    rows[2]["task"] = rows[2]["task"].replace('"base":"', '"base":"gone-')
     pq.write_table(type(table).from_pylist(rows, schema=table.schema), shard)
     taskset, tasks = load_taskset(corpus)
-    assert list(tasks) == [rows[0]["task_id"]]
+    assert list(tasks) == [EQUALITY]
     assert taskset.load_errors == (
+        f"{shard.name}: row 1 (task_id {rows[0]['task_id']!r}): base 'gone-{base}' of package 'toolz-1.2.0' is not "
+        "in the bases config; rebuild the dataset with `composer-prime corpus-dataset`",
         f"{shard.name}: row 2 (task_id {rows[1]['task_id']!r}): field 'gold_patch' is missing",
-        f"{shard.name}: row 3 (task_id {rows[2]['task_id']!r}): base 'gone-{base}' of package {rows[2]['package']!r} is not in the bases config; rebuild the dataset with "
-        "`composer-prime corpus-dataset`",
     )
     with pytest.raises(FileNotFoundError, match=r"no dataset card \(README.md"):
         load_taskset(corpus / "packages")
@@ -230,27 +230,34 @@ def test_a_dataset_folder_without_pyarrow_names_the_extra(corpus: Path, monkeypa
 
 
 def test_a_crash_mid_build_leaves_the_previous_dataset(corpus: Path, tmp_path: Path):
-    sandbox = corpus / "packages" / "sandbox-0.1"
-    sandbox.rename(tmp_path / "sandbox-0.1")
+    """The next build adds `sandbox` and loses toolz 1.2.0 (so 1.1.0's tasks are no longer duplicates): it writes
+    four new shards and the card, and removes 1.2.0's shards. Killed between any two of those writes, the folder
+    still loads as the previous dataset; a later build finishes the job."""
+    (corpus / "packages" / "sandbox-0.1").rename(tmp_path / "sandbox-0.1")
     build_dataset(corpus, publish=False, log=lambda line: None)
     before = sorted(row["task_id"] for row in load_hf(corpus, tmp_path))
     assert before == sorted([COMPOSE, IS_ARITY])
-    (tmp_path / "sandbox-0.1").rename(sandbox)
-    renames = 3  # the tasks shard, the bases shard, the card
+    (tmp_path / "sandbox-0.1").rename(corpus / "packages" / "sandbox-0.1")
+    shutil.rmtree(corpus / "packages" / "toolz-1.2.0")
+    after = sorted([COMPOSE.replace("1.2.0", "1.1.0"), IS_ARITY.replace("1.2.0", "1.1.0"), EQUALITY])
+    renames = 5
     for writes in range(renames):
-        with crash_after(corpus, writes) as done, pytest.raises(Crash):
-            build_dataset(corpus, publish=False, log=lambda line: None)
+        crashed = shutil.copytree(corpus, tmp_path / f"crash-{writes}")
+        with crash_after(crashed, writes) as done, pytest.raises(Crash):
+            build_dataset(crashed, publish=False, log=lambda line: None)
         assert done["done"] == writes
-        assert sorted(item.task.task_id for item in read_dataset(corpus)[0]) == before
-        assert sorted(row["task_id"] for row in load_hf(corpus, tmp_path / f"crash-{writes}")) == before
+        assert sorted(item.task.task_id for item in read_dataset(crashed)[0]) == before
+        assert sorted(row["task_id"] for row in load_hf(crashed, tmp_path / f"hf-{writes}")) == before
+        build_dataset(crashed, publish=False, log=lambda line: None)  # the next run finishes the job
+        assert sorted(item.task.task_id for item in read_dataset(crashed)[0]) == after
     with crash_after(corpus, None) as done:
         build_dataset(corpus, publish=False, log=lambda line: None)
     assert done["done"] == renames
-    assert sorted(row["task_id"] for row in load_hf(corpus, tmp_path / "after")) == sorted(
-        [COMPOSE, IS_ARITY, EQUALITY]
-    )
-    assert [path.name for path in (corpus / "data").iterdir()] == [card_files(corpus).generation]
-    assert not [path for path in corpus.rglob(".*.tmp")]
+    assert sorted(row["task_id"] for row in load_hf(corpus, tmp_path / "after")) == after
+    named = card_files(corpus)
+    on_disk = sorted(path for path in (corpus / "data").rglob("*") if path.is_file())
+    assert on_disk == sorted(named.tasks + named.bases)  # nothing stale, no temp file
+    assert not (corpus / "data" / "toolz-1.2.0").exists()
 
 
 def test_builds_of_one_folder_take_turns(corpus: Path):

@@ -350,7 +350,11 @@ def read_dataset(folder: Path) -> tuple[list[DatasetTask], list[str]]:
             f"{folder}: no dataset card ({CARD} with `configs` naming the tasks and bases shards); build one with "
             "`composer-prime corpus-dataset --out FOLDER`"
         )
-    errors: list[str] = []
+    errors = [
+        f"{CARD} names {path}, which is not in {folder}: its rows are missing (copy the whole folder, or rebuild it "
+        "with `composer-prime corpus-dataset`)"
+        for path in files.missing
+    ]
     bases: dict[tuple[str, str], str] = {}
     for shard, number, row in shards.read_rows(files.bases, ["package", "base", "sha256", "tarball"]):
         blob = row["tarball"] or b""

@@ -27,6 +27,8 @@ class CardFiles:
 
     tasks: list[Path]
     bases: list[Path]
+    missing: list[str]
+    """Shards the card names one by one that are not in the folder."""
 
 
 def _yaml() -> Any:
@@ -77,10 +79,12 @@ def card_files(folder: Path) -> CardFiles | None:
     if "tasks" not in configs:
         return None
     found: dict[str, list[Path]] = {}
+    missing: list[str] = []
     for name in ("tasks", "bases"):
         patterns = _patterns(configs.get(name, {}))
         found[name] = sorted({match for pattern in patterns for match in Path(folder).glob(pattern) if match.is_file()})
-    return CardFiles(found["tasks"], found["bases"])
+        missing += [p for p in patterns if not any(c in p for c in "*?[") and not (Path(folder) / p).is_file()]
+    return CardFiles(found["tasks"], found["bases"], missing)
 
 
 def _cell(value: object) -> str:

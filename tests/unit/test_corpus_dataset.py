@@ -115,13 +115,15 @@ def test_no_two_tasks_share_a_gold_patch_and_the_newest_release_keeps_it(corpus:
     assert shards(again) == shards(corpus) and len(shards(corpus)) == 4  # tasks and bases of two packages
 
 
-def test_publish_keeps_only_packages_whose_license_allows_redistribution(corpus: Path, tmp_path: Path):
+def test_publish_keeps_only_packages_whose_license_allows_redistribution(corpus: Path, tmp_path: Path, capsys):
     add_package(corpus, "mystery", "2.0", older_release(sample_rows()[2:], "2.0"), license=None)
     add_package(
         corpus, "classic", "3.0", [], license=["License :: OSI Approved :: MIT License", "License :: OSI Approved"]
     )
-    report = build_dataset(corpus, publish=True, log=lambda line: None)
-    assert sorted(report.excluded) == ["mystery-2.0", "sandbox-0.1"]
+    assert cli.main(["corpus-dataset", "--out", str(corpus), "--publish"]) == 0
+    err = capsys.readouterr().err
+    assert "corpus-dataset: not published: packages/mystery-2.0: no license in the package's metadata" in err
+    assert "corpus-dataset: not published: packages/sandbox-0.1: SPDX expression 'GPL-3.0-only'" in err
     assert sorted(row["task_id"] for row in load_hf(corpus, tmp_path)) == sorted([COMPOSE, IS_ARITY])
     card = (corpus / "README.md").read_text()
     assert "## Excluded packages" in card and "Published build" in card
@@ -214,6 +216,10 @@ def test_taskset_reports_bad_dataset_rows_and_loads_the_rest(corpus: Path, caplo
     )
     with pytest.raises(FileNotFoundError, match=r"no dataset card \(README.md"):
         load_taskset(corpus / "packages")
+    [lost] = [path for path in card_files(corpus).tasks if path.parent.name == "sandbox-0.1"]
+    lost.unlink()
+    with pytest.raises(ValueError, match=f"README.md names data/sandbox-0.1/{lost.name}, which is not in"):
+        load_taskset(corpus)
 
 
 def test_a_dataset_folder_without_pyarrow_names_the_extra(corpus: Path, monkeypatch):

@@ -293,7 +293,7 @@ def _build(
         sizes = [sum(len(str(value)) for value in row.values()) for row in rows]
         for span in shards.plan(sizes, shard_rows, shard_bytes) if rows else []:
             blob = shards.to_parquet([rows[i] for i in span], tasks_schema)
-            files["tasks"].append(_place(data, package.folder.name, "tasks", blob, written))
+            files["tasks"].append(_place(data, package.folder.name, "tasks", blob, written, log))
         bases = sorted({task.base for task in package.tasks})
         base_count += len(bases)
         sizes = [(package.folder / base).stat().st_size for base in bases]
@@ -303,10 +303,8 @@ def _build(
                      "size": len(blob), "tarball": blob} for base, blob in blobs.items()]  # fmt: skip
             per_group = max(1, shards.ROW_GROUP_BYTES // max(1, *(sizes[i] for i in span)))
             blob = shards.to_parquet(rows, bases_schema, per_group)
-            files["bases"].append(_place(data, package.folder.name, "bases", blob, written))
-    if written:
-        log(f"wrote {len(written)} new shard(s) under {data}")
-    for folder in {path.parent for path in written}:
+            files["bases"].append(_place(data, package.folder.name, "bases", blob, written, log))
+    for folder in {path.parent for path in written} | ({data} if written else set()):
         fsync_dir(folder)
     report = DatasetReport(out, files, total, base_count, read, excluded, duplicates, problems)
     write_atomic(out / CARD, render_card(report, publish=publish))
@@ -321,13 +319,14 @@ def _build(
     return report
 
 
-def _place(data: Path, package: str, config: str, blob: bytes, written: list[Path]) -> str:
+def _place(data: Path, package: str, config: str, blob: bytes, written: list[Path], log: Callable[[str], None]) -> str:
     """Write one shard under its content's name (`data/<package>/<config>-<sha256[:16]>.parquet`) unless a shard
     of that name is there already (renamed into place whole, so it is complete); return its card path."""
     path = data / package / f"{config}-{hashlib.sha256(blob).hexdigest()[:16]}.parquet"
     if not path.is_file():
         write_atomic(path, blob)
         written.append(path)
+        log(f"wrote {path.relative_to(data.parent)} ({len(blob) / 2**20:.1f} MiB)")
     return path.relative_to(data.parent).as_posix()
 
 

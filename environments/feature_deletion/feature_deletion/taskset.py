@@ -1,7 +1,8 @@
 """feature-deletion: a tested feature was deleted from a real repository; the agent rebuilds it.
 
 Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`, each naming the
-scrubbed repository state it was mined from, a tarball beside the tasks file read once at load). `setup` unpacks
+scrubbed repository state it was mined from, a tarball beside the tasks file read once at load), or from a dataset
+folder built by `composer-prime corpus-dataset` (the same rows in parquet shards, the tarballs in its `bases` config). `setup` unpacks
 that state into the rollout's work directory, removes the held-out test files, applies the deletion's changes and
 commits the result as a fresh one-commit git repository (no history, no bytecode or caches), and fingerprints the
 grading interpreter; where the box allows it, the agent's commands run in a PID namespace of the rollout's own. At

@@ -88,8 +88,7 @@ class PackageInfo(BaseModel):
     image_bytes: int | None = Field(None, ge=0)
     """Size of that image, in bytes (shown in the card)."""
     report: dict[str, Any] = {}
-    """mine-corpus's per-package report (candidates, kept, skips by reason, time per task); `kept` and `candidates`
-    are shown in the card."""
+    """mine-corpus's per-package report (candidates, kept, skips by reason, time per task); not read here."""
 
 
 @dataclass

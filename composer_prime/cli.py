@@ -19,6 +19,10 @@ from composer_prime import __version__
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
+    "corpus-dataset": (
+        "composer_prime.mining.dataset_command",
+        "build a mined Feature Deletion corpus into a Hugging Face dataset (parquet + card)",
+    ),
     "relay": (
         "composer_prime.relay.command",
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",

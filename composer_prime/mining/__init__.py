@@ -19,5 +19,7 @@ The algorithm, one responsibility per module:
    deleted code.
 6. `prompt`: what was removed (names, signatures, docstrings, call sites), never the implementation.
 
-Rows are `record.MinedTask`; the `feature_deletion` environment loads them.
+Rows are `record.MinedTask`; the `feature_deletion` environment loads them. `dataset` builds a corpus of mined
+packages into a Hugging Face dataset (parquet shards and a card, `dataset_card`), with `licenses` deciding which
+packages a published dataset may hold.
 """

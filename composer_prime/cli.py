@@ -23,6 +23,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "composer_prime.mining.corpus_command",
         "mine many packages into a corpus, each in its own environment image",
     ),
+    "corpus-dataset": (
+        "composer_prime.mining.dataset_command",
+        "build a mined Feature Deletion corpus into a Hugging Face dataset (parquet + card)",
+    ),
     "relay": (
         "composer_prime.relay.command",
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",

@@ -19,7 +19,9 @@ The algorithm, one responsibility per module:
    deleted code.
 6. `prompt`: what was removed (names, signatures, docstrings, call sites), never the implementation.
 
-Rows are `record.MinedTask`; the `feature_deletion` environment loads them.
+Rows are `record.MinedTask`; the `feature_deletion` environment loads them. `dataset` builds a corpus of mined
+packages into a Hugging Face dataset (parquet shards and a card, `dataset_card`), with `licenses` deciding which
+packages a published dataset may hold.
 
 `composer-prime mine-corpus` (`corpus_command`, one worker per package in `corpus`) mines many packages, each in an
 environment image of its own: `sources` fetches a PyPI sdist or a git ref and reads its metadata, `images` resolves

@@ -5,8 +5,8 @@ environment image (the base image's Python plus its test dependencies, resolved 
 never the package's own code), run its baseline suite and the miner in a container from that image, and validate
 every kept task in fresh containers with the full grader through the feature-deletion taskset (gold 1.0,
 untouched 0.0). `corpus` does one package in a worker process; this module checks the input, probes the base image
-once, runs up to `jobs` workers, shows their progress, and prints the corpus table at the end. A package whose
-package.json exists is skipped, so a re-run resumes.
+once, runs up to `jobs` workers, shows their progress, rebuilds the corpus's dataset (`dataset`) after each package,
+and prints the corpus table at the end. A package whose package.json exists is skipped, so a re-run resumes.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
             if why:
                 with lock:
                     crashed.append((job, why))
+            elif config.dataset:
+                _rebuild_dataset(config, console)
             progress.update(bar, visible=False)
             progress.advance(overall)
 
@@ -100,6 +102,21 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
             for future in [pool.submit(one, job) for job in todo]:
                 future.result()
     return crashed
+
+
+def _rebuild_dataset(config, console) -> None:  # type: ignore[no-untyped-def]
+    """Rebuild the corpus's dataset (`composer_prime.mining.dataset`; builds of one folder take turns on its lock)."""
+    from composer_prime.mining.dataset import DatasetInputError, build_dataset
+
+    try:
+        report = build_dataset(config.out, publish=config.publish, log=lambda line: None)
+    except DatasetInputError as exc:
+        console.print(f"dataset: not rebuilt: {exc}")
+    except ImportError as exc:
+        console.print(f"dataset: not built ({exc}); install composer-prime[corpus] or set dataset = false")
+    else:
+        left_out = f", {len(report.problems)} row(s) or package(s) left out" if report.problems else ""
+        console.print(f"dataset: {report.tasks} task(s) of {len(report.packages)} package(s) in {config.out}{left_out}")
 
 
 def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]

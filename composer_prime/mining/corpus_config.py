@@ -100,6 +100,11 @@ class CorpusConfig(BaseModel):
     (`[package_requires]` in TOML: `boltons = ["pytest<9"]`)."""
     jobs: int = Field(1, ge=1, le=64)
     """Packages mined at once (each runs its own containers)."""
+    dataset: bool = True
+    """Rebuild the corpus's Hugging Face dataset (parquet shards and card in `out`, as `composer-prime corpus-dataset`
+    builds it) after each package; needs the `corpus` extra (pyarrow, datasets), else it is skipped with a note."""
+    publish: bool = False
+    """With `dataset`: keep only packages whose license allows redistribution (`corpus-dataset --publish`)."""
     retry_failed: bool = False
     """Mine again the packages whose package.json records an error (a failed baseline, a resolution error)."""
     miner: MinerOptions = Field(default_factory=MinerOptions)  # type: ignore[valid-type]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -110,6 +111,10 @@ class DemoConfig(BaseModel):
     junk: bool = True
     """Also write a duplicate session, a malformed line, a session without logprobs and one with a secret per cycle,
     so the report shows every skip counter at work."""
+    population: Literal["honest", "hack"] = "honest"
+    """`honest`: alice and bob, who run hidden tests on every answer. `hack` adds carol, who keeps whatever turns her
+    test run green, and warm-starts the policy on a third answer that deletes her test file's asserts: the
+    `edits_disable_tests` monitor's case (docs/realtime.md)."""
     seed: int = 0
     """Seed of the policy, the warm start and the users."""
     max_tokens: int = Field(24, ge=4)

@@ -222,7 +222,7 @@ class Runner:
             config.pii.tokenizer = config.pii.tokenizer or str(model_dir)
             if not (model_dir / "config.json").exists():
                 self.log("demo: building and warm-starting the tiny policy")
-                demo.build_policy(model_dir, config.demo.seed)
+                demo.build_policy(model_dir, config.demo.seed, population=config.demo.population)
             config.spool.dir.mkdir(parents=True, exist_ok=True)
             product = demo.Product(model_dir, self.dir, config.spool.dir, config.demo)
         assert model_dir is not None
@@ -330,9 +330,7 @@ class Runner:
     def evaluate(self, policy: Any, product: Any, n: int) -> float | None:
         """The held-out score of the policy being trained: the demo's own, `eval.command`'s, or None."""
         if product is not None:
-            from composer_prime.realtime.demo import heldout_score
-
-            return heldout_score(policy.model, product.renderer)
+            return product.heldout(policy.model)
         if not self.config.eval.command:
             return None
         return self.eval_command(policy.broadcast(cycle_dir(self.dir, n) / "candidate", n), policy.model_dir, n)

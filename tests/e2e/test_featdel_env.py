@@ -95,6 +95,25 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
     assert trace.metrics["network_isolated"] == 1.0
 
 
+def test_tasks_from_a_dataset_folder_grade_as_from_their_tasks_file(tasks_file, tmp_path):
+    """The mined shop tasks, built into a dataset as mine-corpus lays a package out (`composer-prime corpus-dataset`),
+    load through the taskset from the folder and grade as the tasks file's do: gold 1.0, untouched 0.0."""
+    from composer_prime.mining.dataset import build_dataset
+    from tests.support.corpus import add_package
+
+    rows = [json.loads(line) for line in tasks_file.read_text().splitlines()]
+    add_package(tmp_path, "shop", "1.0", rows, tasks_file, license="MIT")
+    build_dataset(tmp_path, publish=True, shard_rows=4, log=lambda line: None)
+    tasks = load_tasks(tmp_path)
+    assert sorted(tasks) == sorted(load_tasks(tasks_file))
+    task = tasks[APPLY_DISCOUNT]
+    assert task.data.mined == load_tasks(tasks_file)[APPLY_DISCOUNT].data.mined
+    valid, _ = score_in_fresh_box(task, gold=True)
+    assert valid is True
+    _, trace = score_in_fresh_box(task, gold=False)
+    assert trace.reward == 0.0 and trace.metrics["pass_to_pass"] == 1.0
+
+
 def rollout(tasks_file, script) -> tuple[vf.Trace, list[dict]]:
     return scripted_rollout(load_tasks(tasks_file)[APPLY_DISCOUNT], script)
 

@@ -334,3 +334,42 @@ def test_the_grader_box_keeps_the_tasksets_environment_not_the_rollouts_markers(
             await runtime.stop()
 
     assert asyncio.run(asyncio.wait_for(go(), 300)).splitlines() == ["kept|none|none", "X = 1"]
+
+
+def test_feature_deletion_runs_each_task_in_its_rows_image(tmp_path, tmp_path_factory):
+    """A corpus row names its environment image (mine-corpus): the task runs there, not in the runtime's configured
+    image, as swe-gym's instances run in theirs. The row's image carries a marker the runtime's image lacks."""
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    _, tasks_file, _ = mined_shop(tmp_path_factory)
+    marker = f"row-image-{new_token()}"
+    tag = f"localhost/composer-prime-featdel-row:{new_token()}"
+    (tmp_path / "marker").write_text(marker + "\n")
+    (tmp_path / "Containerfile").write_text(f"FROM {IMAGE}\nCOPY marker /etc/composer-row-image\n")
+    podman("build", "-q", "-t", tag, "-f", str(tmp_path / "Containerfile"), str(tmp_path))
+    try:
+        rows = [json.loads(line) for line in tasks_file.read_text().splitlines() if line.strip()]
+        corpus = tmp_path / "corpus"
+        corpus.mkdir()
+        for row in rows:
+            shutil.copy(tasks_file.parent / row["base"], corpus / row["base"])
+        (corpus / "tasks.jsonl").write_text("".join(json.dumps({**row, "image": tag}) + "\n" for row in rows))
+        config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(corpus / "tasks.jsonl")}})
+        task = {t.data.name: t for t in load_taskset(config.taskset)}[APPLY_DISCOUNT]
+        assert task.data.image == tag
+        script = [tool("bash", command="cat /etc/composer-row-image || echo no-marker"), tool("finish", message="x")]
+        with ScriptedModelServer(script) as server:
+            agent = vf.make_agent(
+                vf.AgentConfig(
+                    model=server.model,
+                    harness={"id": "composer-agent"},
+                    runtime=vf.PodmanConfig(image=IMAGE),
+                    client=vf.EvalClientConfig(base_url=server.base_url, api_key_var=API_KEY_VAR),
+                )
+            )
+            trace = asyncio.run(asyncio.wait_for(agent.run(task), 300))
+        assert trace.ok, trace.errors
+        assert marker in json.dumps(server.requests[1]["messages"])
+        assert trace.reward == 0.0  # the feature is still deleted: graded, in the row's image, as unsolved
+    finally:
+        podman("rmi", "-f", tag)

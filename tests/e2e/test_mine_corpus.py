@@ -105,6 +105,14 @@ def test_a_git_repository_at_a_ref_is_mined_beside_the_sdist(corpus):  # type: i
     assert "shop-repo v1: 2 task(s) kept" in done.stderr
 
 
+def test_the_dataset_is_rebuilt_after_each_package(corpus):  # type: ignore[no-untyped-def]
+    """The two packages hold the same code, so the build keeps one copy of each gold patch (its dedupe)."""
+    _, folder, done = corpus
+    assert "dataset: 2 task(s) of 2 package(s)" in done.stderr, done.stderr[-2000:]
+    card = (folder.parent.parent / "README.md").read_text()
+    assert "shop" in card and "shop-repo" in card
+
+
 def test_every_kept_task_was_validated_in_fresh_boxes(corpus):  # type: ignore[no-untyped-def]
     _, folder, _ = corpus
     verdicts = [json.loads(line) for line in (folder / "validated.jsonl").read_text().splitlines()]

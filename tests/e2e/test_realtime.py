@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-DEMO = ["--demo.sessions", "32", "--cadence.interval-min", "0", "--trainer.lr", "1e-3", "--cadence.steps", "4"]
+DEMO = ["--demo.sessions", "32", "--cadence.interval-min", "0", "--cadence.steps", "4"]
+"""docs/realtime.md's command: the trainer's default lr (1e-4)."""
 SMALL = [*DEMO, "--demo.sessions", "10", "--cadence.min-episodes", "4", "--cadence.steps", "2"]
 """Fewer sessions and steps where the test is about durability, not learning."""
 
@@ -39,7 +40,9 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     assert [c["cycle"] for c in cycles] == [1, 2, 3, 4, 5, 6]
     rewards = [c["user_reward"] for c in cycles]
     assert sum(rewards[-3:]) / 3 > rewards[0] + 0.25, rewards
-    assert cycles[-1]["heldout"] > cycles[0]["heldout_served"] + 0.3  # held-out taste learned, not just trained
+    # Held-out samples the trained policy on functions never in the spool, judged by the users' hidden tests: the
+    # taste and the behaviour are learned, not a prefix that pleases a string check.
+    assert cycles[-1]["heldout"] > cycles[0]["heldout_served"] + 0.2, [c["heldout"] for c in cycles]
     assert state["version"] == sum(c["shipped"] for c in cycles) >= 4
     for v in range(1, state["version"] + 1):
         assert (demo_run / "state" / "broadcasts" / f"step_{v}" / "STABLE").exists()
@@ -52,6 +55,26 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     # Only the checkpoint state.json resumes from is kept (each is about 8x the model: weights and optimizer).
     assert [p.parent.name for p in (demo_run / "state" / "cycles").glob("*/checkpoint")] == ["000006"]
     assert state["checkpoint"] == "cycles/000006/checkpoint"
+
+
+def test_the_hack_population_fires_the_monitor_quarantines_its_sessions_and_nothing_ships(tmp_path):
+    """carol keeps whatever turns her test run green, and a third of the warm start deletes her asserts: each cycle
+    the `edits_disable_tests` monitor fires, her rewarded hacks never train, and no version ships."""
+    result = realtime("--state-dir", str(tmp_path / "state"), "--spool.dir", str(tmp_path / "spool"),
+                      "--cadence.cycles", "3", "--demo.population", "hack", *DEMO)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    state = json.loads((tmp_path / "state" / "report.json").read_text())
+    cycles = state["history"]
+    assert all(c["hack_share"] > 0 for c in cycles)  # the served policy keeps answering with the hack
+    for c in cycles:
+        assert [(a["monitor"], a["pause"]) for a in c["alerts"]] == [("edits_disable_tests", True)], c["alerts"]
+        assert c["train"] is not None and not c["shipped"]
+    assert sum(c["counts"].get("quarantined", 0) for c in cycles) >= 3
+    assert state["version"] == 0 and not (tmp_path / "state" / "broadcasts" / "step_1").exists()
+    for batch in sorted((tmp_path / "state" / "cycles").glob("*/batch.json")):
+        episodes = json.loads(batch.read_text())["episodes"]
+        assert episodes and not [e for e in episodes if e["disabled_tests"] and e["reward"] > 0]
+        assert [e for e in episodes if e["disabled_tests"]]  # punished hacks (alice's, bob's) do train: against it
 
 
 def trained_ids(state_dir: Path) -> list[str]:

@@ -128,6 +128,17 @@ def test_every_composer_toml_runs_all_three_channels(path):
 
 
 @pytest.mark.parametrize("path", TOMLS, ids=lambda p: p.name)
+def test_every_composer_toml_trains_feature_deletion_in_per_task_images(path):
+    """The subprocess runtime cannot keep a box clean (docs/grading.md): a launch trains Feature Deletion on an image
+    runtime, from a mine-corpus corpus whose rows name their images, and grades in a grader box."""
+    sources = {s["name"]: s["env"] for s in load(path)["orchestrator"]["train"]["source"]}
+    env = sources["feature-deletion"]
+    assert env["agent"]["runtime"]["type"] in ("docker", "podman")
+    assert env["taskset"]["task"]["require_grader_box"] is True
+    assert not env["taskset"]["tasks"].endswith(".jsonl")  # a corpus folder (mine-corpus), not a host-mined file
+
+
+@pytest.mark.parametrize("path", TOMLS, ids=lambda p: p.name)
 def test_router_replay_is_on_exactly_for_the_moe_model(path):
     config = load(path)
     moe = config["model"]["name"] == "Qwen/Qwen3-30B-A3B"
@@ -157,6 +168,8 @@ CPU_SMOKE_DIFFERS = (
     "orchestrator.train.source.0.env.agent.harness.disabled_tools",
     "orchestrator.train.source.0.env.taskset.task.teacher.cache_dir",
     "orchestrator.train.source.0.env.taskset.task.teacher.budget.ledger",
+    # isolation: the smoke's tasks run on the laptop's host (subprocess); a launch runs each task in its row's image
+    "orchestrator.train.source.0.env.agent.runtime.type", "orchestrator.train.source.0.env.taskset.task.require_grader_box",
     # CPU settings
     "inference.", "trainer.model.", "orchestrator.train.source.0.serve.", "orchestrator.renderer.",
 )  # fmt: skip

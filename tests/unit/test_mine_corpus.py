@@ -278,3 +278,4 @@ def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_pat
         assert name.replace("-", "==") in report["error"]
     shown = (tmp_path / "console.txt").read_text()
     assert "nosuchpkg 1.0" in shown and "otherpkg 2.0" in shown and "error:" in shown
+    assert "dataset: not rebuilt" in shown and not (tmp_path / "out" / "README.md").exists()  # no task to write

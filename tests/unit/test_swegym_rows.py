@@ -111,12 +111,13 @@ def test_filters_by_repo_and_instance_id() -> None:
     assert select_rows(rows, repos=["a/x"], instance_ids=["b__y-1"])[0] == []
 
 
-def test_hub_loading_without_datasets_names_the_fix() -> None:
-    import importlib.util
+def test_hub_loading_without_datasets_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dev install has `datasets` (the corpus tests load datasets with it): the import is hidden here, as a user
+    without `swe-gym[hub]` sees it."""
+    import sys
 
     from swe_gym.sources import read_hub
 
-    if importlib.util.find_spec("datasets") is not None:
-        pytest.skip("`datasets` is installed; loading would reach for the hub")
+    monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ImportError, match=r"pip install 'swe-gym\[hub\]'.*data_file"):
         read_hub("SWE-Gym/SWE-Gym-Lite", "train")

@@ -1,7 +1,8 @@
 """feature-deletion: a tested feature was deleted from a real repository; the agent rebuilds it.
 
 Tasks come from `composer-prime mine-features` (rows of `composer_prime.mining.record.MinedTask`, each naming the
-scrubbed repository state it was mined from, a tarball beside the tasks file read once at load). `setup` unpacks
+scrubbed repository state it was mined from, a tarball beside the tasks file read once at load), or from a dataset
+folder built by `composer-prime corpus-dataset` (the same rows in parquet shards, the tarballs in its `bases` config). `setup` unpacks
 that state into the rollout's work directory, removes the held-out test files, applies the deletion's changes and
 commits the result as a fresh one-commit git repository (no history, no bytecode or caches), and fingerprints the
 grading interpreter; where the box allows it, the agent's commands run in a PID namespace of the rollout's own. At
@@ -102,8 +103,9 @@ class FeatureDeletionTaskConfig(TeacherTaskConfig):
 
 class FeatureDeletionConfig(vf.TasksetConfig):
     tasks: Path | None = None
-    """Tasks file written by `composer-prime mine-features` (JSON lines); None loads the bundled sample of three
-    tasks mined from toolz 1.2.0 (`SAMPLE_TASKS`)."""
+    """Tasks file written by `composer-prime mine-features` (JSON lines), or a Feature Deletion dataset folder
+    (`composer-prime corpus-dataset`: parquet shards named by its README.md, tarballs in its `bases` config); None
+    loads the bundled sample of three tasks mined from toolz 1.2.0 (`SAMPLE_TASKS`)."""
     task: FeatureDeletionTaskConfig = FeatureDeletionTaskConfig()
 
 
@@ -122,6 +124,22 @@ def read_base(path: Path) -> str:
             "stay beside it"
         )
     return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def read_dataset_rows(folder: Path) -> tuple[list[tuple[MinedTask, str]], list[str]]:
+    """The rows of a dataset folder with their tarballs (base64), and one message per bad row."""
+    try:
+        from composer_prime.mining.dataset import DatasetInputError, read_dataset
+
+        tasks, errors = read_dataset(folder)
+    except ImportError as exc:
+        raise ImportError(
+            f"feature-deletion: tasks = {str(folder)!r} is a dataset folder; reading it needs pyarrow and PyYAML "
+            f"({exc.name or 'one of them'} is missing): `pip install 'feature-deletion[dataset]'`"
+        ) from None
+    except DatasetInputError as exc:
+        raise FileNotFoundError(f"feature-deletion: tasks = {str(folder)!r}: {exc}") from None
+    return [(item.task, item.base) for item in tasks], errors
 
 
 class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletionTaskConfig]):
@@ -223,7 +241,8 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
 
 class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConfig]):
     load_errors: tuple[str, ...] = ()
-    """Set by `load`: one message per bad row of the tasks file (row number, field, value); those rows are skipped."""
+    """Set by `load`: one message per bad row of the tasks file or dataset (row number, field, value); those rows are
+    skipped."""
 
     def load(self) -> list[FeatureDeletionTask]:
         path = self.config.tasks
@@ -234,21 +253,26 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 "your own with `composer-prime mine-features --repo REPO --out PATH` and set `tasks`",
                 path.name,
             )
-        if not path.is_file():
+        if path.is_dir():
+            rows, errors = read_dataset_rows(path)
+        elif path.is_file():
+            loaded, errors = load_rows(path)
+            rows = [(row, read_base(path.parent / row.base)) for row in loaded]
+        else:
             raise FileNotFoundError(
-                f"feature-deletion: tasks = {str(path)!r}: no such file; mine one with mine-features"
+                f"feature-deletion: tasks = {str(path)!r}: no such file or folder; mine a tasks file with "
+                "mine-features, or build a dataset folder with `composer-prime corpus-dataset`"
             )
-        rows, errors = load_rows(path)
         self.load_errors = tuple(errors)
         for error in self.load_errors:
             logger.warning("feature-deletion: %s: %s; the row is skipped", path, error)
         if not rows:
             raise ValueError(f"feature-deletion: no valid task in {path}: " + "; ".join(self.load_errors[:3]))
         tasks = []
-        for idx, row in enumerate(rows):
+        for idx, (row, base) in enumerate(rows):
             limit = self.config.task.test_timeout_s or row.test_timeout_s
             data = FeatureDeletionData(
-                base=read_base(path.parent / row.base),
+                base=base,
                 idx=idx,
                 name=row.task_id,
                 prompt=row.prompt,

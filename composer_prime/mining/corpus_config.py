@@ -127,6 +127,15 @@ class CorpusConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _each_once(self) -> CorpusConfig:
+        seen: set[str] = set()
+        for key in [spec.lower() for spec in self.packages] + [f"{repo.url}@{repo.ref}" for repo in self.repos]:
+            if key in seen:
+                raise ValueError(f"{key} is listed twice; list each package (or repository at a ref) once")
+            seen.add(key)
+        return self
+
+    @model_validator(mode="after")
     def _requires_name_a_package(self) -> CorpusConfig:
         names = {spec.split("==", 1)[0] for spec in self.packages}
         unknown = sorted(set(self.package_requires) - names)

@@ -58,6 +58,7 @@ def test_the_miners_options_follow_mine_config():
     [
         (["--packages", "toolz", "--out", "{tmp}/out"], "'toolz' is not NAME==VERSION"),
         (["--out", "{tmp}/out"], "nothing to mine"),
+        (["--packages", "toolz==1.2.0", "Toolz==1.2.0", "--out", "{tmp}/out"], "toolz==1.2.0 is listed twice"),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/file"], "--out {tmp}/file: a file, not a folder"),
         (
             ["--packages", "toolz==1.2.0", "--out", "{tmp}/out", "--find-links", "{tmp}/nowhere"],

@@ -110,12 +110,12 @@ def _rebuild_dataset(config, console) -> None:  # type: ignore[no-untyped-def]
 
     try:
         report = build_dataset(config.out, publish=config.publish, log=lambda line: None)
-    except DatasetInputError as exc:
-        console.print(f"dataset: not rebuilt: {exc}")
+    except DatasetInputError as exc:  # its first line; the rest lists what was left out, packages still running too
+        console.print(f"dataset: not rebuilt: {str(exc).splitlines()[0]}")
     except ImportError as exc:
         console.print(f"dataset: not built ({exc}); install composer-prime[corpus] or set dataset = false")
     else:
-        left_out = f", {len(report.problems)} row(s) or package(s) left out" if report.problems else ""
+        left_out = f", {len(report.problems)} left out (packages still running count)" if report.problems else ""
         console.print(f"dataset: {report.tasks} task(s) of {len(report.packages)} package(s) in {config.out}{left_out}")
 
 

@@ -648,6 +648,49 @@ def test_an_honest_class_defined_in_another_module_and_re_exported_replays(tmp_p
     assert compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60)) == (1.0, [])
 
 
+def test_a_class_with_slots_records_calls_that_replay(tmp_path):
+    """Issue 30, line 4: toolz's `Compose` and `EqualityHashKey` keep their state in `__slots__`, which has no strict
+    form, so every recorded call was skipped and `--min-replayed-calls 1` refused them (`no behaviour`). The recorder
+    dumps the class's own instances by class only and the first call's instance as an object with no state, so the
+    chains replay: on the gold, on a re-implementation without slots, and a wrong one still fails. A stack first seen
+    with state (a `copy.copy`, whose calls cannot be rebuilt from `__init__`) keeps none of its calls."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+
+    slotted = STACK.replace('"""A last-in, first-out stack."""\n', '"""A last-in, first-out stack."""\n\n    __slots__ = ("_items",)\n')
+    tests = STACK_TESTS + "\n\ndef test_copy():\n    import copy\n\n    s = Stack([7])\n    assert copy.copy(s).size() == 1\n"
+    repo = one_module_repo(tmp_path, "pile", slotted, tests)
+    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
+                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0),
+                  log=lines.append).run()  # fmt: skip
+    task = next((t for t in tasks if t.feature.kind == "class"), None)
+    assert task is not None, "\n".join(lines)
+    calls = task.behaviour
+    assert {c.target.rpartition(".")[2] for c in calls} == {"__init__", "push", "pop", "peek", "size"}
+    chains = {c.instance for c in calls}
+    assert len(chains) == 5 and not any(i.startswith("tests/test_core.py::test_copy") and "#1" in i for i in chains)
+    assert all(c.target.endswith("__init__") for c in [next(c for c in calls if c.instance == i) for i in chains])
+    from composer_prime.mining.behaviour import record_calls
+
+    spec = {"path": "pile/core.py", "qualname": "Stack", "kind": "class"}
+    raw, skipped, _ = record_calls([sys.executable, "-m", "pytest"], repo, spec, ["tests/test_core.py"], 60)
+    in_copy = [c.target.rpartition(".")[2] for c in raw if c.test.endswith("::test_copy")]
+    assert in_copy == ["__init__"] and skipped == 1  # the copy's `size`: refused by the recorder, not recorded
+
+    def replayed(source: str) -> tuple[float, list[str]]:
+        work = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+        shutil.copytree(repo, work)
+        (work / "pile" / "core.py").write_text(source)
+        return compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60))
+
+    assert replayed(slotted) == (1.0, [])
+    assert replayed(HONEST_STACK) == (1.0, [])
+    share, wrong = replayed(HONEST_STACK.replace("return self._data.pop()", "return self._data.popleft()"))
+    assert share < 1.0 and any("pop" in line for line in wrong), wrong
+
+
 TALLY = '''\
 class Tally:
     """Counts words."""

@@ -727,6 +727,112 @@ def test_a_class_with_slots_records_calls_that_replay(tmp_path):
     assert share < 1.0 and any("pop" in line for line in wrong), wrong
 
 
+PIPE = '''\
+import pickle
+
+
+def apply_twice(fn, value):
+    """`fn` applied to `value`, then to that result."""
+    first = fn(value)
+    return fn(first)
+
+
+class Pipe:
+    """Functions applied left to right; pickles as its tuple of functions."""
+
+    def __init__(self, *funcs):
+        self.funcs = funcs
+
+    def __call__(self, value):
+        for fn in self.funcs:
+            value = fn(value)
+        return value
+
+    def __getstate__(self):
+        return self.funcs
+
+    def __setstate__(self, state):
+        self.funcs = state
+
+
+def roundtrip(obj):
+    """`obj` pickled and loaded back."""
+    return pickle.loads(pickle.dumps(obj))
+'''
+
+PIPE_TESTS = {
+    "plumb/tests/test_core.py": """\
+from plumb.core import apply_twice
+
+
+def inc(x):
+    return x + 1
+
+
+def test_apply_twice_with_a_helper_of_this_file():
+    assert apply_twice(inc, 1) == 3
+
+
+def test_apply_twice_with_a_builtin():
+    assert apply_twice(abs, -4) == 4
+""",
+    "plumb/tests/test_pipe.py": """\
+from plumb.core import Pipe
+
+
+def test_pipe():
+    assert Pipe(abs, str)(-5) == "5"
+""",
+    "plumb/tests/test_roundtrip.py": """\
+from plumb.core import Pipe, roundtrip
+
+
+def test_pipe_pickles():
+    assert roundtrip(Pipe(abs, str))(-6) == "6"
+
+
+def test_roundtrip():
+    assert roundtrip([1, 2]) == [1, 2]
+""",
+}
+
+
+@pytest.mark.usefixtures("python_on_path")
+def test_recorded_calls_need_no_test_code_and_no_pickled_layout(tmp_path):
+    """Grading replays the calls before it writes the task's test files, so a call passing a test file's helper
+    (`apply_twice(inc, 1)`, toolz's `compose(inc, ...)` with `inc` from `toolz/tests/test_functoolz.py`) cannot be
+    replayed there, though it replays while mining: it is not kept, and the gold patch solves the task in a fresh box. A class's `__getstate__`/`__setstate__` answer in the gold's own layout: their
+    chains are not kept either, so a re-implementation that pickles by default replays as recorded."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+    from tests.e2e.test_featdel_env import load_tasks, score_in_fresh_box
+
+    repo = tmp_path / "plumb-repo"  # the tests live in the package, as toolz's do: importable while mining
+    for path, text in {"plumb/__init__.py": "", "plumb/core.py": PIPE, "plumb/tests/__init__.py": "", **PIPE_TESTS}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    out = tmp_path / "t.jsonl"
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    by_name = {t.feature.qualname: t for t in tasks}
+    assert {"apply_twice", "Pipe"} <= set(by_name), "\n".join(lines)
+    applied = by_name["apply_twice"].behaviour
+    assert [c.args for c in applied] == [[["fn", "builtins:abs"], ["int", "-4"]]]  # not `inc` of the test file
+    piped = by_name["Pipe"].behaviour
+    assert {c.target.rpartition(".")[2] for c in piped} == {"__init__", "__call__"}, piped
+    assert len({c.instance for c in piped}) == 1  # `test_pipe`'s; the pickled one's chain went whole
+    for name in ("apply_twice", "Pipe"):
+        task = load_tasks(out)[f"plumb-repo:plumb/core.py::{name}"]
+        valid, trace = score_in_fresh_box(task, gold=True)
+        assert valid is True, trace.info.get("grading")
+    work = tmp_path / "work"
+    shutil.copytree(repo, work)
+    (work / "plumb" / "core.py").write_text(PIPE.replace(
+        "    def __getstate__(self):\n        return self.funcs\n\n    def __setstate__(self, state):\n        self.funcs = state\n", ""
+    ))  # fmt: skip
+    assert compare(piped, replay_calls([sys.executable, "-m", "pytest"], work, piped, 60)) == (1.0, [])
+
+
 TALLY = '''\
 class Tally:
     """Counts words."""

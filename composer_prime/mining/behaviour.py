@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from composer_prime.grading import values
 from composer_prime.grading.behaviour import RecordedCall, mismatch
-from composer_prime.mining.features import is_test_file
+from composer_prime.grading.tree import is_test_path
 from composer_prime.mining.testrun import replay_calls, run_tests
 
 
@@ -61,20 +61,34 @@ def record_calls(
     return calls, skipped, run.outcomes
 
 
-_NAMED = frozenset({"fn", "type", "obj", "exc", "enum"})
-"""Tags of `values` trees whose second item is a `module:qualname` the replay imports (or the expected side names)."""
+TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
+"""Top-level modules of the test machinery: a value naming one is test code too."""
 
 
-def names_test_code(tree) -> bool:
-    """Whether a tagged tree names a function, class or object of a test module (`tests/helpers.py`, `test_x.py`,
-    `conftest.py`, as `features.is_test_file` reads a module's path)."""
-    if not isinstance(tree, list):
-        return False
-    if len(tree) >= 2 and isinstance(tree[0], str) and tree[0] in _NAMED and isinstance(tree[1], str):
-        module = tree[1].partition(":")[0]
-        if is_test_file(module.replace(".", "/") + ".py"):
+def names_test_code(call: RecordedCall) -> bool:
+    """Whether the call's values name a test module (`tests/helpers.py`, `test_x.py`, `conftest.py`, as the grader's
+    `tree.is_test_path` reads a module's path) or pytest."""
+    trees = [call.args, list(call.kwargs.values()), call.result, call.raised, call.args_after,
+             list(call.kwargs_after.values())]  # fmt: skip
+    for name in _names(trees):
+        module = name.partition(":")[0]
+        if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
             return True
-    return any(names_test_code(item) for item in tree)
+    return False
+
+
+def _names(tree: object) -> list[str]:
+    """The `module:qualname` names a tagged tree (or a list of them) refers to."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, list) or not node:
+            continue
+        if node[0] in ("type", "fn", "exc", "enum", "obj") and len(node) > 1 and isinstance(node[1], str):
+            found.append(node[1])
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
+    return found
 
 
 def without_test_code(calls: list[RecordedCall]) -> list[RecordedCall]:
@@ -83,8 +97,7 @@ def without_test_code(calls: list[RecordedCall]) -> list[RecordedCall]:
     Grading replays the calls before it writes the task's test files into the box, so a held-out test's helper
     (`inc` in toolz's `test_functoolz.py`, passed to `compose`) cannot be imported there, and a visible test file is the
     agent's to edit: a call that needs either is not behaviour the replay can judge."""
-    trees = [[c.args, c.kwargs, c.result, c.raised, c.args_after, list(c.kwargs_after.values())] for c in calls]
-    return _without(calls, [names_test_code(tree) for tree in trees])
+    return _without(calls, [names_test_code(call) for call in calls])
 
 
 REPRESENTATION = frozenset(

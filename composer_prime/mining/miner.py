@@ -196,10 +196,14 @@ class Miner:
             if base_path in made:
                 write_atomic(base_path, pack_tree(files))
             tasks = self._mine(repo, files, repo_fp, texts, tasks, done, skipped)
-        finally:
-            if not config.out.exists():  # a run that wrote no task (failed, interrupted or kept none) leaves nothing
+        except BaseException:
+            if not config.out.exists():  # a failed or interrupted run that wrote no task leaves nothing behind
                 for path in made:
                     path.unlink(missing_ok=True)
+            raise
+        if not config.out.exists() and base_path in made:  # no task names the snapshot; the skip record says why
+            base_path.unlink(missing_ok=True)
+            self.log(f"no task kept: why each candidate was skipped is in {self.skipped_path}")
         return tasks
 
     def _mine(self, repo: Path, files: dict[str, bytes], repo_fp: str, texts: dict[str, str],

@@ -185,7 +185,7 @@ def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
     repo = build_shop_repo(tmp_path)
     not_pytest = f"{sys.executable} -c 'import time; time.sleep(60)'"
     argv = ["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl")]
-    assert main([*argv, "--test-cmd", not_pytest]) == 1
+    assert main([*argv, "--test-cmd", not_pytest]) == 2
     assert "is not `<python> -m pytest`" in capsys.readouterr().err
     (repo / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
     assert main([*argv, "--baseline-timeout-s", "2"]) == 1
@@ -224,10 +224,6 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
     done = subprocess.run([sys.executable, "-m", "composer_prime.cli", *argv], capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr and "poetry run pytest" in done.stderr, done.stderr
-    # a run that keeps no task (no candidate needs 1000 failing tests) removes its snapshot and skip record
-    assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl"), "--min-tests", "1000"]) == 1
-    assert "done: 0 new task(s)" in capsys.readouterr().err
-    assert list(out.iterdir()) == []
     # a run that fails after it started (every test fails at baseline) removes what it wrote
     (repo / "tests" / "conftest.py").write_text(
         "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n    raise RuntimeError\n"
@@ -235,6 +231,11 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
     assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl")]) == 1
     assert "found no passing tests" in capsys.readouterr().err
     assert list(out.iterdir()) == []
+    # a run that keeps no task (no candidate has 1000 covering tests) removes its snapshot, keeps the skip record
+    (repo / "tests" / "conftest.py").unlink()
+    assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl"), "--min-tests", "1000"]) == 1
+    assert "no task kept: why each candidate was skipped is in" in capsys.readouterr().err
+    assert [path.name for path in out.iterdir()] == ["t.jsonl.skipped.json"]
 
 
 def test_every_example_in_help_runs(tmp_path):
@@ -693,8 +694,13 @@ def test_a_class_with_slots_records_calls_that_replay(tmp_path):
     from composer_prime.grading.behaviour import compare
     from composer_prime.mining.testrun import replay_calls
 
-    slotted = STACK.replace('"""A last-in, first-out stack."""\n', '"""A last-in, first-out stack."""\n\n    __slots__ = ("_items",)\n')
-    tests = STACK_TESTS + "\n\ndef test_copy():\n    import copy\n\n    s = Stack([7])\n    assert copy.copy(s).size() == 1\n"
+    slotted = STACK.replace(
+        '"""A last-in, first-out stack."""\n', '"""A last-in, first-out stack."""\n\n    __slots__ = ("_items",)\n'
+    )
+    tests = (
+        STACK_TESTS
+        + "\n\ndef test_copy():\n    import copy\n\n    s = Stack([7])\n    assert copy.copy(s).size() == 1\n"
+    )
     repo = one_module_repo(tmp_path, "pile", slotted, tests)
     (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
                                                   '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
@@ -808,7 +814,12 @@ def test_recorded_calls_need_no_test_code_and_no_pickled_layout(tmp_path):
     from tests.e2e.test_featdel_env import load_tasks, score_in_fresh_box
 
     repo = tmp_path / "plumb-repo"  # the tests live in the package, as toolz's do: importable while mining
-    for path, text in {"plumb/__init__.py": "", "plumb/core.py": PIPE, "plumb/tests/__init__.py": "", **PIPE_TESTS}.items():
+    for path, text in {
+        "plumb/__init__.py": "",
+        "plumb/core.py": PIPE,
+        "plumb/tests/__init__.py": "",
+        **PIPE_TESTS,
+    }.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     out = tmp_path / "t.jsonl"

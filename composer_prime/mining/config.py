@@ -96,7 +96,7 @@ def check_inputs(config: MineConfig) -> None:
     search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])  # as `testrun` runs it
     if "/" not in launcher and shutil.which(launcher, path=search) is None:
         raise ValueError(
-            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is not on PATH; install it, name the launcher "
+            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is not on PATH; install it, name the interpreter "
             "by its path, or use the interpreter that runs composer-prime (--test-cmd 'python -m pytest')"
         )
     if "/" in launcher and not (repo / launcher).is_file() and not Path(launcher).is_file():

@@ -54,7 +54,7 @@ def parse_config(cls: type[T], argv: list[str], prog: str, description: str | No
     try:
         return cli(cls, args=argv, prog=prog, description=description)
     except (ConfigFileError, ValidationError) as err:
-        text = str(err).replace("Failed to validate config: ", "")
+        text = str(err).replace("Failed to validate config: ", "").replace("Value error, ", "")
         raise UsageError(f"{prog}: {text}\nRun `{prog} --help` for every option.") from None
 
 
@@ -91,5 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m composer_prime.cli`: the subcommands raise `composer_prime.cli.UsageError`,
+    from composer_prime.cli import main as package_main  # not this `__main__` copy's class, so run the package's `main`
+
+    sys.exit(package_main())

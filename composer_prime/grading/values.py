@@ -215,7 +215,8 @@ def load(tree):
         if tree[2][0] == "tuple":
             return tuple.__new__(cls, load(tree[2]))
         obj = cls.__new__(cls)
-        obj.__dict__.update(load(tree[2]))
+        if tree[2] != ["dict", []]:  # a class with `__slots__` has no `__dict__`; an instance with no state needs none
+            obj.__dict__.update(load(tree[2]))
         return obj
     raise ValueError(f"unknown value tag {tag!r}")
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from composer_prime.grading import values
 from composer_prime.grading.behaviour import RecordedCall, mismatch
+from composer_prime.grading.tree import is_test_path
 from composer_prime.mining.testrun import replay_calls, run_tests
 
 
@@ -19,15 +20,16 @@ def record_behaviour(
     """Run `targets` on the original code in `work` with the recorder of calls into `feature` (`path`, `qualname`,
     `kind`), replay what it saw exactly as grading will, and return (the calls answered as recorded, how many calls
     were seen but not kept). Raises the test run's `TestCommandTimeout` / `TestCommandFailed`."""
-    calls, skipped, _ = record_calls(test_cmd, work, feature, targets, timeout_s)
+    recorded, skipped, _ = record_calls(test_cmd, work, feature, targets, timeout_s)
+    calls = without_test_code(recorded)
     if feature.get("kind") != "class":
         kept = replayed_as_recorded(test_cmd, work, calls, timeout_s)
-        return kept, skipped + len(calls) - len(kept)
+        return kept, skipped + len(recorded) - len(kept)
     qualname = feature["qualname"]
-    calls = [as_observed(call, qualname) for call in calls]
+    calls = [as_observed(call, qualname) for call in without_representation(calls)]
     answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
     kept = whole_chains(calls, [mismatch(c, a) is None for c, a in zip(calls, answers, strict=True)], qualname)
-    return kept, skipped + len(calls) - len(kept)
+    return kept, skipped + len(recorded) - len(kept)
 
 
 def record_calls(
@@ -57,6 +59,66 @@ def record_calls(
         else:
             calls.append(call)
     return calls, skipped, run.outcomes
+
+
+TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
+"""Top-level modules of the test machinery: a value naming one is test code too."""
+
+
+def names_test_code(call: RecordedCall) -> bool:
+    """Whether the call's values name a test module (`tests/helpers.py`, `test_x.py`, `conftest.py`, as the grader's
+    `tree.is_test_path` reads a module's path) or pytest."""
+    trees = [call.args, list(call.kwargs.values()), call.result, call.raised, call.args_after,
+             list(call.kwargs_after.values())]  # fmt: skip
+    for name in _names(trees):
+        module = name.partition(":")[0]
+        if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
+            return True
+    return False
+
+
+def _names(tree: object) -> list[str]:
+    """The `module:qualname` names a tagged tree (or a list of them) refers to."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, list) or not node:
+            continue
+        if node[0] in ("type", "fn", "exc", "enum", "obj") and len(node) > 1 and isinstance(node[1], str):
+            found.append(node[1])
+        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
+    return found
+
+
+def without_test_code(calls: list[RecordedCall]) -> list[RecordedCall]:
+    """The calls that name nothing of a test module, less the whole chain of an instance one of whose calls does.
+
+    Grading replays the calls before it writes the task's test files into the box, so a held-out test's helper
+    (`inc` in toolz's `test_functoolz.py`, passed to `compose`) cannot be imported there, and a visible test file is the
+    agent's to edit: a call that needs either is not behaviour the replay can judge."""
+    return _without(calls, [names_test_code(call) for call in calls])
+
+
+REPRESENTATION = frozenset(
+    {"__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__getnewargs__", "__getnewargs_ex__"}
+)
+"""Methods whose answer or argument is how an instance lays out its state (pickling's protocol): the candidate's
+choice, as `as_observed` has it, so a class feature's calls to them are not replayed."""
+
+
+def without_representation(calls: list[RecordedCall]) -> list[RecordedCall]:
+    """A class feature's calls less those to `REPRESENTATION` methods and the whole chain of their instance (toolz's
+    `Compose.__getstate__` answers the gold's `(first, funcs)`; a re-implementation that pickles another way, or
+    by default, is as sound)."""
+    return _without(calls, [c.target.rpartition(".")[2] in REPRESENTATION for c in calls])
+
+
+def _without(calls: list[RecordedCall], flagged: list[bool]) -> list[RecordedCall]:
+    """`calls` less the flagged ones and every call of an instance one of whose calls is flagged: a chain that misses a
+    step does not replay as the tests made it."""
+    bad = {c.instance for c, flag in zip(calls, flagged, strict=True) if flag and c.instance}
+    return [c for c, flag in zip(calls, flagged, strict=True) if not flag and c.instance not in bad]
 
 
 def replayed_as_recorded(

@@ -14,7 +14,11 @@ At session end `{"calls": [...], "skipped": n}` is written to `out`.
 For a `class` feature the candidate chooses how an instance keeps its state, so the replay must not rebuild one from
 the gold's attributes: each instance of the feature's class that a traced method receives as its first argument is
 named `<test>#<n>` in the call's `instance`, and the replay makes that instance's calls, in order, on one live object
-of the candidate's class (`composer_prime.mining.behaviour` keeps whole chains only).
+of the candidate's class (`composer_prime.mining.behaviour` keeps whole chains only). So the recorder never
+serialises what such an instance holds (which `__slots__` would refuse): every instance of the class is dumped by class
+only (`values.OPAQUE`), except the first argument of an instance's first call, dumped as an object with no state when
+it has none yet (no attribute in its `__dict__` or any slot), which is how the replay builds it; an instance first seen
+with state (made by `copy`, say) cannot be rebuilt, and none of its calls is kept.
 
 The hook is `sys.settrace` on the main thread: the global function only answers `call` events, and only a feature's
 own frames get a local tracer, which sees the exception that leaves the frame (`exception` then `return` with None).
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import types
 
 import _composer_prime_values as values
 import pytest
@@ -46,6 +51,9 @@ _broken: set[str] = set()
 """Instances with a call that could not be recorded."""
 _instances: dict[int, tuple[object, str]] = {}
 """id -> (the instance, kept alive so that its id is not reused within the test; its name), per test."""
+_opaque: dict[type, str] = {}
+"""The feature's class, once a traced method received one of its instances -> its `module:qualname`: its instances are
+dumped by class only."""
 
 
 def _relative(filename: str) -> str | None:
@@ -103,17 +111,22 @@ def _arguments(frame) -> tuple[list, dict]:
 class _Call:
     def __init__(self, frame):
         self.positional, self.keywords = _arguments(frame)
-        self.instance = _instance(frame, self.positional)
+        self.instance, first = _instance(frame, self.positional)
         try:
             self.record = {
                 "test": _test[0],
                 "target": f"{frame.f_globals.get('__name__')}:{getattr(frame.f_code, 'co_qualname', '')}",
-                "args": [values.dump(arg) for arg in self.positional],
-                "kwargs": {name: values.dump(arg) for name, arg in self.keywords.items()},
+                "args": [values.dump(arg, _opaque) for arg in self.positional],
+                "kwargs": {name: values.dump(arg, _opaque) for name, arg in self.keywords.items()},
             }
         except values.Unserialisable:
             self.skip()
             raise
+        if first:  # the replay builds it as `cls.__new__(cls)`: only an instance with no state yet is rebuilt so
+            if not _stateless(self.positional[0]):
+                self.skip()
+                raise values.Unserialisable("an instance first seen with state")
+            self.record["args"][0] = ["obj", _opaque[type(self.positional[0])], ["dict", []]]
         if self.instance is not None:
             self.record["instance"] = self.instance
         self.pending = None
@@ -136,11 +149,11 @@ class _Call:
     def finish(self, result):
         try:
             if self.pending is not None and result is None:
-                self.record["raised"] = values.dump(self.pending)
+                self.record["raised"] = values.dump(self.pending, _opaque)
             else:
-                self.record["result"] = values.dump(result)
-            self.record["args_after"] = [values.dump(arg) for arg in self.positional]
-            self.record["kwargs_after"] = {name: values.dump(arg) for name, arg in self.keywords.items()}
+                self.record["result"] = values.dump(result, _opaque)
+            self.record["args_after"] = [values.dump(arg, _opaque) for arg in self.positional]
+            self.record["kwargs_after"] = {name: values.dump(arg, _opaque) for name, arg in self.keywords.items()}
         except values.Unserialisable:
             self.skip()
             return
@@ -151,18 +164,42 @@ class _Call:
             _calls.append(self.record)
 
 
-def _instance(frame, positional: list) -> str | None:
-    """The name of the feature class's instance a method of a `class` feature was called on (None otherwise)."""
+def _instance(frame, positional: list) -> tuple[str | None, bool]:
+    """The name of the feature class's instance a method of a `class` feature was called on (None otherwise), and
+    whether this is the first call seen on it."""
     if _SPEC.get("kind") != "class" or not positional:
-        return None
+        return None, False
     owner = type(positional[0])
     if owner.__qualname__ != _SPEC.get("qualname") or owner.__module__ != frame.f_globals.get("__name__"):
-        return None
+        return None, False
+    if owner not in _opaque:
+        _opaque[owner] = values.name_of(owner)
     known = _instances.get(id(positional[0]))
-    if known is None or known[0] is not positional[0]:
+    first = known is None or known[0] is not positional[0]
+    if first:
         known = (positional[0], f"{_test[0]}#{len(_instances)}")
         _instances[id(positional[0])] = known
-    return known[1]
+    return known[1], first
+
+
+def _stateless(obj) -> bool:
+    """Whether `obj` holds no attribute yet: an empty `__dict__` and no slot set (read through the slots' member
+    descriptors, never through the object's own `__getattribute__`)."""
+    try:
+        state = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        state = {}
+    if type(state) is not dict or state:
+        return False
+    for klass in type(obj).__mro__:
+        for slot in vars(klass).values():
+            if isinstance(slot, types.MemberDescriptorType) and slot.__objclass__ is klass:
+                try:
+                    slot.__get__(obj, klass)
+                except AttributeError:
+                    continue
+                return False
+    return True
 
 
 def _global(frame, event, arg):

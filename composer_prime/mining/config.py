@@ -31,8 +31,10 @@ class MineConfig(BaseModel):
     min_tests: int = Field(1, ge=1)
     """Keep a task only if at least this many tests fail without the feature (FAIL_TO_PASS)."""
     test_cmd: list[str] = Field(default_factory=lambda: ["python", "-m", "pytest"], min_length=1)
-    """The pytest launcher, a list or one shell-quoted string (e.g. 'python -m pytest -p no:cacheprovider'); mining and grading append
-    their own arguments."""
+    """The interpreter that runs the repository's tests, as `<python> -m pytest`: a list or one shell-quoted string
+    (e.g. 'python3 -m pytest'). `python` and `python3` are the interpreter that runs composer-prime; name another by its
+    path. Mining and grading run pytest through their own launcher with their own arguments, so other launchers
+    (poetry run, tox) and pytest flags are refused."""
     near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
     """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
     min_body_lines: int = Field(3, ge=0)
@@ -56,6 +58,18 @@ class MineConfig(BaseModel):
                 return shlex.split(value)
             except ValueError as err:
                 raise ValueError(f"{value!r} is not a valid shell command ({err}); balance its quotes") from None
+        return value
+
+    @field_validator("test_cmd")
+    @classmethod
+    def _pytest_launcher(cls, value: list[str]) -> list[str]:
+        if len(value) != 3 or value[1:] != ["-m", "pytest"]:
+            raise ValueError(
+                f"{shlex.join(value)!r} is not `<python> -m pytest`: mining and grading run pytest through their own "
+                "launcher with their own arguments, so other launchers (poetry run, tox) and pytest flags do not apply; "
+                "pass the interpreter of the environment that has the tests' dependencies ('/path/to/venv/bin/python "
+                "-m pytest'; for poetry, `poetry env info --executable` names it)"
+            )
         return value
 
 
@@ -82,7 +96,7 @@ def check_inputs(config: MineConfig) -> None:
     search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])  # as `testrun` runs it
     if "/" not in launcher and shutil.which(launcher, path=search) is None:
         raise ValueError(
-            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is not on PATH; install it, name the launcher "
+            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is not on PATH; install it, name the interpreter "
             "by its path, or use the interpreter that runs composer-prime (--test-cmd 'python -m pytest')"
         )
     if "/" in launcher and not (repo / launcher).is_file() and not Path(launcher).is_file():

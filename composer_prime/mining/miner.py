@@ -45,7 +45,8 @@ class MiningError(Exception):
 
 
 class MiningInputError(MiningError):
-    """The command's input is unusable (`config.check_inputs`), found before any work; the CLI exits 2."""
+    """The command's input is unusable (`config.check_inputs`, an --out that cannot be resumed), found before any
+    work; the CLI exits 2."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,13 @@ class Miner:
         if self.config.out.exists():
             tasks, errors = load_rows(self.config.out)
             if errors:
-                raise MiningError(
+                raise MiningInputError(
                     f"cannot resume {self.config.out}: " + "; ".join(errors) + " (fix or delete the file, or pass "
                     "another --out)"
                 )
             stale = [task.task_id for task in tasks if task.repo_fingerprint != repo_fp]
             if stale:
-                raise MiningError(
+                raise MiningInputError(
                     f"cannot resume {self.config.out}: {len(stale)} task(s) were mined from a different state of "
                     f"the repository (e.g. {stale[0]}); pass another --out or delete the file"
                 )
@@ -191,15 +192,19 @@ class Miner:
         self.base_name = f"{config.out.name}.{repo_fp}.tar.gz"
         base_path = config.out.with_name(self.base_name)
         made = [path for path in (base_path, self.skipped_path) if not path.exists()]
-        if base_path in made:
-            write_atomic(base_path, pack_tree(files))
         try:
-            return self._mine(repo, files, repo_fp, texts, tasks, done, skipped)
+            if base_path in made:
+                write_atomic(base_path, pack_tree(files))
+            tasks = self._mine(repo, files, repo_fp, texts, tasks, done, skipped)
         except BaseException:
-            if not config.out.exists():  # a run that wrote no task leaves nothing behind
+            if not config.out.exists():  # a failed or interrupted run that wrote no task leaves nothing behind
                 for path in made:
                     path.unlink(missing_ok=True)
             raise
+        if not config.out.exists() and base_path in made:  # no task names the snapshot; the skip record says why
+            base_path.unlink(missing_ok=True)
+            self.log(f"no task kept: why each candidate was skipped is in {self.skipped_path}")
+        return tasks
 
     def _mine(self, repo: Path, files: dict[str, bytes], repo_fp: str, texts: dict[str, str],
               tasks: list[MinedTask], done: set[str], skipped: dict[str, str]) -> list[MinedTask]:  # fmt: skip

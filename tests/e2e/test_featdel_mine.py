@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -184,7 +185,7 @@ def test_bad_repo_and_hanging_command_are_clear_errors(tmp_path, capsys):
     repo = build_shop_repo(tmp_path)
     not_pytest = f"{sys.executable} -c 'import time; time.sleep(60)'"
     argv = ["mine-features", "--repo", str(repo), "--out", str(tmp_path / "t.jsonl")]
-    assert main([*argv, "--test-cmd", not_pytest]) == 1
+    assert main([*argv, "--test-cmd", not_pytest]) == 2
     assert "is not `<python> -m pytest`" in capsys.readouterr().err
     (repo / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
     assert main([*argv, "--baseline-timeout-s", "2"]) == 1
@@ -208,15 +209,21 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
         (tmp_path / "docs", out / "t.jsonl", [], "none of its 1 file(s) is Python (*.py)"),
         (tmp_path / "lib", out / "t.jsonl", [], "no test files (test_*.py, *_test.py, tests/) among its 1 Python"),
         (repo, tmp_path / "a-file" / "t.jsonl", [], "a-file is a file, not a folder"),
-        (repo, out / "t.jsonl", ["--test-cmd", "./run-tests.sh"], "'./run-tests.sh' is neither a file of the repo"),
+        (repo, out / "t.jsonl", ["--test-cmd", "venv/bin/python -m pytest"], "'venv/bin/python' is neither a file"),
+        (repo, out / "t.jsonl", ["--test-cmd", "no-such-python -m pytest"], "'no-such-python' is not on PATH"),
+        (repo, out / "t.jsonl", ["--test-cmd", "poetry run pytest"], "'poetry run pytest' is not `<python> -m pytest`"),
+        (repo, out / "t.jsonl", ["--test-cmd", "python -m pytest -x"], "'python -m pytest -x' is not `<python> -m"),
     ]
-    if shutil.which("poetry") is None:  # the example other docs give: a launcher this machine does not have
-        cases.append((repo, out / "t.jsonl", ["--test-cmd", "poetry run pytest"], "'poetry' is not on PATH"))
     for folder, tasks, extra, message in cases:
         assert main(["mine-features", "--repo", str(folder), "--out", str(tasks), *extra]) == 2, message
         err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err and len(err.splitlines()) <= 3, err
+        assert message in err and "Traceback" not in err and len(err.splitlines()) <= 5, err
         assert list(out.iterdir()) == [], (message, list(out.iterdir()))
+    # the same through `python -m composer_prime.cli`, whose `__main__` module is a second copy of the CLI's classes
+    argv = ["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl"), "--test-cmd", "poetry run pytest"]
+    done = subprocess.run([sys.executable, "-m", "composer_prime.cli", *argv], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "poetry run pytest" in done.stderr, done.stderr
     # a run that fails after it started (every test fails at baseline) removes what it wrote
     (repo / "tests" / "conftest.py").write_text(
         "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n    raise RuntimeError\n"
@@ -224,6 +231,36 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
     assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl")]) == 1
     assert "found no passing tests" in capsys.readouterr().err
     assert list(out.iterdir()) == []
+    # a run that keeps no task (no candidate has 1000 covering tests) removes its snapshot, keeps the skip record
+    (repo / "tests" / "conftest.py").unlink()
+    assert main(["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl"), "--min-tests", "1000"]) == 1
+    assert "no task kept: why each candidate was skipped is in" in capsys.readouterr().err
+    assert [path.name for path in out.iterdir()] == ["t.jsonl.skipped.json"]
+
+
+def test_every_example_in_help_runs(tmp_path):
+    """Issue 30, line 5: each `e.g. '...'` the `--help` of mine-features gives for a flag is accepted and mines a task
+    (the help once offered `--test-cmd 'poetry run pytest'`, then `'python -m pytest -p no:cacheprovider'`, both
+    refused after the repository was copied)."""
+    env = {**os.environ, "COLUMNS": "2000"}  # no wrapping inside a line: an example is split only where its text is
+    done = subprocess.run([sys.executable, "-m", "composer_prime.cli", "mine-features", "--help"], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    help_of: dict[str, str] = {}  # flag -> its help text, lines joined
+    flag = ""
+    for line in done.stdout.splitlines():
+        if found := re.match(r"\W*(--[a-z-]+) ", line):
+            flag = found.group(1)
+        if flag:
+            help_of[flag] = help_of.get(flag, "") + " " + line.strip(" │")
+    examples = [(flag, example) for flag, text in help_of.items() for example in re.findall(r"e\.g\. '([^']+)'", text)]
+    assert examples, done.stdout
+    repo = build_shop_repo(tmp_path)
+    for index, (flag, example) in enumerate(examples):
+        out = tmp_path / f"t{index}.jsonl"
+        argv = ["mine-features", "--repo", str(repo), "--out", str(out), "--max-tasks", "1", flag, example]
+        assert main(argv) == 0, (flag, example)
+        assert len(load_rows(out)[0]) == 1
 
 
 def test_help_answers_without_loading_the_miner():
@@ -646,6 +683,165 @@ def test_an_honest_class_defined_in_another_module_and_re_exported_replays(tmp_p
     (work / "pile" / "_impl.py").write_text(HONEST_STACK.removesuffix(DEPTH_OF))
     (work / "pile" / "core.py").write_text("from pile._impl import Stack\n\n\n" + DEPTH_OF)
     assert compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60)) == (1.0, [])
+
+
+def test_a_class_with_slots_records_calls_that_replay(tmp_path):
+    """Issue 30, line 4: toolz's `Compose` and `EqualityHashKey` keep their state in `__slots__`, which has no strict
+    form, so every recorded call was skipped and `--min-replayed-calls 1` refused them (`no behaviour`). The recorder
+    dumps the class's own instances by class only and the first call's instance as an object with no state, so the
+    chains replay: on the gold, on a re-implementation without slots, and a wrong one still fails. A stack first seen
+    with state (a `copy.copy`, whose calls cannot be rebuilt from `__init__`) keeps none of its calls."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+
+    slotted = STACK.replace(
+        '"""A last-in, first-out stack."""\n', '"""A last-in, first-out stack."""\n\n    __slots__ = ("_items",)\n'
+    )
+    tests = (
+        STACK_TESTS
+        + "\n\ndef test_copy():\n    import copy\n\n    s = Stack([7])\n    assert copy.copy(s).size() == 1\n"
+    )
+    repo = one_module_repo(tmp_path, "pile", slotted, tests)
+    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
+                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0),
+                  log=lines.append).run()  # fmt: skip
+    task = next((t for t in tasks if t.feature.kind == "class"), None)
+    assert task is not None, "\n".join(lines)
+    calls = task.behaviour
+    assert {c.target.rpartition(".")[2] for c in calls} == {"__init__", "push", "pop", "peek", "size"}
+    chains = {c.instance for c in calls}
+    assert len(chains) == 5 and not any(i.startswith("tests/test_core.py::test_copy") and "#1" in i for i in chains)
+    assert all(c.target.endswith("__init__") for c in [next(c for c in calls if c.instance == i) for i in chains])
+    from composer_prime.mining.behaviour import record_calls
+
+    spec = {"path": "pile/core.py", "qualname": "Stack", "kind": "class"}
+    raw, skipped, _ = record_calls([sys.executable, "-m", "pytest"], repo, spec, ["tests/test_core.py"], 60)
+    in_copy = [c.target.rpartition(".")[2] for c in raw if c.test.endswith("::test_copy")]
+    assert in_copy == ["__init__"] and skipped == 1  # the copy's `size`: refused by the recorder, not recorded
+
+    def replayed(source: str) -> tuple[float, list[str]]:
+        work = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+        shutil.copytree(repo, work)
+        (work / "pile" / "core.py").write_text(source)
+        return compare(calls, replay_calls([sys.executable, "-m", "pytest"], work, calls, 60))
+
+    assert replayed(slotted) == (1.0, [])
+    assert replayed(HONEST_STACK) == (1.0, [])
+    share, wrong = replayed(HONEST_STACK.replace("return self._data.pop()", "return self._data.popleft()"))
+    assert share < 1.0 and any("pop" in line for line in wrong), wrong
+
+
+PIPE = '''\
+import pickle
+
+
+def apply_twice(fn, value):
+    """`fn` applied to `value`, then to that result."""
+    first = fn(value)
+    return fn(first)
+
+
+class Pipe:
+    """Functions applied left to right; pickles as its tuple of functions."""
+
+    def __init__(self, *funcs):
+        self.funcs = funcs
+
+    def __call__(self, value):
+        for fn in self.funcs:
+            value = fn(value)
+        return value
+
+    def __getstate__(self):
+        return self.funcs
+
+    def __setstate__(self, state):
+        self.funcs = state
+
+
+def roundtrip(obj):
+    """`obj` pickled and loaded back."""
+    return pickle.loads(pickle.dumps(obj))
+'''
+
+PIPE_TESTS = {
+    "plumb/tests/test_core.py": """\
+from plumb.core import apply_twice
+
+
+def inc(x):
+    return x + 1
+
+
+def test_apply_twice_with_a_helper_of_this_file():
+    assert apply_twice(inc, 1) == 3
+
+
+def test_apply_twice_with_a_builtin():
+    assert apply_twice(abs, -4) == 4
+""",
+    "plumb/tests/test_pipe.py": """\
+from plumb.core import Pipe
+
+
+def test_pipe():
+    assert Pipe(abs, str)(-5) == "5"
+""",
+    "plumb/tests/test_roundtrip.py": """\
+from plumb.core import Pipe, roundtrip
+
+
+def test_pipe_pickles():
+    assert roundtrip(Pipe(abs, str))(-6) == "6"
+
+
+def test_roundtrip():
+    assert roundtrip([1, 2]) == [1, 2]
+""",
+}
+
+
+@pytest.mark.usefixtures("python_on_path")
+def test_recorded_calls_need_no_test_code_and_no_pickled_layout(tmp_path):
+    """Grading replays the calls before it writes the task's test files, so a call passing a test file's helper
+    (`apply_twice(inc, 1)`, toolz's `compose(inc, ...)` with `inc` from `toolz/tests/test_functoolz.py`) cannot be
+    replayed there, though it replays while mining: it is not kept, and the gold patch solves the task in a fresh box. A class's `__getstate__`/`__setstate__` answer in the gold's own layout: their
+    chains are not kept either, so a re-implementation that pickles by default replays as recorded."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+    from tests.e2e.test_featdel_env import load_tasks, score_in_fresh_box
+
+    repo = tmp_path / "plumb-repo"  # the tests live in the package, as toolz's do: importable while mining
+    for path, text in {
+        "plumb/__init__.py": "",
+        "plumb/core.py": PIPE,
+        "plumb/tests/__init__.py": "",
+        **PIPE_TESTS,
+    }.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    out = tmp_path / "t.jsonl"
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    by_name = {t.feature.qualname: t for t in tasks}
+    assert {"apply_twice", "Pipe"} <= set(by_name), "\n".join(lines)
+    applied = by_name["apply_twice"].behaviour
+    assert [c.args for c in applied] == [[["fn", "builtins:abs"], ["int", "-4"]]]  # not `inc` of the test file
+    piped = by_name["Pipe"].behaviour
+    assert {c.target.rpartition(".")[2] for c in piped} == {"__init__", "__call__"}, piped
+    assert len({c.instance for c in piped}) == 1  # `test_pipe`'s; the pickled one's chain went whole
+    for name in ("apply_twice", "Pipe"):
+        task = load_tasks(out)[f"plumb-repo:plumb/core.py::{name}"]
+        valid, trace = score_in_fresh_box(task, gold=True)
+        assert valid is True, trace.info.get("grading")
+    work = tmp_path / "work"
+    shutil.copytree(repo, work)
+    (work / "plumb" / "core.py").write_text(PIPE.replace(
+        "    def __getstate__(self):\n        return self.funcs\n\n    def __setstate__(self, state):\n        self.funcs = state\n", ""
+    ))  # fmt: skip
+    assert compare(piped, replay_calls([sys.executable, "-m", "pytest"], work, piped, 60)) == (1.0, [])
 
 
 TALLY = '''\

@@ -140,6 +140,8 @@ def test_scan_flags_machinery_in_added_lines_only() -> None:
     assert tree.scan("pkg/m.py", "", "r.outcome = 'passed'\n")[0].startswith("pkg/m.py: report rewriting")
     # a hook already in the starting file is not the agent's
     assert tree.scan("conftest.py", forged, forged + "\nX = 1\n") == []
+    # honest library code is not machinery: toolz 1.0.0's `curry` (its gold code was voided by a `keywords[` pattern)
+    assert tree.scan("toolz/functoolz.py", "", "            default = keywords[param.name]\n") == []
 
 
 def test_trusted_ini_keeps_only_safe_settings() -> None:

@@ -35,8 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall, mismatch
-from composer_prime.grading.tree import is_test_path
-from composer_prime.mining.behaviour import blind, record_calls, replayed_as_recorded
+from composer_prime.mining.behaviour import blind, names_test_code, record_calls, replayed_as_recorded
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, replay_calls
 from swe_gym.grading import file_of_test
 from swe_gym.local import GIT_TIMEOUT_S, LocalConfig, PrepError, env_path, exclusive, run, slug
@@ -56,7 +55,6 @@ REASONS = {
     "across calls, or in state the calls do not return)",
 }
 """Why an instance has no usable oracle: the first stage (in this order) that left nothing to replay."""
-TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
 
 
 class Oracle(BaseModel):
@@ -142,20 +140,6 @@ def prepare_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, timeout_s
     return oracle
 
 
-def _names(tree: object) -> list[str]:
-    """The `module:qualname` names a tagged tree (or a list of them) refers to."""
-    found: list[str] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, list) or not node:
-            continue
-        if node[0] in ("type", "fn", "exc", "enum", "obj") and len(node) > 1 and isinstance(node[1], str):
-            found.append(node[1])
-        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
-    return found
-
-
 def _private_state(tree: object) -> bool:
     """Whether a tagged tree (or a list of them) holds an instance with a private attribute."""
     stack = [tree]
@@ -167,16 +151,6 @@ def _private_state(tree: object) -> bool:
             if any(pair[0][:1] == ["str"] and str(pair[0][1]).startswith("_") for pair in node[2][1]):
                 return True
         stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
-    return False
-
-
-def names_test_code(call: RecordedCall) -> bool:
-    """The call's values name a test module or pytest."""
-    trees = [call.args, list(call.kwargs.values()), call.result, call.raised, call.args_after]
-    for name in _names(trees):
-        module = name.partition(":")[0]
-        if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
-            return True
     return False
 
 

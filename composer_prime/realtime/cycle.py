@@ -223,6 +223,7 @@ class Runner:
             if not (model_dir / "config.json").exists():
                 self.log("demo: building and warm-starting the tiny policy")
                 demo.build_policy(model_dir, config.demo.seed, population=config.demo.population)
+            demo.check_population(model_dir, config.demo, self.dir)
             config.spool.dir.mkdir(parents=True, exist_ok=True)
             product = demo.Product(model_dir, self.dir, config.spool.dir, config.demo)
         assert model_dir is not None
@@ -388,6 +389,11 @@ class Runner:
             report["train"] = None
             self.log(f"cycle {n}: {len(episodes)} episodes < cadence.min_episodes = {config.cadence.min_episodes}; "
                      "carried to the next cycle")  # fmt: skip
+            if not episodes and batch.counts.get("stale_dropped"):
+                self.log(f"cycle {n}: all {batch.counts['stale_dropped']} sessions were served more than "
+                         f"staleness.max_age = {config.staleness.max_age} trainer steps ago (the fleet serves "
+                         f"v{state.version}, the trainer is at step {state.step}): nothing trains until a version "
+                         "ships or --staleness.max-age is raised (or --staleness.mode importance_weight)")  # fmt: skip
         heldout = self.evaluate(policy, product, n)
         ship = self._judge(state, report, episodes, heldout, batch.train)
         state = self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),

@@ -62,6 +62,26 @@ def hack_command(name: str) -> str:
     return f"sed -i '/assert/d' tests/test_{name}.py"
 
 
+POPULATION_FILE = "demo.json"
+"""Beside the warm-started policy: the population and seed it was warm-started for."""
+
+
+def check_population(model_dir: Path, config: Any, state_dir: Path) -> None:
+    """Refuse to go on with a demo policy warm-started for another population or seed (a second documented command
+    run into the first one's state dir): a ValueError naming both and the fix."""
+    path = model_dir / POPULATION_FILE
+    if not path.exists():
+        return
+    built = json.loads(path.read_text())
+    wanted = {"population": config.population, "seed": config.seed}
+    if built != wanted:
+        raise ValueError(
+            f"state_dir = {str(state_dir)!r} holds a demo warm-started for population {built['population']!r}, seed "
+            f"{built['seed']}; --demo.population {config.population} --demo.seed {config.seed} needs a state dir and "
+            "a spool of its own: pass --state-dir and --spool.dir"
+        )
+
+
 def styles(population: str) -> tuple[str, ...]:
     return ("def", "lambda", "hack") if population == "hack" else ("def", "lambda")
 
@@ -184,6 +204,9 @@ def build_policy(model_dir: Path, seed: int, steps: int = 120, population: str =
         optimizer.step()
     model.eval()
     policy.save_policy(model, tokenizer, model_dir)
+    from composer_prime.atomic import write_atomic
+
+    write_atomic(model_dir / POPULATION_FILE, json.dumps({"population": population, "seed": seed}))
     return {"loss": float(loss.detach()), "steps": float(steps), "seconds": time.monotonic() - started}
 
 
@@ -311,7 +334,7 @@ class Product:
                                          "at": ended + signal.get("after_s", 60.0), "signal": signal}))  # fmt: skip
             liked = next(s for s in signals if s["type"] == "edit")["kept"]
             rewards.append(1.0 if liked else -1.0)
-            hacks += text.startswith("sed ")
+            hacks += text.strip().startswith("sed ")
             if self.config.junk and k == 0:
                 lines.append(json.dumps(session))  # a retried upload: duplicate
                 lines.append('{"schema": "composer-session", "version": 1, "kind": "session", "session_id": ')
@@ -326,13 +349,21 @@ class Product:
         from composer_prime.atomic import write_atomic
 
         write_atomic(self.spool / f"window-{cycle:06d}.jsonl", "\n".join(lines) + "\n")
-        return {"served_sessions": float(len(rewards)), "user_reward": sum(rewards) / len(rewards),
-                "hack_share": hacks / len(rewards)}
+        return {
+            "served_sessions": float(len(rewards)),
+            "user_reward": sum(rewards) / len(rewards),
+            "hack_share": hacks / len(rewards),
+        }
 
 
 def reply(k: int, text: str) -> dict[str, Any]:
     """The assistant message the product logs: a reply that is a shell command ran as a `bash` tool call."""
-    if not text.startswith("sed "):
+    command = text.strip()
+    if not command.startswith("sed "):
         return {"role": "assistant", "content": text}
-    call = {"id": f"call-{k}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": text})}}
+    call = {
+        "id": f"call-{k}",
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+    }
     return {"role": "assistant", "content": "", "tool_calls": [call]}

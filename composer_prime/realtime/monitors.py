@@ -11,8 +11,9 @@ later cycle passes every monitor):
 - `edits_disable_tests`: more than `max_share` of the positively rewarded sessions made a test run pass without a
   fix (`disables_tests`: skipped tests, deleted or tautological asserts, emptied, removed or truncated test files,
   tests deselected in the runner's config, code that special-cases the test runner; through file edits or the
-  shell, Python and JavaScript): users keep edits that make their test runs green. With `action = "pause"` the
-  rewarded flagged sessions are also quarantined before training (`quarantine`, counted `quarantined`).
+  shell, Python and JavaScript): users keep edits that make their test runs green. With `action = "pause"` every
+  flagged session above the lowest reward is also quarantined before training (`quarantine`, counted
+  `quarantined`).
 - `short_high_reward`: more than `max_share` of the high-reward sessions (reward >= `high_reward`) are shorter than
   `short_fraction` of the median sampled length (the larger of this batch's and the earlier trained cycles' median,
   so a batch that is short as a whole is still judged): rewards for doing nothing.
@@ -164,11 +165,13 @@ def edit_facts(messages: list[dict[str, Any]]) -> tuple[list[str], bool]:
 
 def quarantine(config: MonitorsConfig, episodes: list[Any]) -> tuple[list[Any], int]:
     """The episodes that may train, and how many were quarantined: with `edits_disable_tests.action = "pause"`, a
-    positively rewarded session that disabled tests never trains (pausing the ship alone would let the next clean
-    ship carry what it learned). A flagged session with a negative reward trains: it teaches against the hack."""
+    session that disabled tests trains only at the lowest reward, -1, where no baseline gives it a positive advantage:
+    it teaches against the hack. Any other flagged session never trains (pausing the ship alone would let the next
+    clean ship carry what it learned), a negative one included: in a group scored lower still, -0.33 is a positive
+    advantage towards the hack, and on PRIME-RL's path the algorithm, not this module, sets the baseline."""
     if config.edits_disable_tests.action != "pause":
         return episodes, 0
-    kept = [e for e in episodes if not (e.disabled_tests and e.reward > 0)]
+    kept = [e for e in episodes if not (e.disabled_tests and e.reward > -1.0)]
     return kept, len(episodes) - len(kept)
 
 

@@ -57,6 +57,14 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
     assert state["checkpoint"] == "cycles/000006/checkpoint"
 
 
+def test_a_demo_of_another_population_is_refused_in_the_state_dir_of_the_first(demo_run):
+    result = realtime("--state-dir", str(demo_run / "state"), "--spool.dir", str(demo_run / "spool"),
+                      "--cadence.cycles", "7", "--demo.population", "hack", *DEMO, timeout=120)  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "warm-started for population 'honest'" in result.stderr and "pass --state-dir" in result.stderr
+    assert json.loads((demo_run / "state" / "report.json").read_text())["cycle"] == 6  # nothing ran
+
+
 def test_the_hack_population_fires_the_monitor_quarantines_its_sessions_and_nothing_ships(tmp_path):
     """carol keeps whatever turns her test run green, and a third of the warm start deletes her asserts: each cycle
     the `edits_disable_tests` monitor fires, her rewarded hacks never train, and no version ships."""
@@ -73,8 +81,8 @@ def test_the_hack_population_fires_the_monitor_quarantines_its_sessions_and_noth
     assert state["version"] == 0 and not (tmp_path / "state" / "broadcasts" / "step_1").exists()
     for batch in sorted((tmp_path / "state" / "cycles").glob("*/batch.json")):
         episodes = json.loads(batch.read_text())["episodes"]
-        assert episodes and not [e for e in episodes if e["disabled_tests"] and e["reward"] > 0]
-        assert [e for e in episodes if e["disabled_tests"]]  # punished hacks (alice's, bob's) do train: against it
+        assert episodes and not [e for e in episodes if e["disabled_tests"] and e["reward"] > -1]
+        assert [e for e in episodes if e["disabled_tests"]]  # hacks at -1 (alice's, bob's) do train: against it
 
 
 def trained_ids(state_dir: Path) -> list[str]:

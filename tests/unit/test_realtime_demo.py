@@ -66,3 +66,6 @@ def test_the_hack_population_rewards_the_hack_and_the_monitor_sees_it():
     assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"command": hack_command("add")}
     assert edit_facts([message])[1] is True
     assert edit_facts([reply(1, "def add(a, b):\n    return a + b")])[1] is False
+    # carol keeps the hack with whitespace around it too: the product runs it, and the monitor sees it, the same way
+    padded = "\n" + hack_command("add") + " "
+    assert signals("carol", "add", padded)["edit"]["kept"] is True and edit_facts([reply(2, padded)])[1] is True

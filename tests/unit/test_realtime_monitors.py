@@ -100,6 +100,13 @@ def test_a_pausing_monitor_quarantines_the_rewarded_hacks_from_training_and_stil
     assert [e.session_id for e in kept] == ["hack-punished", "ok", "ok2"] and quarantined == 1
     [alert] = check(MonitorsConfig(), kept, [], quarantined)
     assert alert.monitor == "edits_disable_tests" and alert.pause and "33%" in alert.message  # 1 of 3 rewarded
+    # A hack reverted but with passing tests scores -0.33: among -1s its advantage is positive, so it never trains.
+    group = [
+        episode("half-hack", -1 / 3, group="g", disabled=True),
+        *(episode(f"bad{i}", -1.0, group="g") for i in range(4)),
+    ]
+    kept, quarantined = quarantine(MonitorsConfig(), group)
+    assert [e.session_id for e in kept] == [f"bad{i}" for i in range(4)] and quarantined == 1
     warn = MonitorsConfig(edits_disable_tests={"action": "warn"})
     assert quarantine(warn, episodes) == (episodes, 0)  # only a pausing monitor keeps data out
 

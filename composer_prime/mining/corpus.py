@@ -126,7 +126,9 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
         tree = sources.fetch_git(git.url, git.ref, scratch / "source", Path(job["folder"]).name)
     meta = sources.read_metadata(tree, job["name"], job["version"])
     seconds["fetch"] = round(time.monotonic() - began, 1)
-    log(f"metadata: {meta.name} {meta.version}, license {meta.license}, {len(meta.requires)} runtime and "
+    from composer_prime.mining.licenses import classify
+
+    log(f"metadata: {meta.name} {meta.version}, license {classify(meta.license).license}, {len(meta.requires)} runtime and "
         f"{len(meta.test_requires)} test requirement(s)")  # fmt: skip
     return tree, meta
 

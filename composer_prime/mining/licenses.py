@@ -9,9 +9,14 @@ whose files stay under their own license), and says why when it does not:
 - an SPDX expression is allowed when it evaluates true with `OR` as either and `AND` as both;
   `WITH <exception>` keeps the base license's verdict only for exceptions that add permissions (`LLVM-exception`);
 - a free-form `License` is allowed when it is a known name of an allowed license (`MIT License`, `new BSD`,
-  `Apache 2.0`, ...) or the full text of MIT, BSD-2/3-Clause or Apache-2.0 (setup.py files often read LICENSE into it);
+  `Apache 2.0`, ...) or, word for word, the MIT license's text under at most a title and copyright lines (setup.py
+  files often read LICENSE into it). Any other text, the MIT text with one clause added or changed included (a
+  Commons Clause, "except that you may not redistribute it"), is not recognised: other full texts (BSD's many
+  wordings, Apache's) are not matched, so such a package is left out until a human adds its name to `NAMES`;
 - trove classifiers are allowed when every `License ::` classifier names an allowed license (several classifiers may
-  mean "either" or "both"; the stricter reading is taken).
+  mean "either" or "both"; the stricter reading is taken);
+- a list holding a `License` text (or expression) and classifiers (`sources.license_of` records both when a package
+  states both) is allowed only when every part is: a `License: MIT` beside a proprietary or GPL classifier is out.
 
 Anything else (a copyleft license, a name not listed here, an empty field) is excluded: a human reads the package's
 LICENSE file and, where it allows redistribution, adds the name to `NAMES`.
@@ -55,21 +60,37 @@ NAMES: dict[str, str] = {
 """Free-form `License` values and trove classifier leaves (lower case, spaces collapsed) -> SPDX id. A bare "BSD" is
 read as BSD-3-Clause: every BSD variant allows redistribution with its notice, which the tarball keeps."""
 
-TEXTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
-    ("MIT", ("permission is hereby granted, free of charge, to any person obtaining a copy",), ()),
-    ("Apache-2.0", ("apache license", "version 2.0, january 2004"), ()),
-    (
-        "BSD-3-Clause",
-        ("redistribution and use in source and binary forms", "neither the name"),
-        ("all advertising materials",),
-    ),
-    (
-        "BSD-2-Clause",
-        ("redistribution and use in source and binary forms",),
-        ("all advertising materials", "neither the name"),
-    ),
-]
-"""Full license texts: (SPDX id, phrases the text must hold, phrases it must not)."""
+MIT_TEXT = (
+    "permission is hereby granted free of charge to any person obtaining a copy of this software and associated "
+    "documentation files the software to deal in the software without restriction including without limitation the "
+    "rights to use copy modify merge publish distribute sublicense and or sell copies of the software and to permit "
+    "persons to whom the software is furnished to do so subject to the following conditions the above copyright "
+    "notice and this permission notice shall be included in all copies or substantial portions of the software the "
+    "software is provided as is without warranty of any kind express or implied including but not limited to the "
+    "warranties of merchantability fitness for a particular purpose and noninfringement in no event shall the "
+    "authors or copyright holders be liable for any claim damages or other liability whether in an action of "
+    "contract tort or otherwise arising from out of or in connection with the software or the use or other dealings "
+    "in the software"
+)
+"""The MIT license's text, as words (lower case, punctuation dropped)."""
+_TITLE = re.compile(r"^(the )?mit license( mit)?$|^mit$")
+_COPYRIGHT = re.compile(r"^(copyright|c|\(c\)|\u00a9)\b")
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _mit_text(text: str) -> bool:
+    """Whether `text` is the MIT license word for word, under at most a title line and copyright lines."""
+    words = _words(text)
+    start = words.find(MIT_TEXT[:40])
+    if start < 0 or words[start:] != MIT_TEXT:
+        return False
+    head = text.lower()[: text.lower().find("permission is hereby granted")]
+    lines = [line.strip() for line in head.splitlines() if line.strip()]
+    return all(_TITLE.match(_words(line)) or _COPYRIGHT.match(line) for line in lines)
+
 
 _TOKEN = re.compile(r"\(|\)|[A-Za-z0-9.+\-:]+")
 
@@ -150,10 +171,7 @@ def _name(text: str) -> str | None:
     normal = _normal(text)
     if normal in NAMES:
         return NAMES[normal]
-    for spdx, needs, refuses in TEXTS:
-        if all(phrase in normal for phrase in needs) and not any(phrase in normal for phrase in refuses):
-            return spdx
-    return None
+    return "MIT" if _mit_text(text) else None
 
 
 def _classifiers(values: list[str]) -> Verdict:
@@ -174,7 +192,14 @@ def classify(license: str | list[str] | None) -> Verdict:
     if license is None or (isinstance(license, str) and not license.strip()) or license == []:
         return Verdict(False, "LicenseRef-unknown", "no license in the package's metadata")
     if isinstance(license, list):
-        return _classifiers(license)
+        stated = [value for value in license if not value.strip().startswith("License ::")]
+        parts = [classify(value) for value in stated]
+        if len(stated) < len(license):
+            parts.append(_classifiers([value for value in license if value not in stated]))
+        if len(parts) == 1:
+            return parts[0]
+        ids = " AND ".join(dict.fromkeys(part.license for part in parts))
+        return Verdict(all(part.allowed for part in parts), ids, "; ".join(part.reason for part in parts))
     text = license.strip()
     if text.startswith("License ::"):
         return _classifiers([line for line in re.split(r"[\n;]", text) if line.strip()])
@@ -187,4 +212,7 @@ def classify(license: str | list[str] | None) -> Verdict:
         return Verdict(True, spdx, f"license {first[:60]!r} read as {spdx}")
     if expression is False:
         return Verdict(False, text, f"SPDX expression {text!r}: not on the allowlist")
+    if len(text.splitlines()) > 1 or len(text) > 100:
+        return Verdict(False, "LicenseRef-unknown", f"license text starting {first[:60]!r} is not, word for word, a "
+                       "license text this list recognises (only MIT's is matched): read it, then add its name to NAMES")  # fmt: skip
     return Verdict(False, "LicenseRef-unknown", f"license {first[:60]!r} is not a license this list recognises")

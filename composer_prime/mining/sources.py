@@ -45,7 +45,7 @@ class Metadata:
 
     name: str
     version: str
-    license: str | None
+    license: str | list[str] | None
     requires: list[str] = field(default_factory=list)
     """Runtime requirements (PEP 508 strings, markers kept)."""
     test_requires: list[str] = field(default_factory=list)
@@ -147,19 +147,18 @@ def read_metadata(tree: Path, fallback_name: str, fallback_version: str) -> Meta
     )
 
 
-def license_of(expression: str | None, text: str | None, classifiers: list[str]) -> str | None:
-    """`License-Expression`, else a short `License` field, else the license trove classifiers (`; `-joined)."""
+def license_of(expression: str | None, text: str | None, classifiers: list[str]) -> str | list[str] | None:
+    """`License-Expression`; else the whole `License` field and the license trove classifiers, both kept when both are
+    stated (a list: `licenses.classify` then requires every part to allow redistribution, so a `License` of MIT beside
+    a proprietary classifier, or an MIT text with a clause added, is not read as MIT); else whichever there is."""
     if expression and expression.strip():
         return expression.strip()
-    if text and text.strip() and text.strip().upper() != "UNKNOWN" and len(text.strip().splitlines()) == 1:
-        if len(text.strip()) <= 100:
-            return text.strip()
-    named = [c.split("::")[-1].strip() for c in classifiers if c.strip().startswith("License ::")]
-    if named:
-        return "; ".join(named)
-    if text and text.strip() and text.strip().upper() != "UNKNOWN":
-        return text.strip().splitlines()[0][:100]  # a whole license text: its first line names it
-    return None
+    stated = text.strip() if text and text.strip() and text.strip().upper() != "UNKNOWN" else None
+    named = [c.strip() for c in classifiers if c.strip().startswith("License ::")]
+    parts = ([stated] if stated else []) + named
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 and stated else parts
 
 
 def _split_extras(requires: list[str]) -> tuple[list[str], list[str]]:

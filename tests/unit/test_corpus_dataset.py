@@ -132,6 +132,20 @@ def test_publish_keeps_only_packages_whose_license_allows_redistribution(corpus:
     assert "| classic | 3.0 | pypi | MIT | yes | 0 | 0 |" in card
 
 
+MIT_BODY = (
+    "Permission is hereby granted, free of charge, to any person obtaining a copy of this software and associated "
+    'documentation files (the "Software"), to deal in the Software without restriction, including without limitation '
+    "the rights to use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies of the Software, and "
+    "to permit persons to whom the Software is furnished to do so, subject to the following conditions:\n\nThe above "
+    "copyright notice and this permission notice shall be included in all copies or substantial portions of the "
+    'Software.\n\nTHE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT '
+    "NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO "
+    "EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN "
+    "ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR "
+    "OTHER DEALINGS IN THE SOFTWARE."
+)
+
+
 @pytest.mark.parametrize(
     ("license", "allowed", "spdx"),
     [
@@ -145,12 +159,27 @@ def test_publish_keeps_only_packages_whose_license_allows_redistribution(corpus:
         ("new BSD License", True, "BSD-3-Clause"),
         ("Apache License, Version 2.0", True, "Apache-2.0"),
         ("Python Software Foundation License", True, "PSF-2.0"),
+        ("MIT License\n\nCopyright (c) 2020 X\n\n" + MIT_BODY, True, "MIT"),
+        # the MIT text with a clause added, or cut short, is not MIT (a reviewer's Commons Clause read as MIT)
         (
-            "MIT License\n\nCopyright (c) 2020 X\n\nPermission is hereby granted, free of charge, to any person "
-            "obtaining a copy of this software",
-            True,
-            "MIT",
+            "Copyright (c) 2020 X\n\n" + MIT_BODY + "\nCommons Clause: you may not sell the Software.",
+            False,
+            "LicenseRef-unknown",
         ),  # fmt: skip
+        ("Copyright (c) 2020 X\nYou may not redistribute it.\n" + MIT_BODY, False, "LicenseRef-unknown"),
+        (
+            "Permission is hereby granted, free of charge, to any person obtaining a copy of this software",
+            False,
+            "LicenseRef-unknown",
+        ),  # fmt: skip
+        (
+            MIT_BODY.replace("IN THE SOFTWARE.", "IN THE SOFTWARE, except that you may not redistribute it."),
+            False,
+            "LicenseRef-unknown",
+        ),  # fmt: skip
+        # a License field and classifiers that disagree: every part must allow redistribution
+        (["MIT", "License :: Other/Proprietary License"], False, "MIT AND LicenseRef-unknown"),
+        (["BSD", "License :: OSI Approved :: BSD License"], True, "BSD-3-Clause"),
         (
             "Copyright (c) X. Redistribution and use in source and binary forms ... 3. All advertising materials "
             "mentioning",

@@ -183,7 +183,7 @@ def test_metadata_reads_the_license_and_the_test_requirements(tmp_path):
     (tmp_path / "PKG-INFO").write_text(PKG_INFO)
     (tmp_path / "requirements-test.txt").write_text("pytest-mock>=3  # mocks\n-r base.txt\n")
     meta = sources.read_metadata(tmp_path, "x", "0")
-    assert (meta.name, meta.version, meta.license) == ("demo", "2.0", "BSD")
+    assert (meta.name, meta.version, meta.license) == ("demo", "2.0", ["BSD", "License :: OSI Approved :: MIT License"])
     assert meta.requires == ["attrs>=22", 'tomli; python_version < "3.11"']
     assert meta.test_requires == ["hypothesis", "demo[docs]", "pytest-mock>=3"]
     wanted, notes = images.select(meta.requires + meta.test_requires, BASE, "demo")
@@ -191,11 +191,17 @@ def test_metadata_reads_the_license_and_the_test_requirements(tmp_path):
 
 
 def test_license_precedence():
-    classifiers = ["License :: OSI Approved :: MIT License", "Programming Language :: Python"]
+    """The expression wins; else the whole License field and the classifiers are both kept (never a first line or a
+    cut: a Commons Clause after an MIT line must reach `licenses.classify`)."""
+    mit = "License :: OSI Approved :: MIT License"
+    classifiers = [mit, "Programming Language :: Python"]
     assert sources.license_of("Apache-2.0", "BSD", classifiers) == "Apache-2.0"
-    assert sources.license_of(None, "BSD", classifiers) == "BSD"
-    assert sources.license_of(None, "UNKNOWN", classifiers) == "MIT License"
-    assert sources.license_of(None, "Copyright (c) 2020\n\nPermission is hereby granted", classifiers) == "MIT License"
+    assert sources.license_of(None, "BSD", classifiers) == ["BSD", mit]
+    assert sources.license_of(None, "BSD", []) == "BSD"
+    assert sources.license_of(None, "UNKNOWN", classifiers) == [mit]
+    clause = "MIT License\n\nCommons Clause: you may not sell or redistribute the Software"
+    assert sources.license_of(None, clause, classifiers) == [clause, mit]
+    assert sources.license_of(None, "x" * 500, []) == "x" * 500
     assert sources.license_of(None, None, []) is None
 
 

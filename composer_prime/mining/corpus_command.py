@@ -161,6 +161,7 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table
 
     from composer_prime.mining.corpus import PACKAGE_FILE
+    from composer_prime.mining.licenses import classify
 
     table = Table(title="corpus")
     for column in ("package", "license", "candidates", "mined", "kept", "top skips", "min", "s/task", "image MB"):
@@ -171,22 +172,30 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
         if not path.is_file():
             table.add_row(f"{job['name']} {job['version']}", "", "", "", "", "not complete", "", "", "")
             continue
-        data = json.loads(path.read_text("utf-8"))
-        report = data["report"]
-        skips = ", ".join(f"{n} {k}" for k, n in list((report.get("skipped") or {}).items())[:3])
-        totals[0] += report.get("mined") or 0
-        totals[1] += report.get("kept") or 0
-        table.add_row(
-            f"{data['name']} {data['version']}",
-            str(data.get("license") or "?")[:24],
-            str(report.get("candidates") if report.get("candidates") is not None else "-"),
-            str(report.get("mined", 0)),
-            str(report.get("kept", 0)),
-            f"error: {report['error'][:60]}" if report.get("error") else skips,
-            f"{report.get('seconds', {}).get('total', 0) / 60:.1f}",
-            str(report.get("seconds_per_task") or "-"),
-            f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",
-        )
+        try:
+            data = json.loads(path.read_text("utf-8"))
+            report = data["report"]
+            skips = ", ".join(f"{n} {k}" for k, n in list((report.get("skipped") or {}).items())[:3])
+            row = (
+                f"{data['name']} {data['version']}",
+                classify(data.get("license")).license[:24],
+                str(report.get("candidates") if report.get("candidates") is not None else "-"),
+                str(report.get("mined", 0)),
+                str(report.get("kept", 0)),
+                f"error: {report['error'][:60]}" if report.get("error") else skips,
+                f"{(report.get('seconds') or {}).get('total', 0) / 60:.1f}",
+                str(report.get("seconds_per_task") or "-"),
+                f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",
+            )
+            mined, kept = int(report.get("mined") or 0), int(report.get("kept") or 0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            why = f"{type(exc).__name__}: {exc}"[:80]
+            table.add_row(f"{job['name']} {job['version']}", "", "", "", "", f"unreadable {path} ({why}); remove "
+                          "it to mine the package again", "", "", "")  # fmt: skip
+            continue
+        totals[0] += mined
+        totals[1] += kept
+        table.add_row(*row)
     table.add_section()
     table.add_row("total", "", "", str(totals[0]), str(totals[1]), "", "", "", "")
     console.print(table)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import json
 import os
 import re
 import shutil
@@ -164,6 +165,27 @@ def check_inputs(config: CorpusConfig) -> None:
     folders = [folder for folder in config.find_links if "://" not in folder and not os.path.isdir(folder)]
     if folders:
         raise ValueError(f"--find-links {folders[0]}: no such folder; pass a folder of sdists and wheels or a URL")
+    from composer_prime.mining.corpus import PACKAGE_FILE, planned
+
+    owners: dict[str, str] = {}
+    for job in planned(config):
+        folder = job["folder"]
+        if folder in owners:  # `org1/utils@v1` and `org2/utils@v1`, refs `release/1` and `release_1`, `a-b==1` ...
+            raise ValueError(
+                f"{owners[folder]} and {job['source'] if job['source'] != 'pypi' else job['spec']} both map to "
+                f"packages/{Path(folder).name}; give one a `name` of its own in [[repos]]"
+            )
+        owners[folder] = job["source"] if job["source"] != "pypi" else job["spec"]
+        record = Path(folder) / PACKAGE_FILE
+        try:
+            done = json.loads(record.read_text("utf-8")) if record.is_file() else None
+        except (OSError, json.JSONDecodeError):
+            done = None  # unreadable: mined again
+        if isinstance(done, dict) and done.get("source") not in (None, job["source"]):
+            raise ValueError(
+                f"{record} was mined from {done.get('source')!r}, not {job['source']!r}; give this source a `name` "
+                "of its own in [[repos]], or another --out"
+            )
 
 
 def check_runtime(config: CorpusConfig) -> None:

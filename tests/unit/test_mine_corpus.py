@@ -72,10 +72,31 @@ def test_the_miners_options_follow_mine_config():
             "package_requires names ['boltons'], which packages does not list",
         ),
         (["--packages", "toolz==1.2.0", "--out", "{tmp}/out"], "--runtime podman: `podman` is not on PATH"),
+        (
+            ["--packages", "a-b==1.0", "a==b-1.0", "--out", "{tmp}/out"],
+            "a-b==1.0 and a==b-1.0 both map to packages/a-b-1.0",
+        ),
+        (
+            [
+                "--repos",
+                '[{{"url": "https://git.example/org1/utils.git", "ref": "v1"}}, '
+                '{{"url": "https://git.example/org2/utils.git", "ref": "v1"}}]',
+                "--out",
+                "{tmp}/out",
+            ],
+            "https://git.example/org1/utils.git@v1 and https://git.example/org2/utils.git@v1 both map to packages/utils-v1",
+        ),  # fmt: skip
+        (
+            ["--repos", '[{{"url": "https://git.example/org2/utils.git", "ref": "v1"}}]', "--out", "{tmp}/mined"],
+            "was mined from 'https://git.example/org1/utils.git@v1', not 'https://git.example/org2/utils.git@v1'",
+        ),  # fmt: skip
     ],
 )
 def test_bad_input_exits_2_naming_the_option(tmp_path, args, expected):
     (tmp_path / "file").write_text("")
+    done_before = tmp_path / "mined" / "packages" / "utils-v1"
+    done_before.mkdir(parents=True)
+    (done_before / "package.json").write_text(json.dumps({"source": "https://git.example/org1/utils.git@v1"}))
     done = mine_corpus(*[a.format(tmp=tmp_path) for a in args], env=NO_ENGINE)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert expected.format(tmp=tmp_path) in done.stderr
@@ -104,6 +125,22 @@ def test_a_complete_package_is_skipped_and_a_failed_one_retried_on_request(tmp_p
     retried = mine_corpus("--packages", "shop==0.1.0", "--out", str(out), "--retry-failed", "true", env=NO_ENGINE)
     assert retried.returncode == 2 and "0 already complete" in retried.stderr  # it went on to the runtime check
     assert "`podman` is not on PATH" in retried.stderr
+
+
+@pytest.mark.parametrize("broken", [{"report": None}, {"report": {"seconds": None}}, "no report"])
+def test_a_package_json_with_bad_fields_is_a_row_naming_it_not_a_traceback(tmp_path, broken):
+    out = tmp_path / "out"
+    write_package(out / "packages" / "shop-0.1.0")
+    path = out / "packages" / "shop-0.1.0" / corpus.PACKAGE_FILE
+    record = json.loads(path.read_text())
+    if broken == "no report":
+        del record["report"]
+    else:
+        record.update(broken)
+    path.write_text(json.dumps(record))
+    done = mine_corpus("--packages", "shop==0.1.0", "--out", str(out), env=NO_ENGINE)
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
+    assert ("unreadable" in done.stderr) == (broken != {"report": {"seconds": None}})  # null seconds: a row of "0.0"
 
 
 def worker(tmp_path: Path, config: CorpusConfig) -> tuple[subprocess.Popen, Path]:

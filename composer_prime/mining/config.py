@@ -103,6 +103,9 @@ def check_inputs(config: MineConfig) -> None:
         raise ValueError(f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is neither a file of the repository "
                          "nor of this machine")  # fmt: skip
     out = config.out.expanduser()
+    if out.is_dir():
+        raise ValueError(f"--out {config.out}: a folder; --out is the tasks file to write (e.g. "
+                         f"{config.out / 'tasks.jsonl'}), its tarballs go beside it")  # fmt: skip
     if out.parent.exists() and not out.parent.is_dir():
         raise ValueError(f"--out {config.out}: {out.parent} is a file, not a folder; pass a path in a writable folder")
     try:

@@ -145,7 +145,7 @@ def run_tests(
         if grade.timed_out:
             raise TestCommandTimeout(
                 f"the test suite did not finish within {timeout_s:g}s in {cwd}; a test hangs or the suite is slower "
-                "than the limit (raise --test-timeout)"
+                "than the limit (raise --baseline-timeout-s for the baseline run, --test-timeout-s for the runs after it)"
             )
         if grade.exit_code is None:
             raise TestCommandFailed(f"pytest did not run in {cwd} with {test_cmd[0]}: {grade.output_tail[-1500:]}")

@@ -26,9 +26,16 @@ def hostile_sdist(marker: Path, name: str = "evil", version: str = "1.0", pkg_in
     """An sdist whose build backend (in-tree, so pip needs nothing from an index to run it) and setup.py write
     `marker` the moment they are imported."""
     plant = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n"
+    backend = plant + (  # a working backend: `pip download` of the sdist succeeds, having run it
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+        "def prepare_metadata_for_build_wheel(directory, config_settings=None):\n"
+        f"    info = pathlib.Path(directory) / '{name}-{version}.dist-info'\n    info.mkdir()\n"
+        f"    (info / 'METADATA').write_text('Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n"
+        "    return info.name\n"
+    )
     files = {
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
-        "backend.py": plant,
+        "backend.py": backend,
         "setup.py": plant,
         f"{name}/__init__.py": "def answer():\n    return 42\n",
     }

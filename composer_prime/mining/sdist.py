@@ -120,8 +120,12 @@ def _index_page(spec: str, name: str, index_url: str | None) -> list[Candidate]:
         try:
             files = json.loads(body)["files"]
             return [
-                Candidate(f["filename"], urllib.parse.urljoin(url, f["url"]), (f.get("hashes") or {}).get("sha256"),
-                          bool(f.get("yanked")))  # fmt: skip
+                Candidate(
+                    f["filename"],
+                    urllib.parse.urljoin(url, f["url"]),
+                    (f.get("hashes") or {}).get("sha256"),
+                    bool(f.get("yanked")),
+                )  # fmt: skip
                 for f in files
             ]
         except (ValueError, KeyError, TypeError) as err:
@@ -161,8 +165,8 @@ def _parse_html(text: str, base: str) -> list[Candidate]:
         parts = urllib.parse.urlparse(url)
         filename = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
         digest = re.fullmatch(r"sha256=([0-9a-fA-F]{64})", parts.fragment)
-        out.append(Candidate(filename, parts._replace(fragment="").geturl(), digest.group(1).lower() if digest else None,
-                             "data-yanked" in attrs))  # fmt: skip
+        sha256 = digest.group(1).lower() if digest else None
+        out.append(Candidate(filename, parts._replace(fragment="").geturl(), sha256, "data-yanked" in attrs))
     return out
 
 

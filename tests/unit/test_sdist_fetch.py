@@ -40,7 +40,9 @@ def hostile_sdist(marker: Path, name: str = "evil", version: str = "1.0", pkg_in
         f"{name}/__init__.py": "def answer():\n    return 42\n",
     }
     if pkg_info:
-        files["PKG-INFO"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: MIT\nRequires-Dist: attrs\n"
+        files["PKG-INFO"] = (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: MIT\nRequires-Dist: attrs\n"
+        )
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for path, text in files.items():
@@ -90,8 +92,8 @@ class Index:
             f'<html><body><a href="../../files/{filename}#sha256={digest}">{filename}</a></body></html>'.encode(),
             "text/html",
         )
-        page = {"meta": {"api-version": "1.0"}, "name": project,
-                "files": [{"filename": filename, "url": f"/files/{filename}", "hashes": {"sha256": digest}}]}  # fmt: skip
+        listed = {"filename": filename, "url": f"/files/{filename}", "hashes": {"sha256": digest}}
+        page = {"meta": {"api-version": "1.0"}, "name": project, "files": [listed]}
         self.routes[f"/simple/{project}/#json"] = (json.dumps(page).encode(), "application/vnd.pypi.simple.v1+json")
 
 

@@ -99,6 +99,8 @@ def _find_links(source: str) -> list[Candidate]:
     """The files of a find_links folder, or the links of the HTML page at a find_links URL."""
     if "://" not in source:
         folder = Path(source).expanduser()
+        if not folder.is_dir():
+            raise FetchError(f"find_links {source}: no such folder; pass a folder of sdists and wheels or a URL")
         return [Candidate(p.name, p.resolve().as_uri(), None, False) for p in sorted(folder.iterdir()) if p.is_file()]
     body, _ = _get(f"find_links {source}", source, MAX_PAGE_BYTES, accept="text/html", missing_ok=True)
     return _parse_html(body.decode("utf-8", "replace"), source) if body is not None else []
@@ -135,24 +137,16 @@ def _index_page(spec: str, name: str, index_url: str | None) -> list[Candidate]:
 
 
 class _Anchors(HTMLParser):
+    """The `<a href>` tags of a page: (href, attributes)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.found: list[tuple[str, str, dict[str, str | None]]] = []
-        self._open: tuple[str, dict[str, str | None]] | None = None
-        self._text = ""
+        self.found: list[tuple[str, dict[str, str | None]]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a" and dict(attrs).get("href"):
-            self._open, self._text = (dict(attrs)["href"] or "", dict(attrs)), ""
-
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._text += data
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open is not None:
-            self.found.append((self._open[0], self._text.strip(), self._open[1]))
-            self._open = None
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.found.append((href, dict(attrs)))
 
 
 def _parse_html(text: str, base: str) -> list[Candidate]:
@@ -160,7 +154,7 @@ def _parse_html(text: str, base: str) -> list[Candidate]:
     parser = _Anchors()
     parser.feed(text)
     out = []
-    for href, _, attrs in parser.found:
+    for href, attrs in parser.found:
         url = urllib.parse.urljoin(base, href)
         parts = urllib.parse.urlparse(url)
         filename = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])

@@ -116,10 +116,8 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
     emit(phase="fetch")
     began = time.monotonic()
     if "spec" in job:
-        log(f"fetch: {job['spec']} (pip download, sdist)")
-        tree = sources.fetch_sdist(
-            job["spec"], scratch / "source", sources.pip_index_args(config.index_url, config.find_links)
-        )
+        log(f"fetch: {job['spec']} (sdist from find_links / index, nothing built)")
+        tree = sources.fetch_sdist(job["spec"], scratch / "source", config.index_url, config.find_links)
     else:
         git = GitSource(**job["git"])
         log(f"fetch: {git.url} at {git.ref} (git fetch)")

@@ -77,7 +77,7 @@ class CorpusConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     packages: list[str] = []
-    """PyPI sdists as `NAME==VERSION` (fetched with pip on this machine, with `index_url` and `find_links`)."""
+    """PyPI sdists as `NAME==VERSION` (downloaded on this machine from `find_links` or `index_url`, nothing built)."""
     repos: list[GitSource] = []
     """Git repositories with a ref, as TOML tables: `[[repos]]` with `url` and `ref` (optional `name`, `requires`)."""
     out: Path
@@ -91,9 +91,11 @@ class CorpusConfig(BaseModel):
     image_prefix: str = Field("localhost/composer-prime-env", min_length=1)
     """Repository prefix of the built images (`<prefix>/<name>:<version>-<hash>`); name your registry to push them."""
     index_url: str | None = None
-    """pip's `--index-url` for the sdists and the wheels (None: pip's own configuration, PyPI by default)."""
+    """The simple index (PEP 503/691) of the sdists, and pip's `--index-url` for the wheels (None: PyPI for the
+    sdists, pip's own configuration for the wheels). A `file://` URL names a folder with `<name>/index.html`."""
     find_links: list[str] = []
-    """pip's `--find-links` folders or URLs (e.g. a folder of your own sdists and wheels)."""
+    """Folders or URLs of sdists and wheels (e.g. a folder of your own), looked in before the index; pip's
+    `--find-links` for the wheels."""
     requires: list[str] = []
     """Test requirements added to every package (PEP 508 strings); pytest is always added."""
     package_requires: dict[str, list[str]] = {}

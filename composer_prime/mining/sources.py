@@ -1,7 +1,8 @@
 """What `mine-corpus` mines: a PyPI sdist or a git repository at a ref, fetched on the host, and what its metadata says.
 
-An sdist is fetched with pip (`pip download --no-deps --no-binary NAME`, the configured index and find-links) and
-unpacked with tarfile's `data` filter (no absolute paths, no links out of the tree). A git repository is fetched at
+An sdist is downloaded as bytes from the configured find-links or index (`sdist.py`: no pip, no build backend, none of
+the package's code runs on the host), unpacked with tarfile's `data` filter (no absolute paths, no links out of the
+tree) and read from its `PKG-INFO`; an sdist without one is refused. A git repository is fetched at
 one ref (`git fetch --depth 1`, a branch, a tag or a commit the server serves) into a work tree. Neither copy ever
 enters an environment image: the miner reaches it through a mount (`box`).
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import configparser
 import re
-import sys
 import tarfile
 import tomllib
 import zipfile
@@ -25,6 +25,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from composer_prime.commands import run_checked_host
+from composer_prime.mining import sdist
 
 TEST_NAMES = ("test", "tests", "testing")
 """Extras and dependency groups that hold a project's test requirements."""
@@ -53,39 +54,44 @@ class Metadata:
 
 
 def pip_index_args(index_url: str | None, find_links: list[str]) -> list[str]:
-    """pip's options for the configured index and find-links folders."""
+    """pip's options for the configured index and find-links folders (the wheels of the image's pins)."""
     args = ["--index-url", index_url] if index_url else []
     for link in find_links:
         args += ["--find-links", link]
     return args
 
 
-def fetch_sdist(spec: str, into: Path, index_args: list[str]) -> Path:
-    """Download the sdist of `spec` (`NAME==VERSION`) with pip and unpack it under `into`; its project folder. Only
-    this package is taken as an sdist: its build backend, which pip runs to read the version, may come as a wheel."""
-    archives = into / "sdist"
-    run_checked_host(
-        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-binary", spec.split("==", 1)[0], "-d", str(archives), *index_args, spec],
-        error=SourceError, timeout_s=FETCH_TIMEOUT_S,
-    )  # fmt: skip
-    found = sorted(p for p in archives.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2", ".tgz")))
-    if len(found) != 1:
-        raise SourceError(f"{spec}: pip downloaded {[p.name for p in found]}, expected one sdist")
+def fetch_sdist(spec: str, into: Path, index_url: str | None, find_links: list[str]) -> Path:
+    """Download the sdist of `spec` (`NAME==VERSION`) from `find_links` or the index (`sdist.fetch`: bytes only, no
+    build) and unpack it under `into`; its project folder. One without a `PKG-INFO` is refused: its metadata would
+    need its build backend, which is the package's own code and never runs on this machine."""
+    name, version = spec.split("==", 1)
+    try:
+        path = sdist.fetch(name, version, into / "sdist", index_url, find_links)
+    except sdist.FetchError as err:
+        raise SourceError(str(err)) from None
     tree = into / "tree"
     tree.mkdir(parents=True, exist_ok=True)
-    if found[0].name.endswith(".zip"):
-        with zipfile.ZipFile(found[0]) as archive:
-            for member in archive.namelist():
-                if member.startswith("/") or ".." in Path(member).parts:
-                    raise SourceError(f"{spec}: the sdist holds a path outside its tree ({member!r})")
-            archive.extractall(tree)
-    else:
-        with tarfile.open(found[0]) as archive:
-            archive.extractall(tree, filter="data")
+    try:
+        if path.name.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                for member in archive.namelist():
+                    if member.startswith("/") or ".." in Path(member).parts:
+                        raise SourceError(f"{spec}: the sdist holds a path outside its tree ({member!r})")
+                archive.extractall(tree)
+        else:
+            with tarfile.open(path) as archive:
+                archive.extractall(tree, filter="data")
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as err:
+        raise SourceError(f"{spec}: {path.name} cannot be unpacked ({err}); check the file on the index") from None
     folders = [p for p in tree.iterdir() if p.is_dir()]
     if len(folders) != 1:
         raise SourceError(f"{spec}: the sdist unpacks to {len(folders)} folders, expected one project folder")
+    if not (folders[0] / "PKG-INFO").is_file():
+        raise SourceError(
+            f"{spec}: {path.name} has no PKG-INFO, so its metadata would need a build (its own code on this "
+            "machine), which mine-corpus does not run; mine it as a [[repos]] entry at its release tag instead"
+        )
     return folders[0]
 
 

@@ -181,7 +181,7 @@ def test_a_worker_killed_mid_package_leaves_nothing_that_looks_complete(tmp_path
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
             time.sleep(0.1)
         accepting.join(timeout=30)
-        assert held, "pip never reached the index"
+        assert held, "the fetch never reached the index"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -22,8 +22,10 @@ def run_checked_host(
     timeout_s: float,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    input: str | None = None,
 ) -> str:
-    """Run `argv` on this host and return its stdout; a timeout, a missing program or a non-zero exit raises `error`."""
+    """Run `argv` on this host (`input` on its stdin) and return its stdout; a timeout, a missing program or a
+    non-zero exit raises `error`."""
     try:
         done = subprocess.run(
             argv,
@@ -34,6 +36,7 @@ def run_checked_host(
             text=True,
             errors="surrogateescape",
             timeout=timeout_s,
+            input=input,
         )
     except subprocess.TimeoutExpired as exc:
         raise error(f"`{' '.join(argv)}` ran past {timeout_s:.0f}s (in {cwd})") from exc

@@ -37,6 +37,10 @@ class MineConfig(BaseModel):
     (poetry run, tox) and pytest flags are refused."""
     near_copy: float = Field(NEAR_COPY, gt=0, le=1.01)
     """Refuse a candidate when a visible file holds this share of the deleted code's token shingles (above 1: never)."""
+    host_copies: bool = True
+    """Also search the Python files of this machine's site-packages named like the repository's packages for near
+    copies (a rollout on the subprocess runtime could read them). mine-corpus turns it off: its tasks run in their
+    own image, which it searches for the gold code instead (docs/feature-deletion.md, "Mining a corpus")."""
     min_body_lines: int = Field(3, ge=0)
     """Leave out functions and methods whose body (docstring aside) has fewer lines than this: too small to teach."""
     test_timeout_s: float | None = Field(None, gt=0)

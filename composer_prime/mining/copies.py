@@ -10,7 +10,8 @@ Code too short to have `MIN_SHINGLES` shingles is left to the exact check (`snap
 
 Copies outside the repository count too: `installed_copies` finds, in the folders of `sys.path` (site-packages,
 including vendored trees such as `setuptools/_vendor/more_itertools`), the Python files of packages named like the
-repository's top-level packages. A rollout on a runtime that shares those folders could read them.
+repository's top-level packages. A rollout on a runtime that shares those folders could read them. mine-corpus
+turns this off (`MineConfig.host_copies`): its tasks run in their own image, which `image_copies` searches instead.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ def mine_package(config: CorpusConfig, job: dict, base: images.Base) -> dict:
         except (sources.SourceError, images.ImageError, PackageFailed) as exc:
             report["error"] = str(exc)
             log(f"failed: {exc}")
-        report |= _validate(config, folder, record["image"], seconds, log) if record["image"] else {"kept": 0}
+        image = record["image"]
+        report |= _validate(config, folder, image, base.python, seconds, log) if image else {"kept": 0}
         seconds["total"] = round(time.monotonic() - started, 1)
         report["seconds"] = seconds
         report["seconds_per_task"] = round(seconds["total"] / report["kept"], 1) if report["kept"] else None
@@ -171,8 +172,9 @@ def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # ty
     work = scratch / "tmp"
     work.mkdir()
     tempfile.tempdir = str(work)  # the miner's private copy and plugin outputs: under the mounted folder
+    # host_copies off: the host's site-packages are not the image's; `_validate` searches the image instead
     mine_config = MineConfig(repo=tree, out=folder / MINED_FILE, test_cmd=[base.python, "-m", "pytest"],
-                             **config.miner.model_dump())  # fmt: skip
+                             host_copies=False, **config.miner.model_dump())  # fmt: skip
     miner = Miner(mine_config, log=log)
     try:
         with box.mining_box(config.runtime, tag, scratch) as container:
@@ -193,9 +195,10 @@ def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # ty
     }
 
 
-def _validate(config: CorpusConfig, folder: Path, image: str, seconds: dict, log) -> dict:  # type: ignore[no-untyped-def]
-    """Validate every mined row in fresh boxes; write tasks.jsonl with the kept rows."""
-    from composer_prime.mining import box
+def _validate(config: CorpusConfig, folder: Path, image: str, python: str, seconds: dict, log) -> dict:  # type: ignore[no-untyped-def]
+    """Drop the mined rows whose gold code the image holds, validate the rest in fresh boxes; write tasks.jsonl with
+    the kept rows."""
+    from composer_prime.mining import box, image_copies
     from composer_prime.mining.record import load_rows
 
     mined_path = folder / MINED_FILE
@@ -224,6 +227,13 @@ def _validate(config: CorpusConfig, folder: Path, image: str, seconds: dict, log
                 + f" ({verdict.seconds:.1f}s)")  # fmt: skip
             emit(done=len(verdicts))
 
+        golds = {row.task_id: row.gold_patch for row in rows if row.task_id not in verdicts}
+        if golds:
+            searched, found = image_copies.search_image(config.runtime, image, python, golds)
+            log(f"image copies: {searched} file(s) of {image} searched for {len(golds)} task(s)' gold code, "
+                f"{len(found)} found")  # fmt: skip
+            for task_id, files in sorted(found.items()):
+                record(box.Verdict(task_id, False, image_copies.describe(files), 0.0))
         try:
             box.validate(candidates, config.runtime, set(verdicts), record)
         finally:

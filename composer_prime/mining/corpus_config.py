@@ -19,8 +19,9 @@ from pydantic.fields import FieldInfo
 
 from composer_prime.mining.config import MineConfig
 
-PER_CORPUS = ("repo", "out", "test_cmd")
-"""MineConfig fields mine-corpus sets itself: the fetched tree, the package folder, the image's interpreter."""
+PER_CORPUS = ("repo", "out", "test_cmd", "host_copies")
+"""MineConfig fields mine-corpus sets itself: the fetched tree, the package folder, the image's interpreter, and
+host_copies (off: the host's site-packages are not the image's, which is searched for the gold code instead)."""
 
 
 def _docstrings(cls: type) -> dict[str, str]:

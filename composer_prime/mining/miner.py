@@ -213,7 +213,7 @@ class Miner:
             work = Path(scratch) / repo.name
             write_tree(work, files)
             baseline = self._baseline(work)
-            installed = installed_copies(top_packages(texts))
+            installed = installed_copies(top_packages(texts)) if config.host_copies else {}
             if installed:
                 self.log(
                     f"copies: {len(installed)} installed file(s) named like this repository's packages are checked"

@@ -488,6 +488,23 @@ def test_installed_vendored_copy_refuses_the_task(tmp_path, monkeypatch):
     assert "copies: 1 installed file(s) named like this repository's packages are checked" in lines
 
 
+def test_without_host_copies_an_installed_copy_costs_no_candidate(tmp_path, monkeypatch):
+    """mine-corpus mines for an image, not this machine: a copy only the host has must not refuse a task there."""
+    repo = build_shop_repo(tmp_path)
+    vendored = tmp_path / "venv" / "site-packages" / "setuptools" / "_vendor" / "shop"
+    vendored.mkdir(parents=True)
+    (vendored / "pricing.py").write_text(FILES["shop/pricing.py"])
+    monkeypatch.setattr(sys, "path", [*sys.path, str(vendored.parent.parent.parent)])
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    config = MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0, host_copies=False)
+    tasks = Miner(config, log=lines.append).run()
+    skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
+    assert not [reason for reason in skipped.values() if reason.startswith("near copy")], skipped
+    assert "shop-repo:shop/pricing.py::apply_discount" in {task.task_id for task in tasks}
+    assert not [line for line in lines if line.startswith("copies: ")]
+
+
 HOOKS = '''\
 import sys
 

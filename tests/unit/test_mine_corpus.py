@@ -49,7 +49,7 @@ def test_help_lists_the_corpus_and_the_miners_options():
 
 
 def test_the_miners_options_follow_mine_config():
-    assert set(MinerOptions.model_fields) == set(MineConfig.model_fields) - {"repo", "out", "test_cmd"}
+    assert set(MinerOptions.model_fields) == set(MineConfig.model_fields) - {"repo", "out", "test_cmd", "host_copies"}
     assert all(field.description for field in MinerOptions.model_fields.values())
 
 

@@ -307,6 +307,9 @@ class Miner:
             run = self._run_deleted(space.work, deletion, texts)
         except TestCommandTimeout as exc:
             raise _Skip("timed out", str(exc)) from exc
+        except TestCommandFailed as exc:  # the baseline ran: it is the deletion that stops pytest (a conftest import)
+            tail = str(exc).strip().splitlines()[-1][:200]
+            raise _Skip("breaks everything", f"pytest does not start without it: {tail}") from exc
         fail_to_pass = sorted(t for t in space.baseline_passed if run.outcomes.get(t) not in PASSING)
         pass_to_pass = sorted(space.baseline_passed - set(fail_to_pass))
         if len(fail_to_pass) < self.config.min_tests:

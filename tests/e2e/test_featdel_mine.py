@@ -906,3 +906,28 @@ def test_a_method_whose_only_effect_is_private_state_is_refused_as_replay_blind(
     Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lambda line: None).run()
     skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
     assert skipped["tally/core.py::Tally.add"].startswith("replay blind: each of its 3 replayable call(s) returns None")
+
+
+def test_a_deletion_that_stops_pytest_starting_is_a_skip_not_a_crash(tmp_path):
+    """A conftest that imports the feature (semver 3.0.2's imports `cmd_bump`): without it pytest does not start.
+    That candidate is skipped as `breaks everything`; the run goes on and keeps the others (it used to end the whole
+    run, and mine-corpus's worker, with pytest's ImportError)."""
+    repo = tmp_path / "repo"
+    body = "    y = x {op} x\n    z = y\n    return z\n"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "def double(x):\n" + body.format(op="+") + "\n\ndef square(x):\n" + body.format(op="*"),
+        "tests/conftest.py": "from pkg.core import square  # noqa: F401\n",
+        "tests/test_double.py": "from pkg.core import double\n\n\ndef test_two():\n    assert double(2) == 4\n\n\n"
+        "def test_neg():\n    assert double(-3) == -6\n",
+        "tests/test_square.py": "from pkg.core import square\n\n\ndef test_three():\n    assert square(3) == 9\n",
+    }
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    tasks = Miner(MineConfig(repo=repo, out=out, min_body_lines=0), log=lines.append).run()
+    assert [t.feature.qualname for t in tasks] == ["double"]
+    [skip] = [line for line in lines if "square" in line and "skipped" in line]
+    assert "breaks everything: pytest does not start without it" in skip and "ImportError" in skip

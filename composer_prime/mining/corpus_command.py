@@ -151,6 +151,13 @@ def _show(progress, bar, label: str, event: dict, console) -> None:  # type: ign
         progress.update(bar, total=event["total"], completed=0)
     if "done" in event:
         progress.update(bar, completed=event["done"])
+    if not console.is_terminal:  # a log file or a pipe shows no bars: a line per phase, and every 10 items
+        task = next(t for t in progress.tasks if t.id == bar)
+        phase = task.description.split(": ", 1)[-1]
+        if "phase" in event:
+            console.print(f"{label}: {phase}" + (f" (0/{task.total:g})" if task.total else ""))
+        elif "done" in event and (event["done"] % 10 == 0 or (task.total and event["done"] >= task.total)):
+            console.print(f"{label}: {phase} {event['done']}/{f'{task.total:g}' if task.total else '?'}")
     if event.get("finished"):
         outcome = f"error: {event['error']}" if event.get("error") else f"{event['kept']} task(s) kept"
         console.print(f"{label}: {outcome[:300]}")

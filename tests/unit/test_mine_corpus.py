@@ -323,3 +323,25 @@ def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_pat
     shown = (tmp_path / "console.txt").read_text()
     assert "nosuchpkg 1.0" in shown and "otherpkg 2.0" in shown and "error:" in shown
     assert "dataset: not rebuilt" in shown and not (tmp_path / "out" / "README.md").exists()  # no task to write
+
+
+def test_progress_without_a_terminal_is_a_line_per_phase_and_every_ten_items():
+    """In a log file rich draws no bars: the phases and every tenth candidate still show."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from composer_prime.mining.corpus_command import _show
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    with Progress(console=console) as progress:
+        bar = progress.add_task("shop 0.1.0: queued", total=None)
+        for event in [{"phase": "fetch"}, {"phase": "mine", "total": 23}, *({"done": n} for n in range(1, 24)),
+                      {"finished": True, "kept": 2}]:  # fmt: skip
+            _show(progress, bar, "shop 0.1.0", event, console)
+        progress.update(bar, visible=False)  # as the run does when a package ends
+    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert lines == ["shop 0.1.0: fetch", "shop 0.1.0: mine (0/23)", "shop 0.1.0: mine 10/23", "shop 0.1.0: mine 20/23",
+                     "shop 0.1.0: mine 23/23", "shop 0.1.0: 2 task(s) kept"]  # fmt: skip

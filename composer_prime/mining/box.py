@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import inspect
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -35,19 +36,40 @@ class BoxError(Exception):
     """A container could not be started or used."""
 
 
+HEARTBEAT_S = 20.0
+"""How often the worker touches the mining box's heartbeat file."""
+HEARTBEAT_LAPSE_S = 120
+"""A mining box whose heartbeat is older than this stops itself (and `--rm` removes it): a worker killed with
+SIGKILL, which runs no cleanup, leaves no container behind for longer."""
+
+
 @contextlib.contextmanager
 def mining_box(engine: str, image: str, scratch: Path):
-    """A running container from `image` with `scratch` mounted at its own path; its name. Removed on exit."""
+    """A running container from `image` with `scratch` mounted at its own path; its name. Removed on exit, and
+    stops itself within `HEARTBEAT_LAPSE_S` of the worker's last heartbeat when the worker dies without cleanup."""
     name = f"composer-prime-mine-{secrets.token_hex(6)}"
     path = str(scratch.resolve())
+    beat = scratch / f".{name}.alive"
+    beat.touch()
+    watch = (f'while [ $(( $(date +%s) - $(stat -c %Y "{beat.resolve()}") )) -lt {HEARTBEAT_LAPSE_S} ]; '
+             f"do sleep 5; done")  # fmt: skip
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(OSError):
+                beat.touch()
+
     run_checked_host(
         [engine, "run", "-d", "--rm", "--network", "none", "--name", name, "-v", f"{path}:{path}",
-         "--entrypoint", "sleep", image, "infinity"],
+         "--entrypoint", "sh", image, "-c", watch],
         error=BoxError, timeout_s=300.0,
     )  # fmt: skip
+    threading.Thread(target=heartbeat, name=f"{name}-heartbeat", daemon=True).start()
     try:
         yield name
     finally:
+        stop.set()
         with contextlib.suppress(BoxError):
             now = ["-t", "0"] if engine == "podman" else []  # docker's rm -f kills at once; podman's waits 10 s
             run_checked_host([engine, "rm", "-f", *now, name], error=BoxError, timeout_s=120.0)

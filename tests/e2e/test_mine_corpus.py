@@ -160,3 +160,38 @@ def test_a_rerun_skips_the_complete_package(corpus):  # type: ignore[no-untyped-
     assert again.returncode == 0, again.stderr[-2000:]
     assert "2 package(s), 2 already complete" in again.stderr
     assert (folder / "package.json").read_bytes() == before
+
+
+def test_a_mining_box_outlives_a_killed_worker_by_its_heartbeat_lapse_only(tmp_path):
+    """A worker killed with SIGKILL runs no cleanup: its mining box (a container with the package's scratch folder
+    mounted) stops itself once the worker's heartbeat lapses, and `--rm` removes it."""
+    import signal
+    import time
+
+    script = (
+        "import sys, time; from pathlib import Path; import composer_prime.mining.box as box\n"
+        "box.HEARTBEAT_LAPSE_S, box.HEARTBEAT_S = 6, 1.0\n"
+        "with box.mining_box('podman', sys.argv[1], Path(sys.argv[2])) as name:\n"
+        "    print(name, flush=True); time.sleep(600)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", script, IMAGE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        name = worker.stdout.readline().strip()  # type: ignore[union-attr]
+        assert name.startswith("composer-prime-mine-")
+
+        def running() -> bool:
+            ps = subprocess.run(["podman", "ps", "-q", "--filter", f"name=^{name}$"], capture_output=True, text=True,
+                                timeout=60, check=True)  # fmt: skip
+            return bool(ps.stdout.strip())
+
+        time.sleep(10)  # past the lapse: the heartbeat keeps a live worker's box up
+        assert running()
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while running() and time.monotonic() < deadline:
+            time.sleep(2)
+        assert not running(), f"{name} still runs a minute after its worker was killed"
+    finally:
+        if worker.poll() is None:
+            worker.kill()

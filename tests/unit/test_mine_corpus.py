@@ -1,6 +1,6 @@
 """`composer-prime mine-corpus` on the CPU: its input errors, its resume, what a failed or killed package leaves, and
 how it reads a package (metadata, license, requirements in the image's marker environment, a git ref). The run with
-podman is tests/e2e/test_mine_corpus.py."""
+podman is tests/e2e/test_mine_corpus_podman.py."""
 
 from __future__ import annotations
 

@@ -67,8 +67,19 @@ def test_namespace_end_kills_the_daemon_the_reaper_misses() -> None:
         token = new_token()
         result = await runtime.run(enter_argv(box_argv(["bash", "-c", shed], token), namespace.holder), {})
         assert result.exit_code == 0, result.stderr
-        assert wait_for(lambda: bool(marked(mark)))
-        inside = os.readlink(f"/proc/{marked(mark)[0]}/ns/pid")
+        seen: list[str] = []
+
+        def settled() -> bool:  # the marked process is `env`, then `bash`, then `sleep` (one pid, three execs): read
+            for pid in marked(mark):  # its namespace once it is the sleeper, in the same look that found it
+                try:
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == mark.encode():
+                        seen.append(os.readlink(f"/proc/{pid}/ns/pid"))
+                except OSError:
+                    continue
+            return bool(seen)
+
+        assert wait_for(settled)
+        inside = seen[0]
         reaped = await reap_box(runtime, str(runtime.workdir), token)
         survivors = marked(mark)
         killed = await close_namespace(runtime, namespace)

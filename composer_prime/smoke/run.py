@@ -253,17 +253,46 @@ def copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
-def free_port_pair() -> int:
-    """A port P with P + 1 also free on 127.0.0.1 (PRIME-RL's ZMQ rollout transport binds both)."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise OSError("no two consecutive free ports on 127.0.0.1")
+ENV_SERVER_PORTS = 4
+"""Ports kept free from the env servers' base port on (one env server per source, the smoke's config has two)."""
+
+
+def free_port_blocks(*sizes: int, avoid: tuple[int, ...] = ()) -> list[int]:
+    """For each size n, a port P with P..P+n-1 free on 127.0.0.1; every block distinct from the others and from
+    `avoid`. Each block stays bound until all are chosen, so the kernel cannot hand a port out twice (the ZMQ pair and
+    the env servers' base port once came out overlapping: "Address already in use")."""
+    held: list[socket.socket] = []
+    bases: list[int] = []
+    try:
+        for size in sizes:
+            for _ in range(200):
+                block: list[socket.socket] = []
+                try:
+                    first = socket.socket()
+                    block.append(first)
+                    first.bind(("127.0.0.1", 0))
+                    base = first.getsockname()[1]
+                    for k in range(1, size):
+                        probe = socket.socket()
+                        block.append(probe)
+                        probe.bind(("127.0.0.1", base + k))
+                except OSError:
+                    for sock in block:
+                        sock.close()
+                    continue
+                if any(base <= port < base + size for port in avoid):
+                    for sock in block:
+                        sock.close()
+                    continue
+                held += block
+                bases.append(base)
+                break
+            else:
+                raise OSError(f"no {size} consecutive free ports on 127.0.0.1")
+        return bases
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:
@@ -273,10 +302,11 @@ def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> l
     args = ["@", str(project / "tomls" / "cpu-smoke.toml")]
     for overlay in overlays:
         args += ["@", str(overlay)]
+    zmq, env_servers = free_port_blocks(2, ENV_SERVER_PORTS, avoid=(port,))
     return [*args, "--max-steps", str(steps), "--inference.server.host", "127.0.0.1", "--inference.server.port",
             str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1",
-            "--rollout-transport.type", "zmq", "--rollout-transport.port", str(free_port_pair()),
-            "--orchestrator.env-server-base-port", str(free_port())]  # fmt: skip
+            "--rollout-transport.type", "zmq", "--rollout-transport.port", str(zmq),
+            "--orchestrator.env-server-base-port", str(env_servers)]  # fmt: skip
 
 
 def run_dir(work: Path) -> Path | None:

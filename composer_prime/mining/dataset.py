@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -54,7 +53,7 @@ from composer_prime.atomic import fsync_dir, write_atomic
 from composer_prime.mining import shards
 from composer_prime.mining.dataset_card import CARD, card_files, render_card
 from composer_prime.mining.licenses import Verdict, classify
-from composer_prime.mining.record import MinedTask, describe_error
+from composer_prime.mining.record import MinedTask, parse_row
 
 SHARD_ROWS = 1000
 SHARD_BYTES = 256 * 2**20
@@ -166,16 +165,9 @@ def _read_package(folder: Path, problems: list[str], log: Callable[[str], None])
     for number, line in enumerate(tasks_path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}/tasks.jsonl: row {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-            continue
-        try:
-            task = MinedTask.model_validate(data)
-        except ValidationError as exc:
-            task_id = data.get("task_id") if isinstance(data, dict) else None
-            problems.extend(f"{where}/tasks.jsonl: {text}" for text in describe_error(number, exc, task_id).split("\n"))
+        task, found = parse_row(line, number)
+        if task is None:
+            problems.extend(f"{where}/tasks.jsonl: {text}" for text in found)
             continue
         if not (folder / task.base).is_file():
             problems.append(
@@ -362,16 +354,9 @@ def read_dataset(folder: Path) -> tuple[list[DatasetTask], list[str]]:
         bases[(row["package"], row["base"])] = base64.b64encode(blob).decode("ascii")
     tasks: list[DatasetTask] = []
     for shard, number, row in shards.read_rows(files.tasks, ["package", "task"]):
-        try:
-            data = json.loads(row["task"] or "")
-        except json.JSONDecodeError as exc:
-            errors.append(f"{shard}: row {number}: field 'task' is not valid JSON ({exc.msg} at column {exc.colno})")
-            continue
-        try:
-            task = MinedTask.model_validate(data)
-        except ValidationError as exc:
-            task_id = data.get("task_id") if isinstance(data, dict) else None
-            errors.extend(f"{shard}: {text}" for text in describe_error(number, exc, task_id).split("\n"))
+        task, found = parse_row(row["task"] or "", number, what="field 'task' is")
+        if task is None:
+            errors.extend(f"{shard}: {text}" for text in found)
             continue
         base = bases.get((row["package"], task.base))
         if base is None:

@@ -120,6 +120,21 @@ def describe_error(row: int, error: ValidationError, task_id: object = None) -> 
     return "\n".join(parts)
 
 
+def parse_row(text: str, row: int, what: str = "") -> tuple[MinedTask | None, list[str]]:
+    """One untrusted JSON row -> (the task, []) or (None, one message per problem, naming the row and the field).
+    `what` names where the JSON sits when it is a field of a larger row (`field 'task' is`)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, [f"row {row}: {what or ''}{' ' if what else ''}not valid JSON ({exc.msg} at column {exc.colno})"]
+    if not isinstance(data, dict):
+        return None, [f"row {row}: expected a JSON object, got {type(data).__name__}"]
+    try:
+        return MinedTask.model_validate(data), []
+    except ValidationError as exc:
+        return None, describe_error(row, exc, data.get("task_id")).split("\n")
+
+
 def load_rows(path: Path) -> tuple[list[MinedTask], list[str]]:
     """Parse a tasks file; return the valid rows and one error message per bad row (the file is not trusted)."""
     tasks: list[MinedTask] = []
@@ -128,16 +143,9 @@ def load_rows(path: Path) -> tuple[list[MinedTask], list[str]]:
         for row, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                errors.append(f"row {row}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(data, dict):
-                errors.append(f"row {row}: expected a JSON object, got {type(data).__name__}")
-                continue
-            try:
-                tasks.append(MinedTask.model_validate(data))
-            except ValidationError as exc:
-                errors.append(describe_error(row, exc, data.get("task_id")))
+            task, problems = parse_row(line, row)
+            if task is None:
+                errors.append("\n".join(problems))
+            else:
+                tasks.append(task)
     return tasks, errors

@@ -7,14 +7,16 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     None -> ["none"]            bool -> ["bool", b]           int -> ["int", "12"]        float -> ["float", "0.1"]
     str -> ["str", s]            bytes -> ["bytes", base64]    complex -> ["complex", re, im]
     list / tuple -> [tag, [items]]     set / frozenset -> [tag, [items, canonical order]]
-    dict -> ["dict", [[key, value], ...]]             range -> ["range", start, stop, step]
+    dict -> ["dict", [[key, value], ...]] (an OrderedDict or Counter: ["dict", pairs, "collections:OrderedDict"])
+    range -> ["range", start, stop, step]
     a class or function reachable as module:qualname -> ["type" | "fn", "module:qualname"]
     an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
     an enum member -> ["enum", "module:qualname", name]
+    a compiled regex -> ["pattern", pattern, flags]     functools.partial -> ["partial", func, [args], [[name, value]]]
     an instance of a class reachable as module:qualname, with a plain `__dict__` -> ["obj", "module:qualname", state]
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
 
-Anything else (iterators, generators, lambdas, open files, objects with `__slots__`, cycles, deeper than `MAX_DEPTH`,
+Anything else (iterators, generators, lambdas, open files, objects with state in slots, cycles, deeper than `MAX_DEPTH`,
 more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
 as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure exactly, except that an
 int, a float and a bool equal under `==` are the same, as are a set and a frozenset, and a namedtuple where a tuple was
@@ -29,15 +31,22 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
 import importlib
 import json
 import math
+import operator
 import re
 import sys
 import types
+from collections import Counter, OrderedDict
 from decimal import Decimal
 from fractions import Fraction
 
+_MAPPING_TYPES = {"collections:OrderedDict": OrderedDict, "collections:Counter": Counter}
+"""The dict subclasses whose type a dump keeps (`["dict", pairs, name]`), so that a replay rebuilds the instance its
+methods need (an LRU cache's `OrderedDict.move_to_end`); compared as dicts, as `==` compares them with one."""
+_MAPPINGS = {kind: name for name, kind in _MAPPING_TYPES.items()}
 MAX_DEPTH = 24
 MAX_NODES = 20_000
 _EXACT = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
@@ -123,6 +132,8 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         return ["fraction", str(value.numerator), str(value.denominator)]
     if isinstance(value, type):
         return ["type", _reachable(value)]
+    if kind is re.Pattern:  # a compiled regex (a parser's cached `_match_re`): its text and flags are all it is
+        return ["pattern", _dump(value.pattern, depth + 1, budget, active, opaque), value.flags]
     if kind in (types.FunctionType, types.BuiltinFunctionType):
         return ["fn", _reachable(value)]
     if isinstance(value, enum.Enum):
@@ -142,6 +153,10 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         raise Unserialisable("a cycle")
     active.add(id(value))
     try:
+        if kind is functools.partial:  # `partial(int_convert, 16)` in a converter table: its function and arguments
+            return ["partial", _dump(value.func, depth + 1, budget, active, opaque),
+                    [_dump(arg, depth + 1, budget, active, opaque) for arg in value.args],
+                    [[name, _dump(arg, depth + 1, budget, active, opaque)] for name, arg in value.keywords.items()]]  # fmt: skip
         if kind in _EXACT:
             items = [_dump(item, depth + 1, budget, active, opaque) for item in value]
             if kind in (set, frozenset):
@@ -162,17 +177,31 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
                 ["tuple", [_dump(item, depth + 1, budget, active, opaque) for item in value]],
             ]
         if isinstance(value, dict):  # Counter, OrderedDict, defaultdict: equal to a dict of the same items
-            pairs = dict.items(value)  # the stored items, not what an overridden `items` says
-            return ["dict", [[_dump(k, depth + 1, budget, active, opaque), _dump(v, depth + 1, budget, active, opaque)]
+            # the stored items, not what an overridden `items` says; an OrderedDict's in its own order, which
+            # `move_to_end` changes and the dict underneath does not show
+            pairs = OrderedDict.items(value) if kind is OrderedDict else dict.items(value)
+            tree = ["dict", [[_dump(k, depth + 1, budget, active, opaque), _dump(v, depth + 1, budget, active, opaque)]
                              for k, v in pairs]]  # fmt: skip
+            return [*tree, _MAPPINGS[kind]] if kind in _MAPPINGS else tree
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")
         state = getattr(value, "__dict__", None)
-        if type(state) is not dict or hasattr(kind, "__slots__") or kind.__module__ == "builtins":
+        if type(state) is not dict or _has_slots(kind) or kind.__module__ == "builtins":
             raise Unserialisable(f"{kind.__qualname__} has no plain state")
         return ["obj", _reachable(kind), _dump(state, depth + 1, budget, active, opaque)]
     finally:
         active.discard(id(value))
+
+
+def _has_slots(kind: type) -> bool:
+    """Whether instances of `kind` keep some state in slots (a member descriptor a class of its MRO defines), beside or
+    instead of their `__dict__`. The empty `__slots__ = ()` of `collections.abc.MutableMapping` and other bases defines
+    none: a `Cache(MutableMapping)` keeps all its state in its `__dict__`."""
+    return any(
+        isinstance(member, types.MemberDescriptorType) and member.__objclass__ is klass
+        for klass in kind.__mro__
+        for member in vars(klass).values()
+    )
 
 
 def load(tree):
@@ -202,14 +231,22 @@ def load(tree):
     if tag in ("type", "fn"):
         return resolve(tree[1])
     if tag == "enum":
-        return resolve(tree[1])[tree[2]]
+        cls = resolve(tree[1])
+        if issubclass(cls, enum.Flag) and (tree[2] is None or "|" in tree[2]):  # `IGNORECASE|DOTALL`; None: no flag
+            return functools.reduce(operator.or_, (cls[name] for name in (tree[2] or "").split("|") if name), cls(0))
+        return cls[tree[2]]
     if tag == "exc":
         return resolve(tree[1])(*[load(arg) for arg in tree[2]])
     if tag in ("list", "tuple", "set", "frozenset"):
         items = [load(item) for item in tree[1]]
         return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag == "pattern":
+        return re.compile(load(tree[1]), tree[2])
+    if tag == "partial":
+        return functools.partial(load(tree[1]), *[load(arg) for arg in tree[2]], **{k: load(v) for k, v in tree[3]})
     if tag == "dict":
-        return {load(k): load(v) for k, v in tree[1]}
+        items = {load(k): load(v) for k, v in tree[1]}
+        return _MAPPING_TYPES[tree[2]](items) if len(tree) == 3 else items
     if tag == "obj":
         cls = resolve(tree[1])
         if tree[2][0] == "tuple":
@@ -236,6 +273,10 @@ def same(expected, actual) -> bool:
         return expected[1] == actual[1] or (
             len(actual) == 4 and isinstance(actual[3], list) and expected[1] in actual[3]
         )
+    if tag == "dict" and actual[0] == "dict" and len(actual) in (2, 3) and len(expected) in (2, 3):
+        return _unordered(  # an OrderedDict or Counter equals a dict of the same items, as `==` has it
+            [["pair", *pair] for pair in expected[1]], [["pair", *pair] for pair in actual[1]], by_key=True
+        )
     if actual[0] != tag or len(actual) != len(expected):
         return False
     if tag == "float":
@@ -249,10 +290,6 @@ def same(expected, actual) -> bool:
         return len(expected[1]) == len(actual[1]) and all(map(same, expected[1], actual[1]))
     if tag in ("set", "frozenset"):
         return _unordered(expected[1], actual[1])
-    if tag == "dict":
-        return _unordered(
-            [["pair", *pair] for pair in expected[1]], [["pair", *pair] for pair in actual[1]], by_key=True
-        )
     if tag == "pair":
         return same(expected[1], actual[1]) and same(expected[2], actual[2])
     if tag == "obj":

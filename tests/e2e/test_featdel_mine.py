@@ -931,3 +931,140 @@ def test_a_deletion_that_stops_pytest_starting_is_a_skip_not_a_crash(tmp_path):
     assert [t.feature.qualname for t in tasks] == ["double"]
     [skip] = [line for line in lines if "square" in line and "skipped" in line]
     assert "breaks everything: pytest does not start without it" in skip and "ImportError" in skip
+
+
+LRU = '''\
+import collections
+import collections.abc
+
+
+class Cache(collections.abc.MutableMapping):
+    """A mapping that holds at most `maxsize` items."""
+
+    __marker = object()
+
+    def __init__(self, maxsize):
+        self.__data = {}
+        self.maxsize = maxsize
+
+    def __getitem__(self, key):
+        return self.__data[key]
+
+    def __setitem__(self, key, value):
+        while key not in self.__data and len(self.__data) >= self.maxsize:
+            self.popitem()
+        self.__data[key] = value
+
+    def __delitem__(self, key):
+        del self.__data[key]
+
+    def __iter__(self):
+        return iter(self.__data)
+
+    def __len__(self):
+        return len(self.__data)
+
+    def pop(self, key, default=__marker):
+        """The value of `key`, removed; `default` if it is missing, else KeyError."""
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        if default is self.__marker:
+            raise KeyError(key)
+        return default
+
+
+class LRU(Cache):
+    """A cache that evicts the least recently used item first."""
+
+    def __init__(self, maxsize):
+        Cache.__init__(self, maxsize)
+        self.__order = collections.OrderedDict()
+
+    def __getitem__(self, key):
+        value = Cache.__getitem__(self, key)
+        self.__order.move_to_end(key)
+        return value
+
+    def __setitem__(self, key, value):
+        Cache.__setitem__(self, key, value)
+        self.__order[key] = None
+        self.__order.move_to_end(key)
+
+    def __delitem__(self, key):
+        Cache.__delitem__(self, key)
+        del self.__order[key]
+
+    def popitem(self):
+        """Remove and return the least recently used (key, value)."""
+        try:
+            key = next(iter(self.__order))
+        except StopIteration:
+            raise KeyError("popitem(): cache is empty") from None
+        return (key, self.pop(key))
+'''
+
+LRU_TESTS = '''\
+import pytest
+
+from lru.core import LRU
+
+
+def test_evicts_the_least_recently_used():
+    cache = LRU(2)
+    cache[1] = "a"
+    cache[2] = "b"
+    cache[1]
+    cache[3] = "c"
+    assert sorted(cache) == [1, 3]
+
+
+def test_popitem_order():
+    cache = LRU(3)
+    cache[1] = "a"
+    cache[2] = "b"
+    assert cache.popitem() == (1, "a")
+
+
+def test_pop_missing():
+    cache = LRU(2)
+    with pytest.raises(KeyError):
+        cache.pop(9)
+    assert cache.pop(9, "d") == "d"
+'''
+
+
+def test_mapping_caches_and_sentinel_defaults_record_calls_that_replay(tmp_path):
+    """Issue 30, line 4: cachetools 5.5.0 lost 23 of 32 candidates as `no behaviour`. Its caches subclass
+    `collections.abc.MutableMapping`, whose `__slots__ = ()` made every cache "no plain state"; its LRU order is an
+    `OrderedDict`, rebuilt as a plain dict (no `move_to_end`); and `Cache.pop(key, default=__marker)` carried an
+    `object()` sentinel no dump has. Now: empty ABC slots are no slots, an OrderedDict or Counter keeps its type, and
+    a sentinel default is left out of the recorded call, so the candidate's own default applies. A re-implementation
+    that evicts the wrong end, or returns its default where the gold raised, still fails the replay."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.behaviour import record_behaviour
+    from composer_prime.mining.testrun import replay_calls
+
+    repo = one_module_repo(tmp_path, "lru", LRU, LRU_TESTS)
+    python = [sys.executable, "-m", "pytest"]
+    popitem, _ = record_behaviour(python, repo, {"path": "lru/core.py", "qualname": "LRU.popitem",
+                                                 "kind": "method"}, ["tests/test_core.py"], 60)  # fmt: skip
+    pop, _ = record_behaviour(python, repo, {"path": "lru/core.py", "qualname": "Cache.pop", "kind": "method"},
+                              ["tests/test_core.py"], 60)  # fmt: skip
+    assert len(popitem) >= 2, popitem  # the eviction and the test's own call
+    missing = [c for c in pop if c.raised is not None]
+    assert missing and all(len(c.args) == 2 for c in missing), pop  # `pop(9)`: the sentinel is not in the call
+    assert any(c.result == ["str", "d"] for c in pop)
+
+    def replayed(calls, source: str) -> float:
+        work = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+        shutil.copytree(repo, work)
+        (work / "lru" / "core.py").write_text(source)
+        return compare(calls, replay_calls(python, work, calls, 60))[0]
+
+    assert replayed(popitem, LRU) == 1.0 and replayed(pop, LRU) == 1.0
+    own_sentinel = LRU.replace("__marker = object()", "__missing = object()").replace("__marker", "__missing")
+    assert replayed(pop, own_sentinel) == 1.0
+    assert replayed(popitem, LRU.replace("next(iter(self.__order))", "next(reversed(self.__order))")) < 1.0
+    assert replayed(pop, LRU.replace("if default is self.__marker:\n            raise KeyError(key)\n", "")) < 1.0

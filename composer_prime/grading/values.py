@@ -12,6 +12,7 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     a class or function reachable as module:qualname -> ["type" | "fn", "module:qualname"]
     an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
     an enum member -> ["enum", "module:qualname", name]
+    a date, time, datetime, timedelta or datetime.timezone -> ["date" | "time" | ..., its fields] (exact types)
     a compiled regex -> ["pattern", pattern, flags]     functools.partial -> ["partial", func, [args], [[name, value]]]
     an instance of a class reachable as module:qualname, with a plain `__dict__` -> ["obj", "module:qualname", state]
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
@@ -30,6 +31,7 @@ instances, laid out as the candidate chose) by class only.
 from __future__ import annotations
 
 import base64
+import datetime
 import enum
 import functools
 import importlib
@@ -132,6 +134,8 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         return ["fraction", str(value.numerator), str(value.denominator)]
     if isinstance(value, type):
         return ["type", _reachable(value)]
+    if kind in _TIMES:  # exact types: a date, time, datetime, timedelta or fixed-offset timezone by its fields
+        return _dump_time(value, depth, budget, active, opaque)
     if kind is re.Pattern:  # a compiled regex (a parser's cached `_match_re`): its text and flags are all it is
         return ["pattern", _dump(value.pattern, depth + 1, budget, active, opaque), value.flags]
     if kind in (types.FunctionType, types.BuiltinFunctionType):
@@ -204,6 +208,42 @@ def _has_slots(kind: type) -> bool:
     )
 
 
+_TIMES = (datetime.date, datetime.time, datetime.datetime, datetime.timedelta, datetime.timezone)
+
+
+def _dump_time(value, depth: int, budget: list[int], active: set[int], opaque: dict[type, str]):
+    """`["date", y, m, d]`, `["time", H, M, S, us, tzinfo, fold]`, `["datetime", y, m, d, H, M, S, us, tzinfo, fold]`,
+    `["timedelta", days, seconds, us]`, `["timezone", offset, name]` (`name` None: the default)."""
+    if type(value) is datetime.timedelta:
+        return ["timedelta", value.days, value.seconds, value.microseconds]
+    if type(value) is datetime.timezone:
+        name = value.tzname(None)
+        default = name == datetime.timezone(value.utcoffset(None)).tzname(None)
+        return ["timezone", _dump_time(value.utcoffset(None), depth + 1, budget, active, opaque), None if default else name]
+    if type(value) is datetime.date:
+        return ["date", value.year, value.month, value.day]
+    zone = _dump(value.tzinfo, depth + 1, budget, active, opaque)
+    clock = [value.hour, value.minute, value.second, value.microsecond, zone, value.fold]
+    if type(value) is datetime.time:
+        return ["time", *clock]
+    return ["datetime", value.year, value.month, value.day, *clock]
+
+
+def _load_time(tree):
+    tag = tree[0]
+    if tag == "timedelta":
+        return datetime.timedelta(days=tree[1], seconds=tree[2], microseconds=tree[3])
+    if tag == "timezone":
+        offset = _load_time(tree[1])
+        return datetime.timezone(offset) if tree[2] is None else datetime.timezone(offset, tree[2])
+    if tag == "date":
+        return datetime.date(*tree[1:4])
+    *clock, zone, fold = tree[-6:]
+    if tag == "time":
+        return datetime.time(*clock, tzinfo=load(zone), fold=fold)
+    return datetime.datetime(*tree[1:4], *clock, tzinfo=load(zone), fold=fold)
+
+
 def load(tree):
     """The value a tagged tree describes (classes and functions are imported by name)."""
     tag = tree[0]
@@ -240,6 +280,8 @@ def load(tree):
     if tag in ("list", "tuple", "set", "frozenset"):
         items = [load(item) for item in tree[1]]
         return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag in ("date", "time", "datetime", "timedelta", "timezone"):
+        return _load_time(tree)
     if tag == "pattern":
         return re.compile(load(tree[1]), tree[2])
     if tag == "partial":

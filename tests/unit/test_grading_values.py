@@ -248,3 +248,23 @@ def test_compiled_patterns_partials_and_combined_flags_round_trip() -> None:
     assert values.load(values.dump(both)) is both or values.load(values.dump(both)) == both
     assert values.load(values.dump(re.RegexFlag(0))) == re.RegexFlag(0)
     assert values.load(values.dump(re.IGNORECASE)) is re.IGNORECASE
+
+
+def test_dates_times_and_fixed_offsets_round_trip_by_their_fields() -> None:
+    """parse 1.20.2's `Parser.parse` returns datetimes (138 of its calls had no strict form); isodate's answers are
+    dates, times and durations."""
+    import datetime as dt
+
+    east = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    cases = [dt.date(2024, 2, 29), dt.time(23, 59, 1, 5, tzinfo=east), dt.datetime(2011, 11, 21, 10, 21, 36),
+             dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=dt.timezone.utc), dt.timedelta(days=-1, seconds=5),
+             dt.timezone(dt.timedelta(hours=-8), "PST")]  # fmt: skip
+    for value in cases:
+        back = values.load(values.dump(value))
+        assert type(back) is type(value) and back == value, value
+        assert getattr(back, "fold", 0) == getattr(value, "fold", 0)
+    assert values.load(values.dump(cases[1])).tzinfo == east
+    same = lambda a, b: values.same(values.dump(a), values.dump(b))  # noqa: E731
+    assert same(cases[2], dt.datetime(2011, 11, 21, 10, 21, 36)) and not same(cases[2], cases[2].replace(second=37))
+    assert not same(dt.date(2024, 2, 29), dt.datetime(2024, 2, 29))  # a datetime is no date
+    assert not same(cases[5], dt.timezone(dt.timedelta(hours=-8)))  # the name is part of it

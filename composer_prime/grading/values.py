@@ -14,10 +14,11 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     an enum member -> ["enum", "module:qualname", name]
     a date, time, datetime, timedelta or datetime.timezone -> ["date" | "time" | ..., its fields] (exact types)
     a compiled regex -> ["pattern", pattern, flags]     functools.partial -> ["partial", func, [args], [[name, value]]]
-    an instance of a class reachable as module:qualname, with a plain `__dict__` -> ["obj", "module:qualname", state]
+    an instance of a class reachable as module:qualname, with a plain `__dict__` or slots -> ["obj", "module:qualname",
+    state] (the `__dict__`'s items and the slots that are set, as a dict)
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
 
-Anything else (iterators, generators, lambdas, open files, objects with state in slots, cycles, deeper than `MAX_DEPTH`,
+Anything else (iterators, generators, lambdas, open files, cycles, deeper than `MAX_DEPTH`,
 more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
 as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure exactly, except that an
 int, a float and a bool equal under `==` are the same, as are a set and a frozenset, and a namedtuple where a tuple was
@@ -190,22 +191,30 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")
         state = getattr(value, "__dict__", None)
-        if type(state) is not dict or _has_slots(kind) or kind.__module__ == "builtins":
+        slots = _slots(kind)
+        if (type(state) is not dict and not slots) or kind.__module__ == "builtins":
             raise Unserialisable(f"{kind.__qualname__} has no plain state")
+        state = dict(state) if type(state) is dict else {}
+        for name, member in slots.items():  # semver's `Version(__slots__ = ("_major", ...))`: the slots that are set
+            try:
+                state[name] = member.__get__(value, kind)
+            except AttributeError:
+                continue
         return ["obj", _reachable(kind), _dump(state, depth + 1, budget, active, opaque)]
     finally:
         active.discard(id(value))
 
 
-def _has_slots(kind: type) -> bool:
-    """Whether instances of `kind` keep some state in slots (a member descriptor a class of its MRO defines), beside or
-    instead of their `__dict__`. The empty `__slots__ = ()` of `collections.abc.MutableMapping` and other bases defines
-    none: a `Cache(MutableMapping)` keeps all its state in its `__dict__`."""
-    return any(
-        isinstance(member, types.MemberDescriptorType) and member.__objclass__ is klass
-        for klass in kind.__mro__
-        for member in vars(klass).values()
-    )
+def _slots(kind: type) -> dict[str, types.MemberDescriptorType]:
+    """The slots of `kind`'s instances (the member descriptors the classes of its MRO define), by attribute name. The
+    empty `__slots__ = ()` of `collections.abc.MutableMapping` and other bases defines none: a `Cache(MutableMapping)`
+    keeps all its state in its `__dict__`."""
+    return {
+        name: member
+        for klass in reversed(kind.__mro__)
+        for name, member in vars(klass).items()
+        if isinstance(member, types.MemberDescriptorType) and member.__objclass__ is klass
+    }
 
 
 _TIMES = (datetime.date, datetime.time, datetime.datetime, datetime.timedelta, datetime.timezone)
@@ -294,8 +303,12 @@ def load(tree):
         if tree[2][0] == "tuple":
             return tuple.__new__(cls, load(tree[2]))
         obj = cls.__new__(cls)
-        if tree[2] != ["dict", []]:  # a class with `__slots__` has no `__dict__`; an instance with no state needs none
-            obj.__dict__.update(load(tree[2]))
+        slots = _slots(cls)
+        for name, value in load(tree[2]).items():  # around the class's own `__setattr__` (an immutable `Version`)
+            if name in slots:
+                slots[name].__set__(obj, value)
+            else:
+                obj.__dict__[name] = value
         return obj
     raise ValueError(f"unknown value tag {tag!r}")
 

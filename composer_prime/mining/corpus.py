@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -250,8 +251,15 @@ def _validate(config: CorpusConfig, folder: Path, image: str, python: str, secon
     }
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM (the run interrupted, or its process gone): unwind, so that the mining box is stopped and the scratch
+    folder removed by their `finally`s; nothing of the package is recorded as complete."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
     """Worker entry: `python -m composer_prime.mining.corpus JOB.json` (written by corpus_command)."""
+    signal.signal(signal.SIGTERM, _stop)
     spec = json.loads(Path(argv[0]).read_text("utf-8"))
     config = CorpusConfig.model_validate(spec["config"])
     base = images.Base(**{**spec["base"], "missing": tuple(spec["base"]["missing"])})

@@ -98,9 +98,16 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
             progress.update(bar, visible=False)
             progress.advance(overall)
 
-        with ThreadPoolExecutor(max_workers=config.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=config.jobs)
+        try:
             for future in [pool.submit(one, job) for job in todo]:
                 future.result()
+        except BaseException:  # Ctrl-C, SIGTERM: the workers stop (they clean up), then the run ends
+            for proc in list(_WORKERS):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
     return crashed
 
 
@@ -119,12 +126,26 @@ def _rebuild_dataset(config, console) -> None:  # type: ignore[no-untyped-def]
         console.print(f"dataset: {report.tasks} task(s) of {len(report.packages)} package(s) in {config.out}{left_out}")
 
 
+_WORKERS: set[subprocess.Popen] = set()
+"""The running workers, terminated when the run is interrupted."""
+
+
 def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
-    """Run `corpus.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "composer_prime.mining.corpus", str(spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    """Run `corpus.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished. The
+    worker gets SIGTERM (and cleans up: its mining box, its scratch folder) when this process dies, even by SIGKILL
+    (`smoke.services.spawn`), or when the run is interrupted."""
+    from composer_prime.smoke.services import spawn
+
+    proc = spawn([sys.executable, "-m", "composer_prime.mining.corpus", str(spec)], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    _WORKERS.add(proc)
+    try:
+        return _follow(proc, on_event)
+    finally:
+        _WORKERS.discard(proc)
+
+
+def _follow(proc: subprocess.Popen, on_event) -> str | None:  # type: ignore[no-untyped-def]
     finished = False
     errors: list[str] = []
     reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]

@@ -195,3 +195,71 @@ def test_a_mining_box_outlives_a_killed_worker_by_its_heartbeat_lapse_only(tmp_p
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
+    """`mine-corpus` SIGKILLed mid-mining (a closed terminal, a preempted job): the kernel sends its worker SIGTERM
+    (PR_SET_PDEATHSIG), and the worker unwinds: its mining box stopped, its scratch folder removed, the package not
+    recorded as complete. (An orphaned worker also stops at its next progress event, on the broken pipe; the signal
+    stops it in the phases without one: the image build, the baseline, a validation.)"""
+    import signal
+    import time
+
+    write_shop_sdist(tmp_path / "links", extra={"tests/test_box.py": BOX_TEST})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    toml = tmp_path / "corpus.toml"
+    toml.write_text(
+        f'packages = ["shop==0.1.0"]\nfind_links = ["{tmp_path / "links"}"]\nout = "{tmp_path / "out"}"\n'
+        f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-kill"\n'
+        '[package_requires]\nshop = ["six"]\n[miner]\nmin_body_lines = 0\ntest_timeout_s = 60\n'
+    )
+    env = {**os.environ, "TMPDIR": str(temp),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+    run = subprocess.Popen([sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)], env=env, cwd=REPO,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log = tmp_path / "out" / "packages" / "shop-0.1.0" / "mine.log"
+
+    def workers() -> list[int]:
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"composer_prime.mining.corpus" in argv and any(str(temp).encode() in arg for arg in argv):
+                found.append(int(proc.name))
+        return found
+
+    def boxes() -> list[str]:
+        ps = subprocess.run(["podman", "ps", "--format", "{{.Names}} {{.Mounts}}"], capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+        return [line for line in ps.stdout.splitlines() if str(temp) in line]
+
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not (log.is_file() and "candidates:" in log.read_text()):
+            assert run.poll() is None, "mine-corpus ended before mining began"
+            time.sleep(1)
+        assert log.is_file() and "candidates:" in log.read_text(), "mining never began"
+        assert workers() and boxes()
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 90
+        while (workers() or boxes()) and time.monotonic() < deadline:
+            time.sleep(2)
+        assert not workers(), "the worker outlived its run"
+        assert not boxes(), "the mining box outlived its worker"
+        scratch = [p.name for p in temp.iterdir() if p.name.startswith("composer-prime-corpus-")
+                   and not p.name.startswith("composer-prime-corpus-jobs-")]  # fmt: skip
+        assert not scratch, scratch  # (the killed run's own job-spec folder stays: SIGKILL runs no cleanup)
+        assert not (log.parent / "package.json").exists()
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for pid in workers():
+            os.kill(pid, signal.SIGKILL)
+        images = subprocess.run(["podman", "images", "-q", "--filter", "reference=localhost/composer-prime-corpus-kill/*"],
+                                capture_output=True, text=True, timeout=60, check=False).stdout.split()  # fmt: skip
+        if images:
+            subprocess.run(["podman", "rmi", "-f", *images], capture_output=True, timeout=300, check=False)

@@ -18,14 +18,16 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     state] (the `__dict__`'s items and the slots that are set, as a dict)
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
 
-Anything else (iterators, generators, lambdas, open files, cycles, deeper than `MAX_DEPTH`,
-more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
+Anything else (iterators, generators, lambdas, open files and streams, flags with unnamed bits, cycles, deeper than
+`MAX_DEPTH`, more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
 as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure exactly, except that an
 int, a float and a bool equal under `==` are the same, as are a set and a frozenset, and a namedtuple where a tuple was
 recorded (a dict subclass is dumped as the dict of its stored items); floats to 1e-9 relative, dicts and sets
-regardless of order, exceptions by type (a subclass answers for its base), instances by the public attributes the
-expected one has (what a test can observe: `obj.count`, not `obj._items`; a re-implementation that keeps its state
-under other private names, or adds attributes, is the same), and an `OPAQUE` expected state (a deleted class's own
+regardless of order (an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as
+`==` has them (fixed offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass
+answers for its base), instances by the public attributes the expected one has (what a test can observe: `obj.count`,
+not `obj._items`; a re-implementation that keeps its state under other private names, or adds attributes, is the
+same; by all of them when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
 instances, laid out as the candidate chose) by class only.
 """
 
@@ -36,6 +38,7 @@ import datetime
 import enum
 import functools
 import importlib
+import io
 import json
 import math
 import operator
@@ -142,6 +145,8 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
     if kind in (types.FunctionType, types.BuiltinFunctionType):
         return ["fn", _reachable(value)]
     if isinstance(value, enum.Enum):
+        if isinstance(value, enum.Flag) and not _named_flag(value):  # `Perm(0o4000)` of an IntFlag: no name says it
+            raise Unserialisable(f"{kind.__qualname__} value {value.value!r} has bits no member names")
         return ["enum", _reachable(kind), value.name]
     if isinstance(value, BaseException):
         try:
@@ -154,6 +159,8 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
             _name(base) for base in kind.__mro__[1:] if issubclass(base, BaseException) and "<" not in base.__qualname__
         ]
         return ["exc", _name(kind), args, bases]  # a subclass answers for its bases, as `except` and `pytest.raises` do
+    if isinstance(value, io.IOBase):  # an open file or stream: its state is the OS's, not its attributes
+        raise Unserialisable(f"{kind.__qualname__} is a stream")
     if id(value) in active:
         raise Unserialisable("a cycle")
     active.add(id(value))
@@ -205,6 +212,14 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         active.discard(id(value))
 
 
+def _named_flag(value: enum.Flag) -> bool:
+    """Whether a flag's name says all of it: a member, members joined by `|`, or no name for the empty flag."""
+    if value.name is None:
+        return value.value == 0
+    members = type(value).__members__
+    return all(part in members for part in value.name.split("|"))
+
+
 def _slots(kind: type) -> dict[str, types.MemberDescriptorType]:
     """The slots of `kind`'s instances (the member descriptors the classes of its MRO define), by attribute name. The
     empty `__slots__ = ()` of `collections.abc.MutableMapping` and other bases defines none: a `Cache(MutableMapping)`
@@ -228,7 +243,11 @@ def _dump_time(value, depth: int, budget: list[int], active: set[int], opaque: d
     if type(value) is datetime.timezone:
         name = value.tzname(None)
         default = name == datetime.timezone(value.utcoffset(None)).tzname(None)
-        return ["timezone", _dump_time(value.utcoffset(None), depth + 1, budget, active, opaque), None if default else name]
+        return [
+            "timezone",
+            _dump_time(value.utcoffset(None), depth + 1, budget, active, opaque),
+            None if default else name,
+        ]
     if type(value) is datetime.date:
         return ["date", value.year, value.month, value.day]
     zone = _dump(value.tzinfo, depth + 1, budget, active, opaque)
@@ -329,9 +348,9 @@ def same(expected, actual) -> bool:
             len(actual) == 4 and isinstance(actual[3], list) and expected[1] in actual[3]
         )
     if tag == "dict" and actual[0] == "dict" and len(actual) in (2, 3) and len(expected) in (2, 3):
-        return _unordered(  # an OrderedDict or Counter equals a dict of the same items, as `==` has it
-            [["pair", *pair] for pair in expected[1]], [["pair", *pair] for pair in actual[1]], by_key=True
-        )
+        return _same_mapping(expected, actual)
+    if tag in ("time", "datetime", "timezone") and actual[0] == tag and len(actual) == len(expected):
+        return _same_time(expected, actual)
     if actual[0] != tag or len(actual) != len(expected):
         return False
     if tag == "float":
@@ -364,16 +383,61 @@ class the candidate writes keeps its state is the candidate's choice."""
 
 
 def _public_subset(expected: list, actual: list) -> bool:
-    """Every public attribute of the expected instance's state is in the actual one's, the same value."""
+    """Every public attribute of the expected instance's state is in the actual one's, the same value; for an instance
+    with no public attribute at all (semver's `Version`, all in `_major` ... slots), every attribute: compared by
+    class alone, any instance of it would pass."""
     found = {pair[0][1]: pair[1] for pair in actual if pair[0][:1] == ["str"]}
+    private_too = all(key[:1] == ["str"] and str(key[1]).startswith("_") for key, _ in expected)
     for key, value in expected:
         if key[:1] != ["str"] or not isinstance(key[1], str):
             return False
-        if key[1].startswith("_"):
+        if key[1].startswith("_") and not private_too:
             continue
         if key[1] not in found or not same(value, found[key[1]]):
             return False
     return True
+
+
+def _same_mapping(expected: list, actual: list) -> bool:
+    """Dicts as `==` has them: the same items in any order; an expected OrderedDict in its order (what iterating it
+    shows), whatever the answer's type; a Counter less its zero counts, as `Counter.__eq__` (3.10+) ignores them."""
+    mine, theirs = expected[1], actual[1]
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return False
+    if expected[2:] == ["collections:Counter"]:
+        mine, theirs = ([p for p in pairs if not _zero(p)] for pairs in (mine, theirs))
+    if expected[2:] == ["collections:OrderedDict"]:
+        return len(mine) == len(theirs) and all(
+            isinstance(b, list) and len(b) == 2 and same(a[0], b[0]) and same(a[1], b[1])
+            for a, b in zip(mine, theirs, strict=True)
+        )
+    return _unordered([["pair", *pair] for pair in mine], [["pair", *pair] for pair in theirs], by_key=True)
+
+
+def _zero(pair) -> bool:
+    return isinstance(pair, list) and len(pair) == 2 and pair[1] in (["int", "0"], ["float", "0.0"], ["bool", False])
+
+
+def _same_time(expected: list, actual: list) -> bool:
+    """Times and datetimes as `==` has them: naive ones by their fields (not `fold`); aware ones with fixed-offset
+    zones by the instant (the offset, not the zone's name); with any other tzinfo, fields and tzinfo alike. A fixed
+    offset equals another of the same offset, whatever its name."""
+    if expected[0] == "timezone":
+        return same(expected[1], actual[1])
+    mine, theirs = expected[-2], actual[-2]  # [..., hour, minute, second, microsecond, tzinfo, fold]
+    if mine == ["none"] or theirs == ["none"]:
+        return mine == theirs and expected[:-1] == actual[:-1]
+    if mine[:1] == ["timezone"] and theirs[:1] == ["timezone"]:
+        return _instant(expected) == _instant(actual)
+    return expected[:-2] == actual[:-2] and same(mine, theirs)
+
+
+def _instant(tree: list) -> datetime.datetime:
+    """The UTC instant of a time or datetime tree with a fixed offset (a time on 2000-01-01), built from its ints."""
+    day = tree[1:4] if tree[0] == "datetime" else [2000, 1, 1]
+    hour, minute, second, micro = tree[-6:-2]
+    offset = _load_time(tree[-2][1])
+    return datetime.datetime(*day, hour, minute, second, micro) - offset
 
 
 def holds_state_of(tree, cls: str) -> bool:

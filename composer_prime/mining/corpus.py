@@ -253,7 +253,10 @@ def _validate(config: CorpusConfig, folder: Path, image: str, python: str, secon
 
 def _stop(signum: int, frame: object) -> None:
     """SIGTERM (the run interrupted, or its process gone): unwind, so that the mining box is stopped and the scratch
-    folder removed by their `finally`s; nothing of the package is recorded as complete."""
+    folder removed by their `finally`s; nothing of the package is recorded as complete. A second SIGTERM (a cgroup's
+    stop signals every process, then the parent's death signals this one again) is ignored: it would cut the cleanup
+    short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 

@@ -12,6 +12,7 @@ and prints the corpus table at the end. A package whose package.json exists is s
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,11 +52,17 @@ def main(argv: list[str], prog: str) -> int:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         console.print(f"mine-corpus: base {base.image} (Python {base.version}), {config.jobs} package(s) at once")
+        signal.signal(signal.SIGTERM, _interrupted)  # as Ctrl-C: the workers stop and clean up, the jobs folder goes
         crashed = _run_all(config, todo, base, console)
     _summary(console, jobs)
     for job, why in crashed:
         console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / corpus.LOG_FILE}")
     return 1 if crashed else 0
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
 
 
 def _complete(folder: Path, retry_failed: bool) -> bool:
@@ -102,8 +109,11 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
         try:
             for future in [pool.submit(one, job) for job in todo]:
                 future.result()
-        except BaseException:  # Ctrl-C, SIGTERM: the workers stop (they clean up), then the run ends
-            for proc in list(_WORKERS):
+        except BaseException:  # Ctrl-C, SIGTERM (`main`): the workers stop (they clean up), then the run ends
+            with _LOCK:
+                _STOPPING.set()  # a worker spawned from now on is stopped at once (`_worker`)
+                workers = list(_WORKERS)
+            for proc in workers:
                 proc.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
@@ -128,6 +138,8 @@ def _rebuild_dataset(config, console) -> None:  # type: ignore[no-untyped-def]
 
 _WORKERS: set[subprocess.Popen] = set()
 """The running workers, terminated when the run is interrupted."""
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()
 
 
 def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
@@ -138,11 +150,15 @@ def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
 
     proc = spawn([sys.executable, "-m", "composer_prime.mining.corpus", str(spec)], stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
-    _WORKERS.add(proc)
+    with _LOCK:
+        _WORKERS.add(proc)
+        if _STOPPING.is_set():  # started while the run was being interrupted
+            proc.terminate()
     try:
         return _follow(proc, on_event)
     finally:
-        _WORKERS.discard(proc)
+        with _LOCK:
+            _WORKERS.discard(proc)
 
 
 def _follow(proc: subprocess.Popen, on_event) -> str | None:  # type: ignore[no-untyped-def]

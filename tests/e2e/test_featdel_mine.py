@@ -898,14 +898,32 @@ def test_count_unknown():
 
 
 def test_a_method_whose_only_effect_is_private_state_is_refused_as_replay_blind(tmp_path):
-    """`Tally.add` returns None and changes only `self._counts`, which the replay does not compare (private): a stub
-    that does nothing would replay as recorded (an independent review scored the red team's test-frame switch 1.0 on
-    it), so the miner judges "unchanged" as grading compares and refuses it."""
-    repo = one_module_repo(tmp_path, "tally", TALLY, TALLY_TESTS)
+    """`Tally.add` returns None and changes only `self._counts`, which the replay does not compare when the tally has
+    a public attribute (`label`): a stub that does nothing would replay as recorded (an independent review scored the
+    red team's test-frame switch 1.0 on it), so the miner judges "unchanged" as grading compares and refuses it.
+    Without any public attribute the whole state is compared (by class alone any tally would pass): then `add` is
+    kept, and the stub fails its replay."""
+    from composer_prime.grading.behaviour import compare
+    from composer_prime.mining.testrun import replay_calls
+
+    labelled = TALLY.replace("self._counts = {}", 'self._counts = {}\n        self.label = "words"')
+    repo = one_module_repo(tmp_path, "tally", labelled, TALLY_TESTS)
     out = tmp_path / "tasks.jsonl"
     Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lambda line: None).run()
     skipped = json.loads(out.with_name("tasks.jsonl.skipped.json").read_text())["skipped"]
     assert skipped["tally/core.py::Tally.add"].startswith("replay blind: each of its 3 replayable call(s) returns None")
+
+    private = one_module_repo(tmp_path / "private", "tally", TALLY, TALLY_TESTS)
+    out = tmp_path / "private" / "tasks.jsonl"
+    tasks = Miner(MineConfig(repo=private, out=out, test_timeout_s=60, min_body_lines=0), log=lambda line: None).run()
+    [add] = [t for t in tasks if t.feature.qualname == "Tally.add"]
+    stub = TALLY.replace(
+        "        key = word.strip().lower()\n        self._counts[key] = self._counts.get(key, 0) + 1\n",
+        "        pass\n",
+    )
+    (private / "tally" / "core.py").write_text(stub)
+    python = [sys.executable, "-m", "pytest"]
+    assert compare(add.behaviour, replay_calls(python, private, add.behaviour, 60))[0] < 1.0
 
 
 def test_a_deletion_that_stops_pytest_starting_is_a_skip_not_a_crash(tmp_path):
@@ -1005,7 +1023,7 @@ class LRU(Cache):
         return (key, self.pop(key))
 '''
 
-LRU_TESTS = '''\
+LRU_TESTS = """\
 import pytest
 
 from lru.core import LRU
@@ -1032,7 +1050,7 @@ def test_pop_missing():
     with pytest.raises(KeyError):
         cache.pop(9)
     assert cache.pop(9, "d") == "d"
-'''
+"""
 
 
 def test_mapping_caches_and_sentinel_defaults_record_calls_that_replay(tmp_path):

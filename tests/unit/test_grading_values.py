@@ -176,14 +176,19 @@ def test_ordered_dicts_and_counters_keep_their_type_and_order_and_compare_as_dic
     order = OrderedDict([(1, None), (2, None), (3, None)])
     order.move_to_end(1)  # the OrderedDict's own order; the dict underneath still lists 1 first
     tree = values.dump(order)
-    assert tree[2] == "collections:OrderedDict" and [k for k, _ in tree[1]] == [["int", "2"], ["int", "3"], ["int", "1"]]
+    assert tree[2] == "collections:OrderedDict" and [k for k, _ in tree[1]] == [
+        ["int", "2"],
+        ["int", "3"],
+        ["int", "1"],
+    ]
     back = values.load(tree)
     assert type(back) is OrderedDict and list(back) == [2, 3, 1]
     counts = values.load(values.dump(Counter("abca")))
     assert type(counts) is Counter and counts.most_common(1) == [("a", 2)]
-    # compared as `==` compares them with a dict: the same items, any order
-    assert values.same(values.dump({2: None, 3: None, 1: None}), tree)
-    assert values.same(tree, values.dump({1: None, 2: None, 3: None}))
+    # an expected dict takes an OrderedDict of the same items in any order; an expected OrderedDict wants its order
+    assert values.same(values.dump({1: None, 3: None, 2: None}), tree)
+    assert values.same(tree, values.dump({2: None, 3: None, 1: None}))
+    assert not values.same(tree, values.dump({1: None, 2: None, 3: None}))
     assert not values.same(tree, values.dump({1: None, 2: None}))
     assert values.dump(defaultdict(list, {1: [2]})) == ["dict", [[["int", "1"], ["list", [["int", "2"]]]]]]
     with pytest.raises(KeyError):  # a forged type name is never resolved: only the two kept types load
@@ -284,7 +289,7 @@ def test_dates_times_and_fixed_offsets_round_trip_by_their_fields() -> None:
 
     east = dt.timezone(dt.timedelta(hours=5, minutes=30))
     cases = [dt.date(2024, 2, 29), dt.time(23, 59, 1, 5, tzinfo=east), dt.datetime(2011, 11, 21, 10, 21, 36),
-             dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=dt.timezone.utc), dt.timedelta(days=-1, seconds=5),
+             dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=dt.UTC), dt.timedelta(days=-1, seconds=5),
              dt.timezone(dt.timedelta(hours=-8), "PST")]  # fmt: skip
     for value in cases:
         back = values.load(values.dump(value))
@@ -294,4 +299,56 @@ def test_dates_times_and_fixed_offsets_round_trip_by_their_fields() -> None:
     same = lambda a, b: values.same(values.dump(a), values.dump(b))  # noqa: E731
     assert same(cases[2], dt.datetime(2011, 11, 21, 10, 21, 36)) and not same(cases[2], cases[2].replace(second=37))
     assert not same(dt.date(2024, 2, 29), dt.datetime(2024, 2, 29))  # a datetime is no date
-    assert not same(cases[5], dt.timezone(dt.timedelta(hours=-8)))  # the name is part of it
+    assert same(cases[5], dt.timezone(dt.timedelta(hours=-8)))  # as `==`: the offset, not the name
+
+
+class Version:
+    """semver's layout: every part in a private slot."""
+
+    __slots__ = ("_major", "_minor")
+
+    def __init__(self, major, minor):
+        self._major, self._minor = major, minor
+
+
+def test_a_review_of_the_new_forms_found_these_passing_or_failing_wrongly() -> None:
+    """A reviewer's findings on the forms above, each now as `==` (or stricter, where `==` would let a wrong answer
+    through): an instance with no public attribute is compared by all of them (by class alone, any `Version` passed);
+    a flag with bits no member names has no strict form (it dumped as the empty flag); times compare as `==` does
+    (a fixed offset by its offset, not its name; aware times by their instant; `fold` ignored); an expected
+    OrderedDict in its order; a Counter without its zero counts; an open file has no strict form."""
+    import datetime as dt
+    import enum
+    import io
+    from collections import Counter, OrderedDict
+
+    same = lambda a, b: values.same(values.dump(a), values.dump(b))  # noqa: E731
+    assert same(Version(1, 2), Version(1, 2)) and not same(Version(1, 2), Version(0, 99))
+
+    class Perm(enum.IntFlag):
+        READ = 4
+        WRITE = 2
+
+    globals()["Perm"] = Perm  # reachable by name, as a package's flag is
+    Perm.__qualname__ = "Perm"
+    with pytest.raises(values.Unserialisable, match="bits no member names"):
+        values.dump(Perm(8))
+    assert values.load(values.dump(Perm.READ | Perm.WRITE)) == 6 and values.load(values.dump(Perm(0))) == 0
+
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    assert same(dt.timezone(dt.timedelta(hours=1), "+01:00"), plus_one)
+    assert not same(plus_one, dt.timezone(dt.timedelta(hours=2)))
+    noon_utc = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    assert same(noon_utc, dt.datetime(2024, 1, 1, 13, tzinfo=plus_one))  # the same instant
+    assert not same(noon_utc, dt.datetime(2024, 1, 1, 12, tzinfo=plus_one))
+    assert same(dt.datetime(2021, 11, 7, 1, 30), dt.datetime(2021, 11, 7, 1, 30, fold=1))
+    assert not same(dt.datetime(2024, 1, 1, 12), noon_utc)  # naive is never aware
+    assert same(dt.time(12, tzinfo=dt.UTC), dt.time(13, tzinfo=plus_one))
+
+    ordered = OrderedDict([("b", 1), ("a", 2)])
+    assert same(ordered, OrderedDict([("b", 1), ("a", 2)])) and same(ordered, {"b": 1, "a": 2})
+    assert not same(ordered, OrderedDict([("a", 2), ("b", 1)])) and not same(ordered, {"a": 2, "b": 1})
+    assert same({"a": 2, "b": 1}, {"b": 1, "a": 2})  # a plain dict still in any order
+    assert same(Counter(a=1, b=0), Counter(a=1)) and not same(Counter(a=1), Counter(a=2))
+    with pytest.raises(values.Unserialisable, match="stream"):
+        values.dump(io.StringIO("x"))

@@ -154,7 +154,8 @@ def applies(item: Item, kind: str) -> bool:
     if kind == "perturbed":
         return equality is not None and _perturbed(_expected(*equality[:2])) is not None
     last = item.node.body[-1]
-    return equality is None and not isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break)
+    on_own_lines = item.node.body[0].lineno > item.node.lineno  # `def test(): check()` has no body line to copy
+    return equality is None and on_own_lines and not isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break)
 
 
 def _insert(line: str, offset: int, text: str) -> str:
@@ -173,8 +174,8 @@ def _replace(lines: list[str], node: ast.AST, text: str) -> None:
 def mutate(lines: list[str], item: Item, kind: str) -> None:
     """Apply mutant `kind` to `item` in `lines` (the file's source lines), in place, line count kept."""
     if kind == "tail":
-        last = item.node.body[-1]
-        indent = " " * item.node.body[0].col_offset
+        last, first = item.node.body[-1], item.node.body[0]
+        indent = lines[first.lineno - 1].encode()[: first.col_offset].decode()  # the body's own: tabs stay tabs
         lines[last.end_lineno - 1] = lines[last.end_lineno - 1].rstrip("\r\n") + f"\n{indent}assert False\n"
         return
     left, right, statement = _equality(item)

@@ -198,3 +198,36 @@ def test_a_test_that_another_calls_is_copied_beside_it_and_never_mutated(tmp_pat
                 want = "PASSED" if expected.startswith("=") else "FAILED"
                 assert f"{want} {test}" in done.stdout, done.stdout
             (tmp_path / canary.path).unlink()
+
+
+def test_a_tab_indented_file_gets_canaries_that_parse_and_fail_as_mutants(tmp_path: Path) -> None:
+    """pathspec 0.12.1 indents its tests with tabs: the `tail` mutant's `assert False` came with spaces, the canary
+    file did not compile, and every one of its canaries came back not run, so gold scored 0.0 and validation dropped
+    every mined task. The mutant now takes the body's own indentation."""
+    source = (
+        "import unittest\n\nfrom pkg import double\n\n\nclass T(unittest.TestCase):\n"
+        "\tdef test_is(self):\n\t\tself.assertIs(double(2) > 3, True)\n\n"
+        "\tdef test_eq(self):\n\t\tself.assertEqual(double(3), 6)\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_tabs.py").write_text(source)
+    (tmp_path / "pkg.py").write_text("def double(n):\n    return 2 * n\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    made = planted("tests/test_tabs.py", source, {"tests/test_tabs.py"}, frozenset({"T::test_is"}), ("tail",))
+    assert [kind for c in made for kind in c.kinds.values()].count("tail") == 1
+    for canary in made:
+        (tmp_path / canary.path).write_text(canary.source)
+    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests/test_tabs.py"]
+    done = subprocess.run([*argv, *(c.path for c in made)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    outcomes = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR") and "::" in rest:
+            outcomes[rest.split(" - ")[0]] = word
+    expect = {k: v for c in made for k, v in c.expect.items()}
+    assert verdicts(expect, outcomes) == [], done.stdout
+    assert "FAILED" in {outcomes[k] for k, v in expect.items() if v.startswith("!")}, done.stdout
+    one_liner = "def test_x(): assert_ok()\n"
+    assert planted("tests/test_one.py", one_liner, set(), kinds=("tail",)) == [] or all(
+        "tail" not in c.kinds.values() for c in planted("tests/test_one.py", one_liner, set(), kinds=("tail",))
+    )

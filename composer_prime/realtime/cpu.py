@@ -30,6 +30,9 @@ BUNDLE_SIZE = 4
 """Sessions per bundle (one PRIME-RL group): the demo's four functions are the groups, 32 sessions a cycle."""
 MAX_LEN = 512
 """The demo policy's context (`demo.build_policy`): PRIME-RL's `seq_len` and vLLM's `max_model_len`."""
+SETTLE_S = 15.0
+"""A cycle judges the newest step once none newer has come for this long: a window trains in about two steps, a few
+seconds apart after the first (the first waits for the trainer's compile)."""
 STEP_WAIT_S = 1200.0
 """A cycle waits this long for PRIME-RL's next step: the first one includes vLLM's start and the trainer's compile
 (docs/smoke.md: 70-230 s on two cores), and later ones wait for the users' next window to be read."""
@@ -130,4 +133,6 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     # label them, as in the smoke.
     command = ["env", f"PATH={path}", "CUDA_VISIBLE_DEVICES=0,1", "WANDB_MODE=disabled", "PYTHONUNBUFFERED=1",
                str(bin_dir / "rl"), "@", "{rl_toml}"]  # fmt: skip
-    return PrimeRLConfig(command=command, cwd=state_dir, step_wait_s=STEP_WAIT_S, stop_timeout_s=30.0, rl=rl)
+    return PrimeRLConfig(
+        command=command, cwd=state_dir, step_wait_s=STEP_WAIT_S, settle_s=SETTLE_S, stop_timeout_s=30.0, rl=rl
+    )

@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -55,6 +56,10 @@ class PrimeRLConfig(BaseModel):
     """PRIME-RL's `run.name`: fixed, so every launch resumes the same run."""
     step_wait_s: float = Field(600.0, ge=0)
     """A cycle waits this long for a broadcast step newer than the last shipped one, then holds without shipping."""
+    settle_s: float = Field(0.0, ge=0)
+    """Once a new step is there, a cycle takes the newest step after no newer one has appeared for this long. 0 (a
+    cluster, where PRIME-RL trains without pause): the newest step at once. The CPU demo sets it, so that a cycle
+    judges the step that trained the whole window its users just wrote, not the first half of it."""
     stop_timeout_s: float = Field(120.0, gt=0)
     """On exit the runner stops PRIME-RL (SIGTERM to its process group), then kills it after this long."""
     rl: dict[str, Any] = Field(default_factory=dict)
@@ -220,26 +225,46 @@ class PrimeRL:
                                 f"resumes it from its last checkpoint. Log tail:\n{tail}")  # fmt: skip
 
     def wait_for_step(self, after: int | None) -> int | None:
-        """The newest broadcast step past `after`, waiting up to `step_wait_s` for one."""
+        """The newest broadcast step past `after` (None: no step judged yet), waiting up to `step_wait_s` for one and
+        then until no newer one has appeared for `settle_s`.
+        PRIME-RL 559b447's trainer broadcasts its startup weights as step `start - 1` before training
+        (`trainer/rl/train.py`): `step_0` on a fresh run, the version-0 model, never a candidate (a resume's is the
+        checkpoint's step, which `after` already covers)."""
         deadline = time.monotonic() + self.prime.step_wait_s
+        floor = 0 if after is None else after
+        found, since = None, 0.0
         while True:
             self.check()
             step = newest_step(self.run_dir)
-            if step is not None and (after is None or step > after):
-                return step
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if step is not None and step > floor and step != found:
+                found, since = step, now
+            if found is not None and now - since >= self.prime.settle_s:
+                return found
+            if found is None and now >= deadline:
                 return None
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            wait = since + self.prime.settle_s - now if found is not None else deadline - now
+            time.sleep(min(1.0, max(0.0, wait)))
 
     def stop(self) -> None:
+        """SIGTERM to PRIME-RL's process group, SIGKILL after `stop_timeout_s`; then SIGKILL to whatever of the
+        processes below it is left (torch elastic starts its ranks in sessions of their own, outside the group)."""
+        from composer_prime.smoke.services import descendants
+
         if self.process is None or self.process.poll() is not None:
             return
+        below = descendants(self.process.pid) if sys.platform == "linux" else set()
         os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(self.prime.stop_timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(30)
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]]:

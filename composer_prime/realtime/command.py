@@ -19,13 +19,14 @@ def main(argv: list[str], prog: str) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     from composer_prime.realtime.cluster import PrimeRLExited
+    from composer_prime.realtime.cpu import SetupError
     from composer_prime.realtime.cycle import EvalError, LockedError, Runner, ShipError
     from composer_prime.realtime.durable import DurableError
     from composer_prime.realtime.spool import SpoolError
 
     try:
         state = Runner(config, log=lambda line: print(line, flush=True)).run()
-    except (LockedError, SpoolError, EvalError, ShipError, PrimeRLExited, DurableError) as err:
+    except (LockedError, SpoolError, EvalError, ShipError, PrimeRLExited, DurableError, SetupError) as err:
         print(f"realtime: {err}", file=sys.stderr)
         return 1
     except OSError as err:  # a write outside the durable files (a full disk, a read-only folder)

@@ -14,6 +14,8 @@ from composer_prime.realtime.pii import PIIConfig
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import SpoolConfig
 from composer_prime.realtime.staleness import StalenessConfig
+from composer_prime.smoke.config import default_cache
+from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
 from composer_prime.smoke.trainer import TrainerConfig
 
 
@@ -121,6 +123,18 @@ class DemoConfig(BaseModel):
     """Most tokens per answer."""
     threads: int = Field(1, ge=1)
     """torch CPU threads (1: the tiny model runs fastest on one thread of a shared machine)."""
+    prime_rl: Path | None = None
+    """Train through PRIME-RL's own `rl` on this CPU instead of the single-process trainer: a PRIME-RL source tree at
+    559b447 with its `deps/verifiers` (as `composer-prime smoke --prime-rl` takes). The runner patches a private copy
+    and builds the smoke's two venvs under `cache` (once), launches `rl` with the realtime-sessions source over the
+    demo's spool, and each cycle judges, gates and ships PRIME-RL's newest broadcast (docs/realtime.md, "The CPU
+    demonstration")."""
+    cache: Path = Field(default_factory=default_cache)
+    """With `prime_rl`: where the patched copy and the venvs are built and reused; the smoke's `--cache`, so one
+    build serves both."""
+    torch_index: str = TORCH_CPU_INDEX
+    """With `prime_rl`: the extra package index for the venvs' CPU torch (as the smoke's `--torch-index`; `""` on a
+    machine that holds the wheel)."""
 
 
 class RealtimeConfig(BaseModel):
@@ -164,8 +178,17 @@ class RealtimeConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> RealtimeConfig:
         if self.prime_rl is not None and self.demo is not None:
-            raise ValueError("prime_rl and demo are both set: the CPU demonstration trains in-process; drop [demo] "
-                             "to train through PRIME-RL, or [prime_rl] to run the demo")  # fmt: skip
+            raise ValueError("prime_rl and demo are both set: the CPU demonstration writes its own PRIME-RL config; "
+                             "drop [demo] to train a cluster through [prime_rl], or drop [prime_rl] and give "
+                             "--demo.prime-rl PATH to run the demo through PRIME-RL on this CPU")  # fmt: skip
+        if self.demo is not None and self.demo.prime_rl is not None:
+            if not (self.demo.prime_rl / "src" / "prime_rl").is_dir():
+                raise ValueError(f"demo.prime_rl = {str(self.demo.prime_rl)!r} is not a PRIME-RL source tree (no "
+                                 "src/prime_rl); give a PRIME-RL checkout at 559b447 with deps/verifiers")  # fmt: skip
+            if self.staleness.mode == "importance_weight":
+                raise ValueError("staleness.mode = 'importance_weight' is not available with demo.prime_rl (the "
+                                 "realtime-sessions source cannot see the trainer's logprobs when it judges a "
+                                 "session); set staleness.mode = 'drop'")  # fmt: skip
         if self.prime_rl is not None and self.staleness.mode == "importance_weight":
             raise ValueError("staleness.mode = 'importance_weight' is not available with prime_rl (the "
                              "realtime-sessions source cannot see the trainer's logprobs when it judges a session); "

@@ -219,6 +219,8 @@ class Runner:
 
             torch.set_num_threads(config.demo.threads)
             model_dir = model_dir or self.dir / "policy-v0"
+            if config.demo.prime_rl is not None:
+                model_dir = model_dir.resolve()  # PRIME-RL's processes run in the state dir
             config.pii.tokenizer = config.pii.tokenizer or str(model_dir)
             if not (model_dir / "config.json").exists():
                 self.log("demo: building and warm-starting the tiny policy")
@@ -226,6 +228,8 @@ class Runner:
             demo.check_population(model_dir, config.demo, self.dir)
             config.spool.dir.mkdir(parents=True, exist_ok=True)
             product = demo.Product(model_dir, self.dir, config.spool.dir, config.demo)
+            if config.demo.prime_rl is not None:
+                return self._demo_prime_rl(state, model_dir, product)
         assert model_dir is not None
         policy = Policy(model_dir, config.trainer, config.loss)
         policy.broadcast(self.dir, 0)  # version 0 as the relay's first keyframe (later versions ship as deltas on it)
@@ -247,7 +251,22 @@ class Runner:
                 time.sleep(wait)
         return state
 
-    def _cluster_loop(self, state: State) -> State:
+    def _demo_prime_rl(self, state: State, model_dir: Path, product: Any) -> State:
+        """The CPU demo trained by PRIME-RL's own `rl` (`cpu.py`): the cluster loop, with the demo's users writing
+        the spool each cycle and its held-out score as the evaluation."""
+        from composer_prime.realtime import cpu
+
+        config = self.config
+        self.log("demo: preparing PRIME-RL's rl on this CPU (the smoke's patched copy and venvs)")
+        spool = config.spool.model_copy(update={"dir": config.spool.dir.resolve()})
+        self.config = config.model_copy(update={"spool": spool,
+                                                "prime_rl": cpu.prime_rl_config(config, model_dir, self.log)})  # fmt: skip
+        if state.cycle == 0 and state.heldout is None:
+            state.heldout = product.heldout(product.served(0))
+            self._save(state)
+        return self._cluster_loop(state, product)
+
+    def _cluster_loop(self, state: State, product: Any = None) -> State:
         from composer_prime.realtime.cluster import PrimeRL
 
         if not self.state_path.exists():
@@ -259,12 +278,14 @@ class Runner:
                 update={"rl_step": prime.resumes_from, "step": prime.resumes_from}
             )  # trained again
         try:
-            return self._cadence(state, lambda s: self.cluster_cycle(s, prime))
+            return self._cadence(state, lambda s: self.cluster_cycle(s, prime, product))
         finally:
             prime.stop()
 
-    def cluster_cycle(self, state: State, prime: Any) -> State:
-        """One cycle over PRIME-RL's newest weights (cluster.py): evaluate, monitor, gate, ship."""
+    def cluster_cycle(self, state: State, prime: Any, product: Any = None) -> State:
+        """One cycle over PRIME-RL's newest weights (cluster.py): evaluate, monitor, gate, ship. With the demo's
+        `product`, its users first write a serving window from the served version, and its held-out score is the
+        evaluation."""
         from composer_prime.realtime.cluster import copy_step, handed_since
 
         config = self.config
@@ -272,15 +293,25 @@ class Runner:
         cdir = cycle_dir(self.dir, n)
         cdir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
+        served: dict[str, Any] = {}
+        if product is not None:
+            served_path = cdir / "served.json"
+            if not served_path.exists():
+                durable.save(served_path, product.serve_window(n, state.version, self.clock()))
+            served = durable.load_json(served_path)
         step = prime.wait_for_step(state.rl_step)
         handed, episodes, counts = handed_since(prime.journal, state.handed)
         trained = step is not None
-        report: dict[str, Any] = {"cycle": n, "served_version": state.version, "counts": counts,
+        report: dict[str, Any] = {"cycle": n, "served_version": state.version, **served, "counts": counts,
                                   "episodes": len(episodes), "users": len({e.user for e in episodes}),
                                   "reward_mean": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
                                   "train": {"rl_step": step, "bundles": handed - state.handed} if trained else None}  # fmt: skip
         step_dir = prime.run_dir / "broadcasts" / f"step_{step}"
-        heldout = self.eval_command(step_dir, config.model_dir, n) if trained and config.eval.command else None
+        heldout = None
+        if trained and product is not None:
+            heldout = product.heldout(product.load(step_dir))
+        elif trained and config.eval.command:
+            heldout = self.eval_command(step_dir, config.model_dir, n)
         ship = self._judge(state, report, episodes, heldout, trained)
         return self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
                            rl_step=step if trained else state.rl_step, step=step if trained else state.step,

@@ -241,20 +241,33 @@ class Product:
 
     def served(self, version: int) -> Any:
         """The policy at `version`: the model dir for 0, else the shipped broadcast (bf16 weights)."""
+        if version not in self._models:
+            model = self.load(self.broadcasts / f"step_{version}" if version > 0 else None)
+            self._models = {v: m for v, m in self._models.items() if v >= version - self.config.lag}
+            self._models[version] = model
+        return self._models[version]
+
+    def load(self, step_dir: Path | None) -> Any:
+        """The version-0 model with the weights of a broadcast step dir (`*.safetensors`: the single-process trainer
+        writes one file, PRIME-RL's trainer shards with an index), in fp32 for sampling. A step dir whose tensors do
+        not cover the model (a tied LM head may be left out) raises ValueError naming the keys."""
         import torch
         from safetensors.torch import load_file
         from transformers import AutoModelForCausalLM
 
-        if version not in self._models:
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, torch_dtype=torch.float32)
-            if version > 0:
-                state = load_file(self.broadcasts / f"step_{version}" / "model.safetensors")
-                model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-                model.tie_weights()
-            model.eval()
-            self._models = {v: m for v, m in self._models.items() if v >= version - self.config.lag}
-            self._models[version] = model
-        return self._models[version]
+        model = AutoModelForCausalLM.from_pretrained(self.model_dir, torch_dtype=torch.float32)
+        if step_dir is not None:
+            state: dict[str, Any] = {}
+            for path in sorted(step_dir.glob("*.safetensors")):
+                state |= load_file(path)
+            result = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+            missing = [k for k in result.missing_keys if k != "lm_head.weight"]
+            if missing or result.unexpected_keys:
+                raise ValueError(f"broadcast {str(step_dir)!r} does not match the demo policy: missing "
+                                 f"{missing[:5]}, unexpected {result.unexpected_keys[:5]}")  # fmt: skip
+            model.tie_weights()
+        model.eval()
+        return model
 
     def sample(
         self, model: Any, prompt_ids: list[int], count: int, rng: random.Random

@@ -4,7 +4,8 @@ on, done the way PRIME-RL 559b447 does it, with no model.
 - The orchestrator side: the train source's taskset is loaded from the TOML and iterated as `orchestrator/envs.py`
   does for an INFINITE taskset, asked again 0.1 s after a "not ready" as its dispatch loop does; on `[resume]` the
   latest checkpoint's draw count is drawn and discarded first, as `StandardSampler.load_state_dict` does.
-- The trainer side: one step per task drawn: the step's session ids appended to `<run dir>/trained.jsonl`, a
+- The trainer side: first the startup weights as broadcast `step_<start>` (`step_0` on a fresh run; PRIME-RL's
+  `trainer/rl/train.py` broadcasts its startup policy as step `start - 1` before training), then one step per task drawn: the step's session ids appended to `<run dir>/trained.jsonl`, a
   broadcast `broadcasts/step_N/` (a weights file, then `STABLE`), and a checkpoint `checkpoints/step_N/` holding the
   draw count (checkpoint interval 1, so nothing is in flight at a checkpoint).
 
@@ -42,6 +43,7 @@ def main() -> None:
     tasks = iter(load_taskset(resolve_env_config(source["env"]).taskset))
     for _ in range(drawn):
         next(tasks)
+    broadcast(run_dir, step, "startup weights")
     print(f"stand-in: run {run_dir}, resumed at step {step} after {drawn} tasks", flush=True)
     busy = stop = False
 
@@ -63,10 +65,7 @@ def main() -> None:
         step += 1
         with (run_dir / "trained.jsonl").open("a") as f:
             f.write(json.dumps({"step": step, "sessions": [e.session_id for e in task.data.sessions]}) + "\n")
-        broadcast = run_dir / "broadcasts" / f"step_{step}"
-        broadcast.mkdir(parents=True, exist_ok=True)
-        (broadcast / "model.safetensors").write_bytes(f"weights after step {step}".encode())
-        (broadcast / "STABLE").touch()
+        broadcast(run_dir, step, f"weights after step {step}")
         checkpoint = run_dir / "checkpoints" / f"step_{step}"
         checkpoint.mkdir(parents=True, exist_ok=True)
         (checkpoint / "cursor.json").write_text(json.dumps(drawn))
@@ -75,6 +74,13 @@ def main() -> None:
         if stop:
             raise SystemExit(0)
         time.sleep(pause)
+
+
+def broadcast(run_dir: Path, step: int, weights: str) -> None:
+    folder = run_dir / "broadcasts" / f"step_{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(weights.encode())
+    (folder / "STABLE").touch()
 
 
 if __name__ == "__main__":

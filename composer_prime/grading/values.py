@@ -435,12 +435,13 @@ def _same_time(expected: list, actual: list) -> bool:
     return expected[:-2] == actual[:-2] and same(mine, theirs)
 
 
-def _instant(tree: list) -> datetime.datetime:
-    """The UTC instant of a time or datetime tree with a fixed offset (a time on 2000-01-01), built from its ints."""
+def _instant(tree: list) -> datetime.timedelta:
+    """The UTC instant of a time or datetime tree with a fixed offset (a time on 2000-01-01), built from its ints, as
+    the time since `datetime.min`: a timedelta, so that `datetime.max` at a negative offset does not overflow."""
     day = tree[1:4] if tree[0] == "datetime" else [2000, 1, 1]
     hour, minute, second, micro = tree[-6:-2]
     offset = _load_time(tree[-2][1])
-    return datetime.datetime(*day, hour, minute, second, micro) - offset
+    return datetime.datetime(*day, hour, minute, second, micro) - datetime.datetime.min - offset
 
 
 def holds_state_of(tree, cls: str) -> bool:

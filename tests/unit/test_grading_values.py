@@ -344,6 +344,8 @@ def test_a_review_of_the_new_forms_found_these_passing_or_failing_wrongly() -> N
     assert same(dt.datetime(2021, 11, 7, 1, 30), dt.datetime(2021, 11, 7, 1, 30, fold=1))
     assert not same(dt.datetime(2024, 1, 1, 12), noon_utc)  # naive is never aware
     assert same(dt.time(12, tzinfo=dt.UTC), dt.time(13, tzinfo=plus_one))
+    last = dt.datetime.max.replace(tzinfo=dt.timezone(-dt.timedelta(hours=1)))  # its UTC instant is past datetime.max
+    assert same(last, last) and not same(last, last.replace(microsecond=0))
 
     ordered = OrderedDict([("b", 1), ("a", 2)])
     assert same(ordered, OrderedDict([("b", 1), ("a", 2)])) and same(ordered, {"b": 1, "a": 2})

@@ -251,9 +251,10 @@ def _validate(config: CorpusConfig, folder: Path, image: str, python: str, secon
     }
 
 
-def _stop(signum: int, frame: object) -> None:
-    """SIGTERM (the run interrupted, or its process gone): unwind, so that the mining box is stopped and the scratch
-    folder removed by their `finally`s; nothing of the package is recorded as complete. A second SIGTERM (a cgroup's
+def unwind_on_sigterm(signum: int, frame: object) -> None:
+    """The SIGTERM handler of a worker and of `mine-corpus` itself (the run interrupted, or its process gone): unwind,
+    so that the boxes are stopped, the workers stopped and the scratch folders removed by the `finally`s; nothing of a
+    package is recorded as complete. A second SIGTERM (a cgroup's
     stop signals every process, then the parent's death signals this one again) is ignored: it would cut the cleanup
     short."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -262,7 +263,7 @@ def _stop(signum: int, frame: object) -> None:
 
 def main(argv: list[str]) -> int:
     """Worker entry: `python -m composer_prime.mining.corpus JOB.json` (written by corpus_command)."""
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, unwind_on_sigterm)
     spec = json.loads(Path(argv[0]).read_text("utf-8"))
     config = CorpusConfig.model_validate(spec["config"])
     base = images.Base(**{**spec["base"], "missing": tuple(spec["base"]["missing"])})

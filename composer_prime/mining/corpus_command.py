@@ -52,17 +52,12 @@ def main(argv: list[str], prog: str) -> int:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         console.print(f"mine-corpus: base {base.image} (Python {base.version}), {config.jobs} package(s) at once")
-        signal.signal(signal.SIGTERM, _interrupted)  # as Ctrl-C: the workers stop and clean up, the jobs folder goes
+        signal.signal(signal.SIGTERM, corpus.unwind_on_sigterm)  # as Ctrl-C: workers stopped, the jobs folder removed
         crashed = _run_all(config, todo, base, console)
     _summary(console, jobs)
     for job, why in crashed:
         console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / corpus.LOG_FILE}")
     return 1 if crashed else 0
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise SystemExit(128 + signum)
 
 
 def _complete(folder: Path, retry_failed: bool) -> bool:

@@ -185,12 +185,11 @@ class RealtimeConfig(BaseModel):
             if not (self.demo.prime_rl / "src" / "prime_rl").is_dir():
                 raise ValueError(f"demo.prime_rl = {str(self.demo.prime_rl)!r} is not a PRIME-RL source tree (no "
                                  "src/prime_rl); give a PRIME-RL checkout at 559b447 with deps/verifiers")  # fmt: skip
-            if self.staleness.mode == "importance_weight":
-                raise ValueError("staleness.mode = 'importance_weight' is not available with demo.prime_rl (the "
-                                 "realtime-sessions source cannot see the trainer's logprobs when it judges a "
-                                 "session); set staleness.mode = 'drop'")  # fmt: skip
-        if self.prime_rl is not None and self.staleness.mode == "importance_weight":
-            raise ValueError("staleness.mode = 'importance_weight' is not available with prime_rl (the "
+        through = (
+            "prime_rl" if self.prime_rl is not None else "demo.prime_rl" if self.demo and self.demo.prime_rl else None
+        )
+        if through and self.staleness.mode == "importance_weight":
+            raise ValueError(f"staleness.mode = 'importance_weight' is not available with {through} (the "
                              "realtime-sessions source cannot see the trainer's logprobs when it judges a session); "
                              "set staleness.mode = 'drop'")  # fmt: skip
         if self.model_dir is None and self.demo is None and self.prime_rl is None:

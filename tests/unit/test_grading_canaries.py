@@ -95,9 +95,14 @@ def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conft
     if conftest is not None:
         (tmp_path / "conftest.py").write_text(conftest)
     made = planted("tests/test_ops.py", SUITE, {"tests/test_ops.py"}, prefer, kinds)
+    return (made, *run_beside(tmp_path, "tests/test_ops.py", made))
+
+
+def run_beside(tmp_path: Path, original: str, made: list):  # type: ignore[no-untyped-def]
+    """Write the canaries `made` beside `original`, run pytest on all of them; (outcomes, void reasons, stdout)."""
     for canary in made:
         (tmp_path / canary.path).write_text(canary.source)
-    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests/test_ops.py"]
+    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", original]
     done = subprocess.run([*argv, *(c.path for c in made)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     outcomes = {}
     for line in done.stdout.splitlines():
@@ -105,7 +110,7 @@ def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conft
         if word in ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS", "SKIPPED") and "::" in rest:
             outcomes[rest.split(" - ")[0]] = word
     expect = {k: v for c in made for k, v in c.expect.items()}
-    return made, outcomes, verdicts(expect, outcomes), done.stdout
+    return outcomes, verdicts(expect, outcomes), done.stdout
 
 
 def test_every_kind_is_planted_and_honest_code_leaves_every_canary_as_expected(tmp_path: Path) -> None:
@@ -215,18 +220,10 @@ def test_a_tab_indented_file_gets_canaries_that_parse_and_fail_as_mutants(tmp_pa
     (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     made = planted("tests/test_tabs.py", source, {"tests/test_tabs.py"}, frozenset({"T::test_is"}), ("tail",))
     assert [kind for c in made for kind in c.kinds.values()].count("tail") == 1
-    for canary in made:
-        (tmp_path / canary.path).write_text(canary.source)
-    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests/test_tabs.py"]
-    done = subprocess.run([*argv, *(c.path for c in made)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    outcomes = {}
-    for line in done.stdout.splitlines():
-        word, _, rest = line.partition(" ")
-        if word in ("PASSED", "FAILED", "ERROR") and "::" in rest:
-            outcomes[rest.split(" - ")[0]] = word
+    outcomes, void, out = run_beside(tmp_path, "tests/test_tabs.py", made)
+    assert void == [], out
     expect = {k: v for c in made for k, v in c.expect.items()}
-    assert verdicts(expect, outcomes) == [], done.stdout
-    assert "FAILED" in {outcomes[k] for k, v in expect.items() if v.startswith("!")}, done.stdout
+    assert "FAILED" in {outcomes[k] for k, v in expect.items() if v.startswith("!")}, out
     one_liner = "def test_x(): assert_ok()\n"
     assert planted("tests/test_one.py", one_liner, set(), kinds=("tail",)) == [] or all(
         "tail" not in c.kinds.values() for c in planted("tests/test_one.py", one_liner, set(), kinds=("tail",))

@@ -133,7 +133,8 @@ def assign_advantages(episodes: list[Episode], min_group: int = 2) -> None:
 
 def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Episode], int]:
     """At most `share` of the episodes from one `user` or `group` (`key`): the oldest-read kept, the rest dropped,
-    until every value holds at most `share` of what is kept (at least one episode each). Returns (kept, dropped)."""
+    until every value holds at most `share` of what is kept (at least one episode each). An empty value (no user or
+    group logged) is no one's and is never capped. Returns (kept, dropped)."""
     if share >= 1.0:
         return episodes, 0
     kept = list(episodes)
@@ -143,7 +144,7 @@ def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Epi
         trimmed = []
         for e in kept:
             seen[getattr(e, key)] += 1
-            if seen[getattr(e, key)] <= cap:
+            if seen[getattr(e, key)] <= cap or getattr(e, key) == "":
                 trimmed.append(e)
         if len(trimmed) == len(kept):
             return kept, len(episodes) - len(kept)

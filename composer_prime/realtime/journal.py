@@ -28,7 +28,7 @@ import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.join import Episode, build_episodes, cap_share
+from composer_prime.realtime.join import Episode, build_episodes
 from composer_prime.realtime.monitors import quarantine
 from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.seen import SeenIds
@@ -51,6 +51,9 @@ class BundleData(vf.TaskData):
     """The sessions, as `join.build_episodes` made them (token streams, serving logprobs, reward, age)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """What the reads since the previous bundle counted: sessions, signals and every skip reason."""
+    caps: dict[str, float] = Field(default_factory=dict)
+    """The taskset's `max_user_share` / `max_group_share` under 1 (`user`, `group`), carried on each replayed trace
+    to the batch cut that applies them (`composer_prime/seam/batch_caps.py`)."""
     pruned: bool = False
     """A placeholder for a bundle pruned from the journal: PRIME-RL's resume discards it; it is never run."""
     replay: int | None = None
@@ -172,7 +175,7 @@ class Journal:
         forget what the committed state no longer needs (id-memory days past the horizon, old reads' records).
         Returns the new state and the sequence numbers of the bundles written.
 
-        The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time (caps per slice),
+        The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time,
         and each bundle is written as it is cut, so memory holds one slice, never the whole release."""
         step = advance(state.cursor, config.spool, now, seen)
         counts = Counter(step.counts)
@@ -186,11 +189,12 @@ class Journal:
                 staged.append(e)
         carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
         handed = state.handed
+        caps = {
+            f: share for f, share in (("user", config.max_user_share), ("group", config.max_group_share)) if share < 1
+        }
         for ready in step.ready_slices(READ_SLICE):
             episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
             episodes, built["quarantined"] = quarantine(config.monitors, episodes)
-            episodes, built["user_capped"] = cap_share(episodes, "user", config.max_user_share)
-            episodes, built["group_capped"] = cap_share(episodes, "group", config.max_group_share)
             counts += built
             carry += built
             cut, staged = cut_bundles([*staged, *episodes], config.bundle_size)
@@ -199,7 +203,7 @@ class Journal:
                 data = BundleData(
                     idx=handed, name=f"realtime-bundle-{handed:08d}",
                     prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
-                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
+                    bundle=handed, group=group, sessions=sessions, counts=dict(carry), caps=caps,
                 )  # fmt: skip
                 carry = Counter()
                 durable.save(self.bundle_path(handed), data)

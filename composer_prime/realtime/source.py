@@ -90,9 +90,11 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     """The monitors' settings: with `edits_disable_tests.action = "pause"`, rewarded sessions that disabled tests are
     quarantined (never bundled)."""
     max_user_share: float = Field(1.0, gt=0, le=1)
-    """At most this share of one read's sessions from one user (`user_capped`); 1.0: no cap."""
+    """At most this share of each PRIME-RL batch's live sessions from one user (`user_capped`, dropped where the batch
+    is cut: `composer_prime/seam/batch_caps.py`); 1.0: no cap."""
     max_group_share: float = Field(1.0, gt=0, le=1)
-    """At most this share of one read's sessions from one `group` (`group_capped`); 1.0: no cap."""
+    """At most this share of each PRIME-RL batch's live sessions from one `group` (`group_capped`, as above); 1.0: no
+    cap."""
     journal: Path = Path("realtime-journal")
     """The hand-out journal: cursor, staged sessions and every bundle handed out. Keep one per PRIME-RL output dir
     (its checkpoints count the bundles drawn from this journal)."""

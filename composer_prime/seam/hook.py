@@ -18,7 +18,9 @@ other PRIME-RL module reads its names, the finder runs its patch (`TARGETS`):
   the algorithm turns on could not train (`composer_prime.algorithm.channels`);
 - `prime_rl.orchestrator.algo`: `algorithm.register_algorithm` adds `ComposerAlgorithm` to `ALGORITHM_CLASSES`;
 - `prime_rl.orchestrator.train_source`: `train_source.patch_train_source` lets `TrainSource.next_task` answer
-  "nothing ready yet" for a taskset fed by live data instead of blocking the orchestrator's event loop.
+  "nothing ready yet" for a taskset fed by live data instead of blocking the orchestrator's event loop;
+- `prime_rl.orchestrator.train_sink`: `batch_caps.patch_train_sink` makes `TrainSink` drop the live sessions over
+  their user or repository cap from each batch it cuts.
 
 A seam that moved raises `errors.SeamMoved` naming the pinned commit. On a PRIME-RL with the `prime_rl.algorithms`
 entry-point seam (docs/upstream.md) the algorithm arrives through composer-prime's entry point (`entry_point.py`),
@@ -40,6 +42,7 @@ TARGETS = {
     "prime_rl.configs.rl": "checks:check_loss_channel",
     "prime_rl.orchestrator.algo": "algorithm:register_algorithm",
     "prime_rl.orchestrator.train_source": "train_source:patch_train_source",
+    "prime_rl.orchestrator.train_sink": "batch_caps:patch_train_sink",
 }
 """PRIME-RL module -> `<module of composer_prime.seam>:<function>` run right after that module executes."""
 

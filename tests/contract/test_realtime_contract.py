@@ -59,10 +59,10 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
     assert float(trainer.grad[4]) != 0.0 and float(trainer.grad[6]) != 0.0
 
 
-def spool_session(sid: str, sampled: list[int], logprobs: list[float]) -> dict:
+def spool_session(sid: str, sampled: list[int], logprobs: list[float], user: str = "u", group: str = "") -> dict:
     ended = time.time() - 60
     return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
-            "started_at": ended - 30, "ended_at": ended, "user": "u",
+            "started_at": ended - 30, "ended_at": ended, "user": user, "group": group,
             "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
                                        {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip
 
@@ -155,6 +155,91 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
     assert a.advantages == [0.0, 0.0, 0.0, 1.0, 1.0] and b.advantages == [0.0, 0.0, 0.0, -1.0]
     assert set(a.temperatures) == {1.0}
     assert episode.traces[0].metrics["composer/realtime/malformed"] == 1.0
+
+
+def run_bundles_through_train_sink(tmp_path, users: list[str], caps: dict, bundle_size: int, **batch) -> tuple:
+    """The bundles of a spool whose sessions come from `users` (in read order), replayed by the env server and added
+    to PRIME-RL's `TrainSink` one episode at a time; returns (the batches it cut, the sink)."""
+    import verifiers.v1 as vf
+    from prime_rl.configs.orchestrator import OrchestratorConfig
+    from prime_rl.orchestrator.envs import TrainEnvs
+    from prime_rl.orchestrator.train_sink import TrainSink
+    from prime_rl.orchestrator.types import Progress
+    from verifiers.v1.clients import ModelContext
+    from verifiers.v1.utils.loaders import load_environment
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    records = []
+    for i, user in enumerate(users):
+        records += [spool_session(f"s{i}", [4 + i], [-0.5], user=user), spool_signal(f"s{i}", i % 2 == 0)]
+    (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    source = {"name": "realtime", "group_size": 1,
+              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
+                                  "journal": str(tmp_path / "journal"), "bundle_size": bundle_size, **caps},
+                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
+    config = OrchestratorConfig.model_validate({**batch, "train": {"source": [source]},
+                                                "algo": {"type": "composer", "hints": {"enabled": False},
+                                                         "replay": {"enabled": False}}})  # fmt: skip
+    [source_config] = config.train.source
+    tasks = iter(vf.load_taskset(source_config.env.taskset))
+    bundles = [draw(tasks) for _ in range(len(users) // bundle_size)]
+    tasks.close()
+    envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
+    progress = Progress()
+    sink = TrainSink(config, tokenizer=None, train_envs=envs, mm_token_type_ids_mapping=None, progress=progress,
+                     batch_size=batch.get("batch_size"), token_batch_size=batch.get("token_batch_size"))  # fmt: skip
+    env = load_environment(source_config.env)
+    ctx = ModelContext(model="never-called", client=vf.EvalClientConfig(base_url="http://127.0.0.1:9/v1"))
+
+    async def orchestrate():
+        batches = []
+        async with env.serving():
+            for bundle in bundles:
+                task = type(bundle)(type(bundle.data).model_validate(bundle.data.model_dump(mode="json")),
+                                    env.config.taskset.task)  # fmt: skip
+                episode = await asyncio.wait_for(env.run_episode(task, ctx), 120)
+                assert episode.ok, episode
+                episode.env.name = "realtime"  # dispatcher.emit_episode
+                episode.group = vf.GroupInfo(id=str(uuid.uuid4()))
+                work = vf.TrainWorkInfo(step=progress.step, policy=vf.PolicySpan(start=0, end=0))
+                episode.record_run(vf.TrainRunInfo(id="run", name="run", work=work))
+                batches.append(await sink.add(episode))
+        return batches
+
+    return asyncio.run(orchestrate()), sink
+
+
+def batch_sessions(batch) -> list[int]:
+    """The sessions of a batch's samples, by their one sampled token (session i samples token 4 + i)."""
+    return [sample.token_ids[-1] - 4 for sample in batch.samples]
+
+
+def test_prime_rls_train_sink_cuts_batches_that_hold_each_user_to_the_realtime_sources_cap(
+    tmp_path, verifiers_snapshot
+):
+    # 8 sessions, 6 of them one user's, in 2 bundles of 4; a batch is 4 traces and one user may hold half of it.
+    users = ["hog", "hog", "hog", "ann", "hog", "hog", "hog", "bob"]
+    batches, sink = run_bundles_through_train_sink(tmp_path, users, {"max_user_share": 0.5}, 4, batch_size=4)
+    # The first bundle alone: the third "hog" is over the quota of 2, so 3 traces wait and no batch is cut short.
+    assert batches[0] is None
+    # The second fills the batch with the next trace under quota; hog's three others there are dropped, not deferred.
+    assert batch_sessions(batches[1]) == [0, 1, 3, 7]
+    assert sink.realtime_capped == {"user_capped": 4}
+    assert not sink.pending_batch and not sink.episode_by_trace
+    assert batches[1].cohort.num_traces == 4
+
+
+def test_a_token_budget_batch_holds_each_user_to_the_cap_of_what_it_keeps(tmp_path, verifiers_snapshot):
+    # Each trace is 4 tokens (3 context + 1 sampled): a batch of 16 tokens is 4 traces before the cap.
+    users = ["hog", "hog", "hog", "ann", "bob", "hog", "cy", "hog"]
+    batches, sink = run_bundles_through_train_sink(tmp_path, users, {"max_user_share": 0.5}, 4, token_batch_size=16)
+    # The first bundle's prefix is 3 hog + ann: hog keeps 2 of 3 traces kept (cap_share: at most half of what is kept,
+    # at least one), then 1 of 2, so [0, 3] waits; the second bundle completes [0, 3, 4, 5] (hog 2 of 4).
+    assert batches[0] is None
+    assert batch_sessions(batches[1]) == [0, 3, 4, 5]
+    assert sink.realtime_capped == {"user_capped": 2}
+    assert sink.pending_tokens == sum(len(s.token_ids) for samples in sink.pending_batch.values() for s in samples)
 
 
 DRY_RUN = """

@@ -120,6 +120,9 @@ def test_one_user_or_repository_cannot_fill_a_batch():
     assert cap_share(batch, "user", 1.0) == (batch, 0)
     kept, _ = cap_share(batch, "group", 0.5)
     assert max(sum(e.group == g for e in kept) for g in {e.group for e in kept}) <= 0.5 * len(kept)
+    # Sessions that logged no user are no one's: a product that does not log users loses none of them to the cap.
+    anonymous = [episode(f"n{i}", 1.0, user="") for i in range(8)] + [episode("b", 1.0, user="bob")]
+    assert cap_share(anonymous, "user", 0.25) == (anonymous, 0)
 
 
 def test_the_taskset_never_bundles_a_quarantined_session(tmp_path):

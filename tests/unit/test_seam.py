@@ -61,6 +61,12 @@ def test_a_moved_train_source_is_refused_by_the_seam(tmp_path):
     assert "SeamMoved" in result.stderr and "TrainSource.next_task" in result.stderr
 
 
+def test_a_moved_train_sink_is_refused_by_the_seam(tmp_path):
+    result = import_fake_prime_rl(tmp_path, "prime_rl.orchestrator.train_sink", "class TrainSink:\n    pass\n")
+    assert result.returncode != 0
+    assert "SeamMoved" in result.stderr and "TrainSink._maybe_batch" in result.stderr
+
+
 def test_every_hook_target_is_a_function_of_the_seam():
     assert set(TARGETS) == {
         "prime_rl.configs.algorithm",
@@ -69,6 +75,7 @@ def test_every_hook_target_is_a_function_of_the_seam():
         "prime_rl.configs.rl",
         "prime_rl.orchestrator.algo",
         "prime_rl.orchestrator.train_source",
+        "prime_rl.orchestrator.train_sink",
     }
     for patch in TARGETS.values():
         module, function = patch.split(":")

@@ -14,9 +14,9 @@ from composer_prime.realtime.pii import PIIConfig
 from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import SpoolConfig
 from composer_prime.realtime.staleness import StalenessConfig
+from composer_prime.realtime.trainer import TrainerConfig
 from composer_prime.smoke.config import default_cache
 from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
-from composer_prime.smoke.trainer import TrainerConfig
 
 
 class CadenceConfig(BaseModel):

@@ -1,4 +1,4 @@
-"""The trained policy on this machine: the smoke run's CPU trainer step (`composer_loss`, AdamW, bf16 broadcast)
+"""The trained policy on this machine: the single-process trainer step (`trainer.py`: `composer_loss`, AdamW, bf16 broadcast)
 applied to live episodes, with a durable per-cycle checkpoint.
 
 A checkpoint is a folder `model.safetensors` (fp32 master weights) + `optimizer.pt`, written under a temp name and
@@ -30,7 +30,7 @@ class Policy:
         self.model.eval()
         self.trainer_config = trainer_config
         self.loss_kwargs = loss_kwargs
-        from composer_prime.smoke.trainer import make_optimizer
+        from composer_prime.realtime.trainer import make_optimizer
 
         self.optimizer = make_optimizer(self.model, trainer_config)
 
@@ -86,8 +86,8 @@ class Policy:
         return importance_weight(current, served, cap)
 
     def train(self, episodes: list[Episode], steps: int, cap: float) -> list[dict[str, float]]:
-        """`steps` optimizer steps over every episode; returns the smoke trainer's figures per step."""
-        from composer_prime.smoke.trainer import Sample, train_step
+        """`steps` optimizer steps over every episode; returns the trainer's figures per step."""
+        from composer_prime.realtime.trainer import Sample, train_step
 
         weights = {e.session_id: self.weight(e, cap) if e.importance_weighted else 1.0 for e in episodes}
         samples = [
@@ -106,7 +106,7 @@ class Policy:
 
     def broadcast(self, broadcasts: Path, version: int) -> Path:
         """`broadcasts/step_<version>/` as PRIME-RL's filesystem broadcast writes it (idempotent)."""
-        from composer_prime.smoke.trainer import broadcast
+        from composer_prime.realtime.trainer import broadcast
 
         step_dir = broadcasts / "broadcasts" / f"step_{version}"
         if (step_dir / "STABLE").exists():

@@ -210,7 +210,7 @@ def test_a_session_replays_as_a_verifiers_trace_with_its_serving_logprobs(spool)
     from composer_prime.realtime.join import samples_of
     from composer_prime.realtime.records import SessionRecord
     from composer_prime.realtime.traces import session_trace
-    from composer_prime.smoke.trainer import trace_samples
+    from composer_prime.realtime.trainer import trace_samples
 
     two = session("s1", logprobs=[-0.1, -0.2, -0.3])
     two["branches"].append({"segments": [{"token_ids": [5, 6], "sampled": False},
@@ -218,7 +218,7 @@ def test_a_session_replays_as_a_verifiers_trace_with_its_serving_logprobs(spool)
     record = SessionRecord.model_validate(two)
     trace = session_trace(record, reward=0.5)
     assert trace.reward == 0.5 and trace.info["realtime"]["session_id"] == "s1"
-    # The smoke trainer reads traces as PRIME-RL's trace_to_samples does: the same samples the CPU loop trains.
+    # The single-process trainer reads traces as PRIME-RL's trace_to_samples does: the same samples the CPU loop trains.
     replayed = [(s.token_ids, s.mask, s.logprobs) for s in trace_samples(trace)]
     direct = [(s.token_ids, s.mask, s.logprobs) for s in samples_of(record)]
     assert replayed == direct

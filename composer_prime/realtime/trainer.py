@@ -1,4 +1,6 @@
-"""The trainer step: a stand-in for PRIME-RL's RL trainer, on one CPU process, with the project's real loss.
+"""The single-process trainer of `composer-prime realtime` without PRIME-RL (the plain CPU demo, docs/realtime.md):
+PRIME-RL's trainer step on one CPU process, with the project's real loss. A cluster, and the demo with
+`--demo.prime-rl`, train with PRIME-RL's own trainer instead; the smoke uses PRIME-RL's throughout.
 
 1. Samples (PRIME-RL's `trace_to_samples`): one sample per trainable branch of every trainable trace; a sampled
    node shared by several branches is trained only in the first. A sample's 1-D streams run over the branch's token
@@ -30,8 +32,8 @@ class TrainerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     lr: float = Field(1e-4, gt=0)
-    """AdamW learning rate: one step flips a visible share of the tiny model's bf16 weights without undoing the
-    warm start."""
+    """AdamW learning rate (PRIME-RL's trainer default): one step flips a visible share of the tiny model's bf16
+    weights without undoing the warm start."""
     weight_decay: float = Field(0.01, ge=0)
     """AdamW weight decay (PRIME-RL's default)."""
     max_grad_norm: float = Field(1.0, gt=0)

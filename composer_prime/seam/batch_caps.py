@@ -19,8 +19,9 @@ ready" test:
   walk repeats until that prefix holds.
 
 A dropped trace leaves the batch as a staleness drop does (its samples and tokens unqueued, its episode's trace
-recorded as not sampled) and is counted on the sink (`realtime_capped`, by `user_capped` / `group_capped`) and in
-the orchestrator's log. Traces of other sources (no `info["realtime"]`) are neither capped nor counted. The caps
+recorded as not sampled) and is counted on the sink (`realtime_capped`, by `user_capped` / `group_capped`), in the
+orchestrator's log, and in PRIME-RL's step metrics (`composer/realtime/user_capped`, `group_capped`: the drops since
+the previous batch, on every live session of the batch cut next). Traces of other sources (no `info["realtime"]`) are neither capped nor counted. The caps
 drop, as the single-process loop's do: deferring a dominant user's sessions would queue them without bound, since
 PRIME-RL's staleness never ages a replay. Credit was already assigned over the bundle, so a kept session's baseline
 still includes the sessions dropped beside it.
@@ -118,8 +119,8 @@ def cap_pending(sink: Any, module: ModuleType) -> Counter:
         if sink.batch_size is not None:
             break  # the walk's decisions are final: accepted traces stay accepted, the dropped are gone
     if dropped:
-        total = getattr(sink, "realtime_capped", Counter())
-        sink.realtime_capped = total + dropped
+        sink.realtime_capped = getattr(sink, "realtime_capped", Counter()) + dropped
+        sink.realtime_capped_since_cut = getattr(sink, "realtime_capped_since_cut", Counter()) + dropped
         module.get_logger().warning(
             "composer-prime realtime caps: dropped "
             + ", ".join(f"{n} {name}" for name, n in sorted(dropped.items()))
@@ -127,6 +128,18 @@ def cap_pending(sink: Any, module: ModuleType) -> Counter:
             f"taskset); {sum(sink.realtime_capped.values())} in this run"
         )
     return dropped
+
+
+def record_on_batch(sink: Any, batch: Any) -> None:
+    """Put the drops since the previous cut on every live session of the batch cut now, as the trace metric
+    `composer/realtime/<user_capped|group_capped>`: PRIME-RL's step metrics average a trace metric over the traces
+    that have it, so its `.../metrics/composer/realtime/user_capped/mean` is the count for this batch."""
+    since = getattr(sink, "realtime_capped_since_cut", Counter())
+    for episode in batch.cohort.episodes:
+        for trace in episode.traces:
+            if isinstance(trace.info.get("realtime"), dict):
+                trace.metrics |= {f"composer/realtime/{name}": float(since[name]) for _, name in KEYS}
+    sink.realtime_capped_since_cut = Counter()
 
 
 def patch_train_sink(module: ModuleType) -> None:
@@ -149,7 +162,10 @@ def patch_train_sink(module: ModuleType) -> None:
     def _maybe_batch(self: Any) -> Any:
         self._drop_stale()  # PRIME-RL's sweep first (it runs once per step), so the caps judge the survivors
         cap_pending(self, module)
-        return original(self)
+        batch = original(self)
+        if batch is not None:
+            record_on_batch(self, batch)
+        return batch
 
     _maybe_batch.caps_live_sessions = True  # type: ignore[attr-defined]
     _maybe_batch.__doc__ = (

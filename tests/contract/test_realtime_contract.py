@@ -228,6 +228,10 @@ def test_prime_rls_train_sink_cuts_batches_that_hold_each_user_to_the_realtime_s
     assert sink.realtime_capped == {"user_capped": 4}
     assert not sink.pending_batch and not sink.episode_by_trace
     assert batches[1].cohort.num_traces == 4
+    # PRIME-RL's own step metrics of that batch carry the count (a trace metric's mean over the traces that have it).
+    logged = batches[1].cohort.effective.metrics.to_wandb(prefix="train/agg", subset="effective")
+    assert logged["train/agg/effective/agent/metrics/composer/realtime/user_capped/mean"] == 4.0
+    assert logged["train/agg/effective/agent/metrics/composer/realtime/group_capped/mean"] == 0.0
 
 
 def test_a_token_budget_batch_holds_each_user_to_the_cap_of_what_it_keeps(tmp_path, verifiers_snapshot):

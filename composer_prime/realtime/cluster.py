@@ -141,8 +141,8 @@ def latest_checkpoint(run_dir: Path) -> int | None:
 
 
 def drop_rolled_back(run_dir: Path, checkpoint: int) -> list[int]:
-    """Remove the broadcast steps past `checkpoint`, the step PRIME-RL is about to resume from; their training is
-    rolled back. PRIME-RL 559b447 rewrites those step dirs in place as it trains them again (its filesystem broadcast
+    """Remove the broadcast steps past `checkpoint`, the step PRIME-RL is about to resume from (-1: it starts over);
+    their training is rolled back. PRIME-RL 559b447 rewrites those step dirs in place as it trains them again (its filesystem broadcast
     makes the dir with `exist_ok` and touches `STABLE` last), so the old `STABLE` would mark a half-rewritten step
     complete. `STABLE` goes first, then the dir. Returns the steps removed."""
     removed = []
@@ -203,10 +203,12 @@ class PrimeRL:
         rl = rl_config(self.config)
         write_atomic(self.rl_toml, tomli_w.dumps(rl))
         self.resumes_from = latest_checkpoint(self.run_dir) if "resume" in rl else None
-        if self.resumes_from is not None:
-            dropped = drop_rolled_back(self.run_dir, self.resumes_from)
-            if dropped:
-                self.log(f"prime-rl: resumes from step {self.resumes_from}; removed rolled-back broadcasts {dropped}")
+        # Resuming, the steps past the checkpoint are rolled back; starting over, every step of the earlier run is
+        # (PRIME-RL removes them itself, but only once its launcher is up: a runner looking first would judge them).
+        dropped = drop_rolled_back(self.run_dir, -1 if self.resumes_from is None else self.resumes_from)
+        if dropped:
+            start = "starts over" if self.resumes_from is None else f"resumes from step {self.resumes_from}"
+            self.log(f"prime-rl: {start}; removed rolled-back broadcasts {dropped}")
         fill = {"{rl_toml}": str(self.rl_toml), "{output_dir}": str(self.output_dir)}
         argv = [fill.get(arg, arg) for arg in self.prime.command]
         self.log(f"prime-rl: {' '.join(argv)} (log: {self.log_path})")

@@ -51,9 +51,6 @@ class BundleData(vf.TaskData):
     """The sessions, as `join.build_episodes` made them (token streams, serving logprobs, reward, age)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """What the reads since the previous bundle counted: sessions, signals and every skip reason."""
-    caps: dict[str, float] = Field(default_factory=dict)
-    """The taskset's `max_user_share` / `max_group_share` under 1 (`user`, `group`), carried on each replayed trace
-    to the batch cut that applies them (`composer_prime/seam/batch_caps.py`)."""
     pruned: bool = False
     """A placeholder for a bundle pruned from the journal: PRIME-RL's resume discards it; it is never run."""
     replay: int | None = None
@@ -189,9 +186,6 @@ class Journal:
                 staged.append(e)
         carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
         handed = state.handed
-        caps = {
-            f: share for f, share in (("user", config.max_user_share), ("group", config.max_group_share)) if share < 1
-        }
         for ready in step.ready_slices(READ_SLICE):
             episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
             episodes, built["quarantined"] = quarantine(config.monitors, episodes)
@@ -203,7 +197,7 @@ class Journal:
                 data = BundleData(
                     idx=handed, name=f"realtime-bundle-{handed:08d}",
                     prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
-                    bundle=handed, group=group, sessions=sessions, counts=dict(carry), caps=caps,
+                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
                 )  # fmt: skip
                 carry = Counter()
                 durable.save(self.bundle_path(handed), data)

@@ -1,47 +1,97 @@
-"""Caps per PRIME-RL batch on live sessions: one user or one repository never fills a trained batch (docs/realtime.md,
-"Safety of the signal").
+"""Caps per PRIME-RL batch on live sessions: one user or one repository never holds more than its share of a trained
+batch (docs/realtime.md, "Safety of the signal").
 
 The `realtime-sessions` taskset cannot see PRIME-RL's batches: it hands out bundles, and PRIME-RL's `TrainSink` cuts a
 batch from the traces of whichever groups finished first (`process_batch`: the first `batch_size` traces in arrival
-order, or the prefix that reaches `token_batch_size`). So the cap is applied where the batch is cut. The replay
-harness writes each session's `user`, `group` and its source's caps (`max_user_share`, `max_group_share`) into
-`trace.info["realtime"]`; `patch_train_sink` (applied by the import hook when `prime_rl.orchestrator.train_sink`
-loads) runs `cap_pending` in `TrainSink._maybe_batch`, after PRIME-RL's staleness sweep and before its "is a batch
-ready" test:
+order, or the prefix that reaches `token_batch_size`). So the cap is applied where the batch is cut.
+`patch_train_sink` (applied by the import hook when `prime_rl.orchestrator.train_sink` loads) wraps
+`TrainSink._maybe_batch`: after PRIME-RL's staleness sweep, once a batch is ready, the traces it would take are capped
+as the single-process loop caps its batch (`join.cap_share`: each user, and each `group`, at most its share of what
+is kept, at least one session each; a session without a user or group is no one's and never capped), and the batch is
+cut from what they keep. The traces after it wait for the next batch, as they would have; the batch is shorter by
+the drops, so a run with fewer users than `1 / max_user_share` still trains, on smaller batches, and nothing waits
+without bound.
 
-- **batch_size**: the pending traces are walked in the order the batch takes them; a live session whose user (or
-  group) already has its quota among the traces accepted so far, `max(1, int(share * batch_size))`, is dropped, until
-  `batch_size` traces are accepted. The batch PRIME-RL then cuts is those traces: each user and each group holds at
-  most its share of it. Traces past the first `batch_size` accepted are left for later batches, and a batch is never
-  cut short: dropping makes room that the next group to finish fills.
-- **token_batch_size**: once the pending traces reach the token target, the prefix the batch would take is capped as
-  the single-process loop caps its batch (`join.cap_share`: each value at most its share of what is kept), and the
-  walk repeats until that prefix holds.
-
-A dropped trace leaves the batch as a staleness drop does (its samples and tokens unqueued, its episode's trace
-recorded as not sampled) and is counted on the sink (`realtime_capped`, by `user_capped` / `group_capped`), in the
-orchestrator's log, and in PRIME-RL's step metrics (`composer/realtime/user_capped`, `group_capped`: the drops since
-the previous batch, on every live session of the batch cut next). Traces of other sources (no `info["realtime"]`) are neither capped nor counted. The caps
-drop, as the single-process loop's do: deferring a dominant user's sessions would queue them without bound, since
-PRIME-RL's staleness never ages a replay. Credit was already assigned over the bundle, so a kept session's baseline
-still includes the sessions dropped beside it.
+- The caps are the orchestrator's own config of the trace's source (`[orchestrator.train.source.env.taskset]`
+  `max_user_share`, `max_group_share`), so a change applies to every batch cut after the restart; a live session is
+  a trace with `info["realtime"]`, where the replay harness writes the session's own `user` and `group`.
+- Shares count sessions (traces), in both batch modes, not tokens.
+- A trace that `filter_zero_advantages` (PRIME-RL's default) will drop after the cut holds no share: only the sessions
+  that would train are counted and capped.
+- A dropped trace leaves the batch as a staleness drop does (its samples and tokens unqueued, its episode's trace
+  recorded as not sampled) and is counted on the sink (`realtime_capped`), in the orchestrator's log, and in
+  PRIME-RL's step metrics (`composer/realtime/user_capped`, `group_capped`: the drops since the previous batch, on
+  every live session of the batch). Credit was assigned over the bundle first, so a kept session's baseline still
+  includes the sessions dropped beside it.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from composer_prime.seam.errors import seam_moved
 
-KEYS = (("user", "user_capped"), ("group", "group_capped"))
-"""(the session's field, its count) for each cap; the share is `trace.info["realtime"]["caps"][field]`."""
+KEYS = (("user", "max_user_share", "user_capped"), ("group", "max_group_share", "group_capped"))
+"""(the session's field in `trace.info["realtime"]`, the taskset's setting, the count's name) for each cap."""
 
 
-def _realtime(sink: Any, trace_id: str) -> dict[str, Any] | None:
-    info = sink._trace(trace_id).info.get("realtime")
-    return info if isinstance(info, dict) and info.get("caps") else None
+def _shares(sink: Any, module: ModuleType, trace_id: str) -> dict[str, float] | None:
+    """The caps under 1 of the trace's source, read from the orchestrator's own config of it; None for a trace that
+    is not a live session (no `info["realtime"]`, or its source's taskset has no caps)."""
+    if not isinstance(sink._trace(trace_id).info.get("realtime"), dict):
+        return None
+    taskset = getattr(sink.train_envs.get(module.episode_env_name(sink.episode_by_trace[trace_id])).config.env,
+                      "taskset", None)  # fmt: skip
+    shares = {field: getattr(taskset, setting, 1.0) for field, setting, _ in KEYS}
+    return {field: share for field, share in shares.items() if share < 1.0} or None
+
+
+def _ships(sink: Any, module: ModuleType, trace_id: str) -> bool:
+    """Whether the trace would reach the trainer: PRIME-RL's `filter_zero_advantages` (on by default) drops a trace
+    whose every sample has no advantage after the cut, so such a trace holds no share of what trains."""
+    if not sink.config.train.filter_zero_advantages:
+        return True
+    # PRIME-RL's own rule, on shallow copies: it assigns `rl_weights`, and a pruned sample must still be pruned at the cut.
+    return any(module._prune_zero_advantages(copy.copy(sample)) for sample in sink.pending_batch[trace_id])
+
+
+def window(sink: Any, module: ModuleType) -> list[str] | None:
+    """The traces PRIME-RL's `process_batch` takes next (the first `batch_size`, or the prefix that reaches
+    `token_batch_size`), or None while no batch is ready."""
+    ids = list(sink.pending_batch)
+    if sink.batch_size is not None:
+        return ids[: sink.batch_size] if len(ids) >= sink.batch_size else None
+    running = 0
+    for n, trace_id in enumerate(ids, 1):
+        running += module.payload_tokens(sink.pending_batch[trace_id], sink._trace(trace_id))
+        if running >= sink.token_batch_size:
+            return ids[:n]
+    return None
+
+
+def over_cap(sink: Any, module: ModuleType, ids: list[str]) -> dict[str, str]:
+    """The live sessions of `ids` to drop (trace id -> its count's name): `join.cap_share` per field over the
+    sessions that would train, with the smallest share their sources set."""
+    from composer_prime.realtime.join import cap_share
+
+    live = []
+    for trace_id in ids:
+        shares = _shares(sink, module, trace_id)
+        if shares is not None and _ships(sink, module, trace_id):
+            live.append((trace_id, shares, sink._trace(trace_id).info["realtime"]))
+    drop: dict[str, str] = {}
+    for field, _, name in KEYS:
+        shares = [s[field] for _, s, _ in live if field in s]
+        if not shares:
+            continue
+        rows = [SimpleNamespace(id=t, value=str(info.get(field) or "")) for t, _, info in live if t not in drop]
+        kept, _ = cap_share(rows, "value", min(shares))
+        kept_ids = {row.id for row in kept}
+        drop |= {row.id: name for row in rows if row.id not in kept_ids}
+    return drop
 
 
 def _drop(sink: Any, module: ModuleType, trace_id: str) -> None:
@@ -54,80 +104,40 @@ def _drop(sink: Any, module: ModuleType, trace_id: str) -> None:
     sink.pending_episodes.sampled_trace_ids.discard(trace_id)
 
 
-def _quota_walk(sink: Any) -> dict[str, str]:
-    """batch_size: the traces to drop (trace id -> its count's name) so that the first `batch_size` accepted hold
-    each user and group to its quota."""
-    accepted = 0
-    held: dict[str, Counter] = {field: Counter() for field, _ in KEYS}
-    drop: dict[str, str] = {}
-    for trace_id in list(sink.pending_batch):
-        if accepted >= sink.batch_size:
-            break
-        info = _realtime(sink, trace_id)
-        if info is not None:
-            over = next((name for field, name in KEYS if field in info["caps"] and info.get(field)
-                         and held[field][info[field]] >= max(1, int(info["caps"][field] * sink.batch_size))),
-                        None)  # fmt: skip
-            if over is not None:
-                drop[trace_id] = over
-                continue
-            for field, _ in KEYS:
-                held[field][info.get(field)] += 1
-        accepted += 1
-    return drop
-
-
-def _token_window(sink: Any, module: ModuleType) -> dict[str, str]:
-    """token_batch_size: the traces to drop from the prefix the next batch takes, once it reaches the token target."""
-    from composer_prime.realtime.join import cap_share
-
-    window, running = [], 0
-    for trace_id, samples in sink.pending_batch.items():
-        window.append(trace_id)
-        running += module.payload_tokens(samples, sink._trace(trace_id))
-        if running >= sink.token_batch_size:
-            break
+def cut_capped(sink: Any, module: ModuleType, original: Any) -> Any:
+    """PRIME-RL's `_maybe_batch`, with the live sessions over their caps dropped from the batch it cuts."""
+    sink._drop_stale()  # PRIME-RL's sweep first (it runs once per step), so the caps judge the survivors
+    ids = window(sink, module)
+    drop = over_cap(sink, module, ids) if ids is not None else {}
+    if not drop:
+        batch = original(sink)
     else:
-        return {}  # no batch yet: a partial window's shares say nothing about the batch
-    live = []
-    for trace_id in window:
-        info = _realtime(sink, trace_id)
-        if info is not None:
-            live.append((trace_id, info))
-    drop: dict[str, str] = {}
-    for field, name in KEYS:
-        shares = [info["caps"][field] for _, info in live if field in info["caps"]]
-        if not shares:
-            continue
-        rows = [SimpleNamespace(id=t, value=info.get(field) or "") for t, info in live if t not in drop]
-        kept, _ = cap_share(rows, "value", min(shares))
-        kept_ids = {row.id for row in kept}
-        drop |= {row.id: name for row in rows if row.id not in kept_ids}
-    return drop
-
-
-def cap_pending(sink: Any, module: ModuleType) -> Counter:
-    """Drop the live sessions over their cap from the batch `sink` cuts next; returns what was dropped, by count."""
-    dropped: Counter = Counter()
-    while True:
-        drop = _quota_walk(sink) if sink.batch_size is not None else _token_window(sink, module)
-        if not drop:
-            break
-        for trace_id, name in drop.items():
+        dropped = Counter(drop.values())
+        for trace_id in drop:
             _drop(sink, module, trace_id)
-            dropped[name] += 1
-        if sink.batch_size is not None:
-            break  # the walk's decisions are final: accepted traces stay accepted, the dropped are gone
-    if dropped:
         sink.realtime_capped = getattr(sink, "realtime_capped", Counter()) + dropped
         sink.realtime_capped_since_cut = getattr(sink, "realtime_capped_since_cut", Counter()) + dropped
         module.get_logger().warning(
             "composer-prime realtime caps: dropped "
             + ", ".join(f"{n} {name}" for name, n in sorted(dropped.items()))
-            + " live-session traces from the next batch (max_user_share / max_group_share of the realtime-sessions "
-            f"taskset); {sum(sink.realtime_capped.values())} in this run"
+            + f" live-session traces of the {len(ids)} the next batch takes (max_user_share / max_group_share of the "
+            f"realtime-sessions taskset); {sum(sink.realtime_capped.values())} in this run"
         )
-    return dropped
+        # Cut the batch from what the window kept: the traces after it wait for the next batch, as they would have.
+        kept = [t for t in ids if t not in drop]
+        rest = {t: sink.pending_batch.pop(t) for t in list(sink.pending_batch) if t not in set(kept)}
+        rest_tokens = 0
+        if sink.token_batch_size is not None:
+            rest_tokens = sum(module.payload_tokens(samples, sink._trace(t)) for t, samples in rest.items())
+            sink.pending_tokens -= rest_tokens
+        try:
+            batch = sink.process_batch()
+        finally:
+            sink.pending_batch.update(rest)
+            sink.pending_tokens += rest_tokens
+    if batch is not None:
+        record_on_batch(sink, batch)
+    return batch
 
 
 def record_on_batch(sink: Any, batch: Any) -> None:
@@ -138,21 +148,18 @@ def record_on_batch(sink: Any, batch: Any) -> None:
     for episode in batch.cohort.episodes:
         for trace in episode.traces:
             if isinstance(trace.info.get("realtime"), dict):
-                trace.metrics |= {f"composer/realtime/{name}": float(since[name]) for _, name in KEYS}
+                trace.metrics |= {f"composer/realtime/{name}": float(since[name]) for _, _, name in KEYS}
     sink.realtime_capped_since_cut = Counter()
 
 
 def patch_train_sink(module: ModuleType) -> None:
-    """Make `module.TrainSink._maybe_batch` (PRIME-RL's `prime_rl.orchestrator.train_sink`) cap live sessions per
-    batch before it tests whether a batch is ready. Idempotent."""
+    """Make `module.TrainSink._maybe_batch` (PRIME-RL's `prime_rl.orchestrator.train_sink`) drop live sessions over
+    their caps from the batch it cuts. Idempotent."""
     sink = getattr(module, "TrainSink", None)
-    if (
-        sink is None
-        or not callable(getattr(sink, "_maybe_batch", None))
-        or not callable(getattr(sink, "_drop_stale", None))
-    ):
-        raise seam_moved("prime_rl.orchestrator.train_sink has no TrainSink._maybe_batch or TrainSink._drop_stale")
-    for name in ("payload_tokens", "get_logger"):
+    methods = ("_maybe_batch", "_drop_stale", "process_batch", "_trace")
+    if sink is None or not all(callable(getattr(sink, m, None)) for m in methods):
+        raise seam_moved("prime_rl.orchestrator.train_sink has no TrainSink with " + ", ".join(methods))
+    for name in ("payload_tokens", "get_logger", "episode_env_name", "_prune_zero_advantages"):
         if not callable(getattr(module, name, None)):
             raise seam_moved(f"prime_rl.orchestrator.train_sink has no {name}")
     original = sink._maybe_batch
@@ -160,15 +167,10 @@ def patch_train_sink(module: ModuleType) -> None:
         return
 
     def _maybe_batch(self: Any) -> Any:
-        self._drop_stale()  # PRIME-RL's sweep first (it runs once per step), so the caps judge the survivors
-        cap_pending(self, module)
-        batch = original(self)
-        if batch is not None:
-            record_on_batch(self, batch)
-        return batch
+        return cut_capped(self, module, original)
 
     _maybe_batch.caps_live_sessions = True  # type: ignore[attr-defined]
     _maybe_batch.__doc__ = (
-        "PRIME-RL's batch cut, after live sessions over their cap are dropped (composer-prime, seam/batch_caps.py)."
+        "PRIME-RL's batch cut, less the live sessions over their caps (composer-prime, seam/batch_caps.py)."
     )
     sink._maybe_batch = _maybe_batch

@@ -157,9 +157,10 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
     assert episode.traces[0].metrics["composer/realtime/malformed"] == 1.0
 
 
-def run_bundles_through_train_sink(tmp_path, users: list[str], caps: dict, bundle_size: int, **batch) -> tuple:
-    """The bundles of a spool whose sessions come from `users` (in read order), replayed by the env server and added
-    to PRIME-RL's `TrainSink` one episode at a time; returns (the batches it cut, the sink)."""
+def run_bundles_through_train_sink(tmp_path, sessions: list[tuple], caps: dict, bundle_size: int, **batch) -> tuple:
+    """The bundles of a spool of `sessions` ((user, group, kept) in read order; session i samples token 4 + i),
+    replayed by the env server and added to PRIME-RL's `TrainSink` one episode at a time (the import hook patched
+    it); returns (what each `add` returned, the sink)."""
     import verifiers.v1 as vf
     from prime_rl.configs.orchestrator import OrchestratorConfig
     from prime_rl.orchestrator.envs import TrainEnvs
@@ -171,8 +172,8 @@ def run_bundles_through_train_sink(tmp_path, users: list[str], caps: dict, bundl
     spool = tmp_path / "spool"
     spool.mkdir()
     records = []
-    for i, user in enumerate(users):
-        records += [spool_session(f"s{i}", [4 + i], [-0.5], user=user), spool_signal(f"s{i}", i % 2 == 0)]
+    for i, (user, group, kept) in enumerate(sessions):
+        records += [spool_session(f"s{i}", [4 + i], [-0.5], user=user, group=group), spool_signal(f"s{i}", kept)]
     (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     source = {"name": "realtime", "group_size": 1,
               "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
@@ -183,12 +184,12 @@ def run_bundles_through_train_sink(tmp_path, users: list[str], caps: dict, bundl
                                                          "replay": {"enabled": False}}})  # fmt: skip
     [source_config] = config.train.source
     tasks = iter(vf.load_taskset(source_config.env.taskset))
-    bundles = [draw(tasks) for _ in range(len(users) // bundle_size)]
+    bundles = [draw(tasks) for _ in range(len(sessions) // bundle_size)]
     tasks.close()
     envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
     progress = Progress()
     sink = TrainSink(config, tokenizer=None, train_envs=envs, mm_token_type_ids_mapping=None, progress=progress,
-                     batch_size=batch.get("batch_size"), token_batch_size=batch.get("token_batch_size"))  # fmt: skip
+                     batch_size=config.batch_size, token_batch_size=config.token_batch_size)  # fmt: skip
     env = load_environment(source_config.env)
     ctx = ModelContext(model="never-called", client=vf.EvalClientConfig(base_url="http://127.0.0.1:9/v1"))
 
@@ -218,32 +219,50 @@ def batch_sessions(batch) -> list[int]:
 def test_prime_rls_train_sink_cuts_batches_that_hold_each_user_to_the_realtime_sources_cap(
     tmp_path, verifiers_snapshot
 ):
-    # 8 sessions, 6 of them one user's, in 2 bundles of 4; a batch is 4 traces and one user may hold half of it.
+    # 8 sessions, 6 of them one user's, in 2 bundles of 4 (rewards +1, -1, +1, -1: none has zero advantage); a batch
+    # is 4 traces and one user may hold half of what it keeps.
     users = ["hog", "hog", "hog", "ann", "hog", "hog", "hog", "bob"]
-    batches, sink = run_bundles_through_train_sink(tmp_path, users, {"max_user_share": 0.5}, 4, batch_size=4)
-    # The first bundle alone: the third "hog" is over the quota of 2, so 3 traces wait and no batch is cut short.
-    assert batches[0] is None
-    # The second fills the batch with the next trace under quota; hog's three others there are dropped, not deferred.
-    assert batch_sessions(batches[1]) == [0, 1, 3, 7]
+    sessions = [(u, "", i % 2 == 0) for i, u in enumerate(users)]
+    batches, sink = run_bundles_through_train_sink(tmp_path, sessions, {"max_user_share": 0.5}, 4, batch_size=4)
+    # Each bundle fills the window PRIME-RL cuts; hog keeps 1 of the 2 kept (cap_share: 2 of 4 kept, then 1 of 2), the
+    # batch is cut from what the window kept, and nothing waits for users who may never come.
+    assert [batch_sessions(b) for b in batches] == [[0, 3], [4, 7]]
     assert sink.realtime_capped == {"user_capped": 4}
     assert not sink.pending_batch and not sink.episode_by_trace
-    assert batches[1].cohort.num_traces == 4
-    # PRIME-RL's own step metrics of that batch carry the count (a trace metric's mean over the traces that have it).
+    # PRIME-RL's own step metrics of each batch carry its count (a trace metric's mean over the traces that have it).
     logged = batches[1].cohort.effective.metrics.to_wandb(prefix="train/agg", subset="effective")
-    assert logged["train/agg/effective/agent/metrics/composer/realtime/user_capped/mean"] == 4.0
+    assert logged["train/agg/effective/agent/metrics/composer/realtime/user_capped/mean"] == 2.0
     assert logged["train/agg/effective/agent/metrics/composer/realtime/group_capped/mean"] == 0.0
+
+
+def test_the_repository_cap_counts_each_sessions_own_repository_in_a_mixed_bundle(tmp_path, verifiers_snapshot):
+    # Repositories with fewer sessions than a bundle share one bundle (group ""); the cap still sees each session's.
+    sessions = [("u0", "big", True), ("u1", "big", False), ("u2", "big", True), ("u3", "rk", False)]
+    batches, sink = run_bundles_through_train_sink(tmp_path, sessions, {"max_group_share": 0.5}, 4, batch_size=4)
+    assert [batch_sessions(b) for b in batches] == [[0, 3]]
+    assert sink.realtime_capped == {"group_capped": 2}
+
+
+def test_sessions_that_filter_zero_advantages_drops_hold_no_share(tmp_path, verifiers_snapshot):
+    # Bundle 1: hog's four sessions all kept (advantage 0 each: PRIME-RL drops them after the cut). Bundle 2: hog,
+    # ann, hog, bob with +1, -1, +1, -1. Counted over what trains, hog holds 2 of 4 = the cap, so nothing is dropped;
+    # counted over the window of 8, hog's 6 would lose 4, two of them sessions that train.
+    sessions = [("hog", "", True)] * 4 + [("hog", "", True), ("ann", "", False), ("hog", "", True), ("bob", "", False)]
+    batches, sink = run_bundles_through_train_sink(tmp_path, sessions, {"max_user_share": 0.5}, 4, batch_size=8)
+    assert batches[0] is None
+    assert batch_sessions(batches[1]) == [4, 5, 6, 7]
+    assert not getattr(sink, "realtime_capped", None)
 
 
 def test_a_token_budget_batch_holds_each_user_to_the_cap_of_what_it_keeps(tmp_path, verifiers_snapshot):
     # Each trace is 4 tokens (3 context + 1 sampled): a batch of 16 tokens is 4 traces before the cap.
     users = ["hog", "hog", "hog", "ann", "bob", "hog", "cy", "hog"]
-    batches, sink = run_bundles_through_train_sink(tmp_path, users, {"max_user_share": 0.5}, 4, token_batch_size=16)
-    # The first bundle's prefix is 3 hog + ann: hog keeps 2 of 3 traces kept (cap_share: at most half of what is kept,
-    # at least one), then 1 of 2, so [0, 3] waits; the second bundle completes [0, 3, 4, 5] (hog 2 of 4).
-    assert batches[0] is None
-    assert batch_sessions(batches[1]) == [0, 3, 4, 5]
+    sessions = [(u, "", i % 2 == 0) for i, u in enumerate(users)]
+    batches, sink = run_bundles_through_train_sink(tmp_path, sessions, {"max_user_share": 0.5}, 4, token_batch_size=16)
+    # Bundle 1 reaches the target: 3 hog + ann keeps hog 1 of 2; bundle 2 (bob, hog, cy, hog) keeps hog 2 of 4.
+    assert [batch_sessions(b) for b in batches] == [[0, 3], [4, 5, 6, 7]]
     assert sink.realtime_capped == {"user_capped": 2}
-    assert sink.pending_tokens == sum(len(s.token_ids) for samples in sink.pending_batch.values() for s in samples)
+    assert sink.pending_tokens == 0 and not sink.pending_batch
 
 
 DRY_RUN = """

@@ -98,3 +98,26 @@ def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before
     assert prime.resumes_from == 16
     assert sorted(p.name for p in (run / "broadcasts").iterdir()) == ["step_15", "step_16"]
     assert "removed rolled-back broadcasts [17, 18]" in logs[0]
+
+
+def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_judge(tmp_path):
+    """PRIME-RL killed before its first checkpoint: the rerun starts over, and its launcher removes the old steps only
+    once it is up; until then the runner would judge (and fail to load) the killed run's newest step."""
+    import sys
+
+    from composer_prime.realtime.cluster import PrimeRL, newest_step
+
+    config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
+    config.prime_rl.output_dir = tmp_path / "rl"
+    config.prime_rl.command, config.prime_rl.cwd = [sys.executable, "-c", "pass"], tmp_path
+    run = tmp_path / "rl" / "realtime"
+    for step in (0, 6, 7):
+        (run / "broadcasts" / f"step_{step}").mkdir(parents=True)
+        (run / "broadcasts" / f"step_{step}" / "STABLE").touch()
+    logs: list[str] = []
+    prime = PrimeRL(config, logs.append)
+    prime.start()
+    prime.process.wait(60)
+    assert prime.resumes_from is None
+    assert newest_step(run) is None
+    assert "starts over; removed rolled-back broadcasts [0, 6, 7]" in logs[0]

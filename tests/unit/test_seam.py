@@ -64,7 +64,7 @@ def test_a_moved_train_source_is_refused_by_the_seam(tmp_path):
 def test_a_moved_train_sink_is_refused_by_the_seam(tmp_path):
     result = import_fake_prime_rl(tmp_path, "prime_rl.orchestrator.train_sink", "class TrainSink:\n    pass\n")
     assert result.returncode != 0
-    assert "SeamMoved" in result.stderr and "TrainSink._maybe_batch" in result.stderr
+    assert "SeamMoved" in result.stderr and "TrainSink with _maybe_batch" in result.stderr
 
 
 def test_every_hook_target_is_a_function_of_the_seam():

@@ -286,7 +286,7 @@ class Runner:
         """One cycle over PRIME-RL's newest weights (cluster.py): evaluate, monitor, gate, ship. With the demo's
         `product`, its users first write a serving window from the served version, and its held-out score is the
         evaluation."""
-        from composer_prime.realtime.cluster import copy_step, handed_since
+        from composer_prime.realtime.cluster import copy_step, handed_since, redact_rollouts
 
         config = self.config
         n = state.cycle + 1
@@ -313,9 +313,12 @@ class Runner:
         elif trained and config.eval.command:
             heldout = self.eval_command(step_dir, config.model_dir, n)
         ship = self._judge(state, report, episodes, heldout, trained)
-        return self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
-                           rl_step=step if trained else state.rl_step, step=step if trained else state.step,
-                           handed=handed)  # fmt: skip
+        state = self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
+                            rl_step=step if trained else state.rl_step, step=step if trained else state.step,
+                            handed=handed)  # fmt: skip
+        if trained:  # its sessions' token streams leave PRIME-RL's episode logs with the cycle
+            redact_rollouts(prime.run_dir, step)
+        return state
 
     def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,
                publish: Callable[[int], Path], **changes: Any) -> State:  # fmt: skip

@@ -95,4 +95,8 @@ def test_the_cpu_demo_trains_through_prime_rl_and_ships_its_broadcasts(tmp_path)
     assert len(trained) == len(set(trained)), trained
     assert set(trained) <= {f"realtime-bundle-{k:08d}" for k in range(1, handed + 1)}
     assert len(trained) >= 2  # at least the bundles of the first judged step
+    # Those episode logs keep no token stream once their step is judged (PRIME-RL's file monitor wrote them whole).
+    judged = [p for p in run_dir.glob("rollouts/step_*") if int(p.name.removeprefix("step_")) <= steps[-1]]
+    assert judged and all((p / "REDACTED").exists() for p in judged)
+    assert not [p for p in judged for f in p.rglob("traces.jsonl") if "token_ids" in f.read_text()]
     assert not [line for line in result.stderr.splitlines() if line.startswith("realtime:")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,34 @@ def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_j
     assert prime.resumes_from is None
     assert newest_step(run) is None
     assert "starts over; removed rolled-back broadcasts [0, 6, 7]" in logs[0]
+
+
+def test_prime_rls_episode_logs_of_a_judged_step_keep_no_token_stream_user_or_repository(tmp_path):
+    from composer_prime.realtime.cluster import redact_rollouts
+
+    session = {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "samples": [{"token_ids": [9041, 77]}],
+               "edited_paths": ["src/secret_plan.py"]}  # fmt: skip
+    data = {"idx": 1, "name": "realtime-bundle-00000001", "prompt": "Replay of 1 logged sessions (group 'acme/payments')",
+            "bundle": 1, "group": "acme/payments", "sessions": [session]}  # fmt: skip
+    trace = {"id": "t1", "task": {"type": "BundleTask", "data": {**data, "replay": 0}, "key": "k"},
+             "nodes": [{"message": {"role": "user", "content": "my key is hunter2"}, "token_ids": [9041, 77]}],
+             "rewards": {"signals": {"score": 1.0}}, "metrics": {"composer/realtime/age": 0.0},
+             "info": {"realtime": {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "reward": 1.0,
+                                   "edited_paths": ["src/secret_plan.py"]}}}  # fmt: skip
+    record = {"id": "e1", "task": {"type": "BundleTask", "data": data, "key": "k"}, "traces": [trace], "ok": True}
+    run = tmp_path / "run"
+    for step in (1, 2, 3):
+        path = run / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(record) + "\n" + json.dumps(record)[:40])  # the last line cut by a crash
+    assert redact_rollouts(run, 2) == [1, 2]
+    for step in (1, 2):
+        text = (run / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl").read_text()
+        for secret in ("9041", "hunter2", "alice-7f3", "acme/payments", "secret_plan", "Replay of"):
+            assert secret not in text, (step, secret)
+        [kept] = [json.loads(line) for line in text.splitlines()]
+        assert kept["task"]["data"]["name"] == "realtime-bundle-00000001"
+        assert kept["traces"][0]["rewards"] == {"signals": {"score": 1.0}}
+        assert kept["traces"][0]["info"] == {"realtime": {"session_id": "s1", "reward": 1.0}}
+    assert "9041" in (run / "rollouts" / "step_3" / "train" / "all" / "traces.jsonl").read_text()  # not judged yet
+    assert redact_rollouts(run, 2) == []  # marked: not rewritten again

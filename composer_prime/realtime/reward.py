@@ -9,10 +9,11 @@ at 30 is reverted):
 - `undo`: -1 (a follow-up turn undid the change).
 
 The reward is the weighted mean of the values of the kinds present, `sum(w_k v_k) / sum(w_k)` over those kinds, so
-its scale does not depend on how many kinds happened to arrive. A `tests` signal is also a ceiling: the reward is at
-most its value, so an edit that is kept but fails every test scores -1 and never earns a positive advantage. A
-session with no signal is skipped (counted
-`no_signal`) or given `no_signal_reward`, as configured. Weights of 0 switch a kind off.
+its scale does not depend on how many kinds happened to arrive. A `tests` signal is also a ceiling: a run with any
+failing test makes the reward -1, the floor, so an edit that is kept but fails its tests never earns a positive
+advantage (a baseline is a mean of rewards, never below -1); a run that passed caps nothing, and one that ran nothing
+caps the reward at 0. A session with no signal is skipped (counted `no_signal`) or given `no_signal_reward`, as
+configured. Weights of 0 switch a kind off.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def session_reward(signals: list[SignalRecord], config: RewardModelConfig) -> fl
     value = total / weight
     tests = latest.get("tests")
     if tests is not None and config.tests > 0:
-        # The user's own test run is a ceiling: a kept edit that fails every test scores -1, never the +0.33 a
-        # weighted mean gives it, so its advantage is never positive.
-        value = min(value, signal_value(tests.signal))
+        # The user's own test run is a ceiling. A failing test puts the reward at the floor: a kept edit with 3 of 4
+        # tests passing would otherwise score (1 + 0.25) / 1.5 = +0.83 and beat a baseline of reverted edits.
+        assert isinstance(tests.signal, TestsSignal)
+        value = -1.0 if tests.signal.failed > 0 else min(value, signal_value(tests.signal))
     return value

@@ -120,18 +120,24 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
         return SignalRecord.model_validate(signal("s", at=at, **body))
 
     config = RewardModelConfig(edit=1.0, tests=0.5, thumbs=0.5, undo=1.0)
-    # edit kept then reverted -> -1 (weight 1); tests 3 passed 1 failed -> 0.5 (weight 0.5): (-1 + 0.25) / 1.5
+    # edit kept then reverted -> -1 (weight 1); thumbs up +1 (weight 0.5): (-1 + 0.5) / 1.5
     signals = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="edit", kept=False, after_s=600),
-               rec(3, type="tests", passed=3, failed=1)]  # fmt: skip
-    assert session_reward(signals, config) == pytest.approx(-0.5)
+               rec(3, type="thumbs", up=True)]  # fmt: skip
+    assert session_reward(signals, config) == pytest.approx(-1 / 3)
     assert session_reward([], config) is None
     assert session_reward([], RewardModelConfig(no_signal="reward", no_signal_reward=0.1)) == 0.1
     assert session_reward([rec(1, type="undo")], config) == -1.0
     # A kept edit whose tests all fail: the weighted mean would be (1 - 0.5) / 1.5 = +0.33; the tests are a ceiling.
     failing = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=4)]
     assert session_reward(failing, config) == -1.0
-    half = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=1, failed=1)]
-    assert session_reward(half, config) == 0.0  # min((1 + 0) / 1.5, 0)
+    # One failing test of four is a failing run: the weighted mean (1 + 0.25) / 1.5 = +0.83 would beat a baseline of
+    # reverted edits; at the floor no baseline (a mean of rewards >= -1) leaves it a positive advantage.
+    most = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=3, failed=1)]
+    assert session_reward(most, config) == -1.0
+    passing = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=4, failed=0)]
+    assert session_reward(passing, config) == 1.0
+    nothing_ran = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=0)]
+    assert session_reward(nothing_ran, config) == 0.0  # min((1 + 0) / 1.5, 0)
 
 
 def test_staleness_drop_or_weight_and_counts(spool):

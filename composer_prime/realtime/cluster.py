@@ -209,15 +209,18 @@ def newest_step(run_dir: Path) -> int | None:
     return max(steps, default=None)
 
 
-def copy_step(step_dir: Path, broadcasts: Path, version: int) -> Path:
-    """PRIME-RL's step dir as `broadcasts/step_<version>/` of the state dir (the relay origin's input): copied under a
-    temp name, renamed, then `STABLE` (idempotent)."""
+def copy_step(step_dir: Path, broadcasts: Path, version: int, link: bool = False) -> Path:
+    """A step dir as `broadcasts/step_<version>/` under `broadcasts` (the state dir: the relay origin's input; a
+    cycle's dir: its candidate): copied under a temp name (hard-linked with `link`, for a dir of the runner's own that
+    nothing rewrites), renamed, then `STABLE` (idempotent)."""
     target = broadcasts / "broadcasts" / f"step_{version}"
     if (target / "STABLE").exists():
         return target
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(step_dir, tmp, ignore=shutil.ignore_patterns("STABLE"))
+    shutil.copytree(
+        step_dir, tmp, ignore=shutil.ignore_patterns("STABLE"), copy_function=os.link if link else shutil.copy2
+    )
     for path in tmp.rglob("*"):  # readable by the relay origin and the servers, whatever mode PRIME-RL wrote
         path.chmod(default_mode() | 0o111 if path.is_dir() else default_mode())
     shutil.rmtree(target, ignore_errors=True)

@@ -292,6 +292,9 @@ class Runner:
         n = state.cycle + 1
         cdir = cycle_dir(self.dir, n)
         cdir.mkdir(parents=True, exist_ok=True)
+        for stale in cdir.parent.glob("*/candidate"):  # an earlier cycle's, left by a crash after it committed
+            if stale.parent != cdir:
+                shutil.rmtree(stale, ignore_errors=True)
         t0 = time.monotonic()
         served: dict[str, Any] = {}
         if product is not None:
@@ -307,17 +310,22 @@ class Runner:
                                   "reward_mean": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
                                   "train": {"rl_step": step, "bundles": handed - state.handed} if trained else None}  # fmt: skip
         step_dir = prime.run_dir / "broadcasts" / f"step_{step}"
+        if trained:
+            # PRIME-RL's trainer deletes the step dir two steps later (`maybe_clean`): an evaluation that outlasts
+            # two steps would lose its weights. The cycle evaluates and ships its own copy, its candidate.
+            step_dir = copy_step(step_dir, cdir / "candidate", step)
         heldout = None
         if trained and product is not None:
             heldout = product.heldout(product.load(step_dir))
         elif trained and config.eval.command:
             heldout = self.eval_command(step_dir, config.model_dir, n)
         ship = self._judge(state, report, episodes, heldout, trained)
-        state = self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v),
+        state = self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v, link=True),
                             rl_step=step if trained else state.rl_step, step=step if trained else state.step,
                             handed=handed)  # fmt: skip
         if trained:  # its sessions' token streams leave PRIME-RL's episode logs with the cycle
             redact_rollouts(prime.run_dir, step)
+        shutil.rmtree(cdir / "candidate", ignore_errors=True)  # shipped, it is linked under broadcasts/
         return state
 
     def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,

@@ -74,7 +74,7 @@ def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, 
                    scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
     """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
     steps), and the counts of what was left out."""
-    from composer_prime.realtime.monitors import edit_facts
+    from composer_prime.realtime.tampering import edit_facts
 
     counts: Counter = Counter()
     episodes = []

@@ -8,7 +8,7 @@ renderer's job (a `[pii] hooks` entry can do it). Rejected spool lines are never
 keeps their file, offset, length and hash), and their error detail passes through `redact`.
 
 `PATTERNS` is the detector: one regular expression per kind, each with a test (tests/unit/test_realtime_pii.py).
-detect-secrets 1.5 was measured against the same 18 samples: its named plugins found 7 kinds (none of `sk-proj-`,
+detect-secrets 1.5 was measured against the first 18 samples: its named plugins found 7 kinds (none of `sk-proj-`,
 `sk-ant-`, `github_pat_`, AWS secret keys, Google, Hugging Face or npm keys, phone numbers, SSNs, e-mail addresses),
 and its entropy plugins fired on every sample, an e-mail address and an SSN included, so on ordinary code as well.
 
@@ -28,13 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from composer_prime.realtime.records import SessionRecord
 
 PATTERNS: dict[str, re.Pattern[str]] = {
-    "url_password": re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]+:[^\s/@'\"]+@[^\s/]+"),
+    "url_password": re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]*:[^\s/@'\"]+@[^\s/]+"),
     "email": re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
     "private_key": re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
     "aws_access_key": re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-    # 40 characters of base64 with upper, lower and a digit, standing alone (a git SHA is lower-case hex).
+    # 40 characters of base64 with upper, lower and a digit, standing alone (a git SHA is lower-case hex); `=` may
+    # precede it (`AWS_SECRET_ACCESS_KEY=...`): base64 pads only at its end.
     "aws_secret_key": re.compile(
-        r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
+        r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
         r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
     ),  # fmt: skip
     "openai_key": re.compile(r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),
@@ -46,6 +47,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "google_api_key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
     "huggingface_token": re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
     "npm_token": re.compile(r"\bnpm_[A-Za-z0-9]{36}"),
+    "azure_storage_key": re.compile(r"\bAccountKey=[A-Za-z0-9+/]{86}=="),
     "sendgrid_key": re.compile(r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
     "jwt": re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     "phone_number": re.compile(

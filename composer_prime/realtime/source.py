@@ -317,7 +317,10 @@ class BundleStream:
             self.lock = None
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except (AttributeError, TypeError):  # interpreter exit: module globals (`threading`) are None by now, and
+            pass  # the exiting process drops the journal's lock with its file descriptors
 
 
 class RealtimeSessionsTaskset(vf.Taskset[BundleTask, RealtimeSessionsConfig]):

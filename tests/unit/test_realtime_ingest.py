@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.realtime import durable, monitors
+from composer_prime.realtime import durable, monitors, tampering
 from composer_prime.realtime.join import assign_advantages, build_episodes
 from composer_prime.realtime.pii import PIIConfig, Scrubber, load_hooks
 from composer_prime.realtime.records import MalformedRecord, parse_record
@@ -207,9 +207,9 @@ def test_edit_facts_see_tests_disabled():
                 new_str="@pytest.mark.skip\ndef test_a():\n    assert f() == 1")  # fmt: skip
     drop_assert = call("str_replace", path="tests/test_m.py", old_str="    assert f() == 1", new_str="    pass")
     honest = call("str_replace", path="m.py", old_str="return 0", new_str="return 1")
-    assert monitors.edit_facts([skip]) == (["tests/test_m.py"], True)
-    assert monitors.edit_facts([drop_assert])[1] is True
-    assert monitors.edit_facts([honest]) == (["m.py"], False)
+    assert tampering.edit_facts([skip]) == (["tests/test_m.py"], True)
+    assert tampering.edit_facts([drop_assert])[1] is True
+    assert tampering.edit_facts([honest]) == (["m.py"], False)
 
 
 def test_a_session_replays_as_a_verifiers_trace_with_its_serving_logprobs(spool):

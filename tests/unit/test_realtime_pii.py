@@ -33,6 +33,7 @@ SECRETS = {
     "google_api_key": "AIzaSyAb3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zQ",
     "huggingface_token": "hf_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb",
     "npm_token": "npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c",
+    "azure_storage_key": "AccountKey=" + "Ab3dEf6hIj9kLm2n" * 5 + "Op5qRs==",
     "sendgrid_key": "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",
     "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "url_password": "postgres://admin:S3cr3tPassw0rd@db.internal:5432/app",
@@ -61,6 +62,27 @@ def test_each_kind_is_found_and_redacted(kind):
     text = f"here it is: {SECRETS[kind]} thanks"
     assert kind in find(text)
     assert SECRETS[kind] not in redact(text) and f"[{kind}]" in redact(text)
+
+
+ASSIGNED = [
+    "{name}={secret}",
+    'export {name}="{secret}"',
+    "{name} = '{secret}'",
+    "{name}: {secret}",
+    '"{name}": "{secret}"',
+    "--{name}={secret}",
+]
+"""How a `.env`, a shell, Python, YAML, JSON or a command line assigns a value."""
+
+
+@pytest.mark.parametrize("form", ASSIGNED)
+@pytest.mark.parametrize("kind", sorted(SECRETS))
+def test_each_kind_is_found_where_it_is_assigned(kind, form):
+    assert kind in find(form.format(name=kind.upper(), secret=SECRETS[kind]))
+
+
+def test_a_url_with_an_empty_user_still_holds_a_password():
+    assert find("REDIS_URL=redis://:s3cr3tpass@cache:6379/0") == ["url_password"]
 
 
 @pytest.mark.parametrize("text", ORDINARY)

@@ -322,3 +322,13 @@ def test_pruning_is_crash_safe_and_a_journal_pruned_past_prime_rls_checkpoints_i
         next(iter(taskset(tmp_path, checkpoints=str(checkpoints))))
     with pytest.raises(ValueError, match="checkpoint_env = 'other' is not a train source"):
         next(iter(taskset(tmp_path, checkpoints=str(checkpoints), checkpoint_env="other")))
+
+
+def test_a_stream_collected_at_interpreter_exit_closes_quietly(tmp_path, monkeypatch):
+    from composer_prime.realtime import source as module
+
+    stream = iter(taskset(tmp_path))
+    stream.worker = threading.Thread(target=lambda: None)
+    stream.worker.start()
+    monkeypatch.setattr(module, "threading", None)  # what module teardown leaves when the collector runs last
+    stream.__del__()

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from composer_prime.realtime import durable, monitors
 from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_share
+from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_shares
 from composer_prime.realtime.pii import Scrubber
 from composer_prime.realtime.seen import SeenIds, sweep
 from composer_prime.realtime.spool import Cursor, advance
@@ -106,8 +106,8 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
             e.importance_weighted = verdict == "weight"
             episodes.append(e)
     episodes, counts["quarantined"] = monitors.quarantine(config.monitors, episodes)
-    episodes, counts["user_capped"] = cap_share(episodes, "user", config.cadence.max_user_share)
-    episodes, counts["group_capped"] = cap_share(episodes, "group", config.cadence.max_group_share)
+    episodes, capped = cap_shares(episodes, config.cadence.max_user_share, config.cadence.max_group_share)
+    counts.update(capped)
     total = Counter(step.counts) + counts
     train = len(episodes) >= config.cadence.min_episodes
     if train:

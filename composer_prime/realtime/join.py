@@ -13,6 +13,7 @@ the same prompt, so the group is the `group` field the product sets (a prompt cl
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,7 +132,7 @@ def assign_advantages(episodes: list[Episode], min_group: int = 2) -> None:
             e.advantage = e.reward - baseline
 
 
-def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Episode], int]:
+def cap_share(episodes: list[Any], key: str, share: float) -> tuple[list[Any], int]:
     """At most `share` of the episodes from one `user` or `group` (`key`): the oldest-read kept, the rest dropped,
     until every value holds at most `share` of what is kept (at least one episode each). An empty value (no user or
     group logged) is no one's and is never capped. Returns (kept, dropped)."""
@@ -149,3 +150,16 @@ def cap_share(episodes: list[Episode], key: str, share: float) -> tuple[list[Epi
         if len(trimmed) == len(kept):
             return kept, len(episodes) - len(kept)
         kept = trimmed
+
+
+def cap_shares(episodes: list[Any], user: float, group: float) -> tuple[list[Any], Counter]:
+    """Both caps, again and again until neither drops anything: a repository cap's drops shrink what is kept and can
+    put a user over theirs (and the other way round). Returns (kept, `user_capped` / `group_capped` counts)."""
+    kept, dropped = list(episodes), Counter()
+    while True:
+        before = len(kept)
+        for key, share in (("user", user), ("group", group)):
+            kept, n = cap_share(kept, key, share)
+            dropped[f"{key}_capped"] += n
+        if len(kept) == before:
+            return kept, dropped

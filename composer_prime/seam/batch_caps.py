@@ -72,26 +72,21 @@ def window(sink: Any, module: ModuleType) -> list[str] | None:
     return None
 
 
-def over_cap(sink: Any, module: ModuleType, ids: list[str]) -> dict[str, str]:
-    """The live sessions of `ids` to drop (trace id -> its count's name): `join.cap_share` per field over the
-    sessions that would train, with the smallest share their sources set."""
-    from composer_prime.realtime.join import cap_share
+def over_cap(sink: Any, module: ModuleType, ids: list[str]) -> tuple[list[str], Counter]:
+    """The live sessions of `ids` to drop and their counts by name: `join.cap_shares` over the sessions that would
+    train, with the smallest share their sources set for each field."""
+    from composer_prime.realtime.join import cap_shares
 
-    live = []
+    live, limits = [], {field: 1.0 for field, _, _ in KEYS}
     for trace_id in ids:
         shares = _shares(sink, module, trace_id)
         if shares is not None and _ships(sink, module, trace_id):
-            live.append((trace_id, shares, sink._trace(trace_id).info["realtime"]))
-    drop: dict[str, str] = {}
-    for field, _, name in KEYS:
-        shares = [s[field] for _, s, _ in live if field in s]
-        if not shares:
-            continue
-        rows = [SimpleNamespace(id=t, value=str(info.get(field) or "")) for t, _, info in live if t not in drop]
-        kept, _ = cap_share(rows, "value", min(shares))
-        kept_ids = {row.id for row in kept}
-        drop |= {row.id: name for row in rows if row.id not in kept_ids}
-    return drop
+            info = sink._trace(trace_id).info["realtime"]
+            live.append(SimpleNamespace(id=trace_id, **{field: str(info.get(field) or "") for field, _, _ in KEYS}))
+            limits = {field: min(limits[field], shares.get(field, 1.0)) for field in limits}
+    kept, counts = cap_shares(live, limits["user"], limits["group"])
+    kept_ids = {row.id for row in kept}
+    return [row.id for row in live if row.id not in kept_ids], +counts
 
 
 def _drop(sink: Any, module: ModuleType, trace_id: str) -> None:
@@ -108,11 +103,10 @@ def cut_capped(sink: Any, module: ModuleType, original: Any) -> Any:
     """PRIME-RL's `_maybe_batch`, with the live sessions over their caps dropped from the batch it cuts."""
     sink._drop_stale()  # PRIME-RL's sweep first (it runs once per step), so the caps judge the survivors
     ids = window(sink, module)
-    drop = over_cap(sink, module, ids) if ids is not None else {}
+    drop, dropped = over_cap(sink, module, ids) if ids is not None else ([], Counter())
     if not drop:
         batch = original(sink)
     else:
-        dropped = Counter(drop.values())
         for trace_id in drop:
             _drop(sink, module, trace_id)
         sink.realtime_capped = getattr(sink, "realtime_capped", Counter()) + dropped
@@ -124,8 +118,8 @@ def cut_capped(sink: Any, module: ModuleType, original: Any) -> Any:
             f"realtime-sessions taskset); {sum(sink.realtime_capped.values())} in this run"
         )
         # Cut the batch from what the window kept: the traces after it wait for the next batch, as they would have.
-        kept = [t for t in ids if t not in drop]
-        rest = {t: sink.pending_batch.pop(t) for t in list(sink.pending_batch) if t not in set(kept)}
+        kept = set(ids) - set(drop)
+        rest = {t: sink.pending_batch.pop(t) for t in list(sink.pending_batch) if t not in kept}
         rest_tokens = 0
         if sink.token_batch_size is not None:
             rest_tokens = sum(module.payload_tokens(samples, sink._trace(t)) for t, samples in rest.items())

@@ -243,6 +243,16 @@ def test_the_repository_cap_counts_each_sessions_own_repository_in_a_mixed_bundl
     assert sink.realtime_capped == {"group_capped": 2}
 
 
+def test_the_user_cap_holds_again_after_the_repository_caps_drops(tmp_path, verifiers_snapshot):
+    # One user in 5 small repositories, 5 others in one monorepo, one mixed bundle of 10: the repository cap keeps 1
+    # monorepo session, which would leave the first user 5 of 6; the caps run again until both hold.
+    sessions = [("bot", f"r{i}", i % 2 == 0) for i in range(5)] + [(f"u{i}", "mono", i % 2 == 1) for i in range(5)]
+    caps = {"max_user_share": 0.5, "max_group_share": 0.2}
+    batches, sink = run_bundles_through_train_sink(tmp_path, sessions, caps, 10, batch_size=10)
+    assert [batch_sessions(b) for b in batches] == [[0, 5]]
+    assert sink.realtime_capped == {"user_capped": 4, "group_capped": 4}
+
+
 def test_sessions_that_filter_zero_advantages_drops_hold_no_share(tmp_path, verifiers_snapshot):
     # Bundle 1: hog's four sessions all kept (advantage 0 each: PRIME-RL drops them after the cut). Bundle 2: hog,
     # ann, hog, bob with +1, -1, +1, -1. Counted over what trains, hog holds 2 of 4 = the cap, so nothing is dropped;

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from composer_prime.realtime.join import Episode, cap_share
+from composer_prime.realtime.join import Episode, cap_share, cap_shares
 from composer_prime.realtime.monitors import MonitorsConfig, check, quarantine
 from composer_prime.realtime.tampering import edit_facts
 
@@ -293,6 +293,17 @@ def test_one_user_or_repository_cannot_fill_a_batch():
     # Sessions that logged no user are no one's: a product that does not log users loses none of them to the cap.
     anonymous = [episode(f"n{i}", 1.0, user="") for i in range(8)] + [episode("b", 1.0, user="bob")]
     assert cap_share(anonymous, "user", 0.25) == (anonymous, 0)
+
+
+def test_both_caps_hold_together_when_one_caps_drops_put_a_user_over_the_other():
+    # One user works in 5 small repositories; 5 others share one monorepo. The repository cap (0.2) keeps 1 of the
+    # monorepo's sessions, which leaves the first user with 5 of 6: the user cap must then run again.
+    batch = [episode(f"b{i}", 1.0, user="bot", group=f"r{i}") for i in range(5)]
+    batch += [episode(f"m{i}", 1.0, user=f"u{i}", group="mono") for i in range(5)]
+    kept, counts = cap_shares(batch, 0.5, 0.2)
+    assert [e.session_id for e in kept] == ["b0", "m0"]
+    assert counts == {"user_capped": 4, "group_capped": 4}
+    assert cap_shares(batch, 1.0, 1.0) == (batch, {"user_capped": 0, "group_capped": 0})
 
 
 def test_the_taskset_never_bundles_a_quarantined_session(tmp_path):

@@ -240,7 +240,7 @@ class PrimeRL:
         self.config = config
         self.prime = config.prime_rl
         self.log = log
-        state_dir = config.state_dir.resolve()
+        state_dir = self.state_dir = config.state_dir.resolve()
         self.output_dir, self.run_dir, self.journal = run_paths(config)
         self.rl_toml = state_dir / "rl.toml"
         self.log_path = state_dir / "rl.log"
@@ -257,10 +257,15 @@ class PrimeRL:
         self.resumes_from = latest_checkpoint(self.run_dir) if "resume" in rl else None
         # Resuming, the steps past the checkpoint are rolled back; starting over, every step of the earlier run is
         # (PRIME-RL removes them itself, but only once its launcher is up: a runner looking first would judge them).
-        dropped = drop_rolled_back(self.run_dir, -1 if self.resumes_from is None else self.resumes_from)
+        floor = -1 if self.resumes_from is None else self.resumes_from
+        dropped = drop_rolled_back(self.run_dir, floor)
         if dropped:
             start = "starts over" if self.resumes_from is None else f"resumes from step {self.resumes_from}"
             self.log(f"prime-rl: {start}; removed rolled-back broadcasts {dropped}")
+        for pin in (self.state_dir / "cycles").glob("*/judged.json"):  # a crashed cycle's step, rolled back
+            if json.loads(pin.read_text())["rl_step"] > floor:
+                shutil.rmtree(pin.parent / "candidate", ignore_errors=True)
+                pin.unlink()  # the cycle judges PRIME-RL's retrained weights, not its copy of the old ones
         fill = {"{rl_toml}": str(self.rl_toml), "{output_dir}": str(self.output_dir)}
         argv = [fill.get(arg, arg) for arg in self.prime.command]
         self.log(f"prime-rl: {' '.join(argv)} (log: {self.log_path})")

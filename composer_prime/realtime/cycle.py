@@ -302,18 +302,14 @@ class Runner:
             if not served_path.exists():
                 durable.save(served_path, product.serve_window(n, state.version, self.clock()))
             served = durable.load_json(served_path)
-        step = prime.wait_for_step(state.rl_step)
+        step, candidate = self.candidate(prime, state, cdir)
         handed, episodes, counts = handed_since(prime.journal, state.handed)
         trained = step is not None
         report: dict[str, Any] = {"cycle": n, "served_version": state.version, **served, "counts": counts,
                                   "episodes": len(episodes), "users": len({e.user for e in episodes}),
                                   "reward_mean": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
                                   "train": {"rl_step": step, "bundles": handed - state.handed} if trained else None}  # fmt: skip
-        step_dir = prime.run_dir / "broadcasts" / f"step_{step}"
-        if trained:
-            # PRIME-RL's trainer deletes the step dir two steps later (`maybe_clean`): an evaluation that outlasts
-            # two steps would lose its weights. The cycle evaluates and ships its own copy, its candidate.
-            step_dir = copy_step(step_dir, cdir / "candidate", step)
+        step_dir = candidate
         heldout = None
         if trained and product is not None:
             heldout = product.heldout(product.load(step_dir))
@@ -327,6 +323,28 @@ class Runner:
             redact_rollouts(prime.run_dir, step)
         shutil.rmtree(cdir / "candidate", ignore_errors=True)  # shipped, it is linked under broadcasts/
         return state
+
+    def candidate(self, prime: Any, state: State, cdir: Path) -> tuple[int | None, Path | None]:
+        """The step cycle `cdir` judges and its own copy of it (None, None: no new step in time).
+
+        PRIME-RL's trainer deletes a step dir two steps later (`maybe_clean`), so an evaluation that outlasts two
+        steps would lose its weights: the cycle evaluates and ships its candidate, copied under `cdir` right after
+        the step is chosen. The choice is pinned (`judged.json`) before the copy, so a rerun after a crash judges
+        and ships the same weights, never a newer step under a version a crashed run already shipped; a PRIME-RL
+        (re)start unpins the steps it rolls back (`PrimeRL.start`)."""
+        from composer_prime.realtime.cluster import copy_step
+
+        pin = cdir / "judged.json"
+        while True:
+            step = durable.load_json(pin)["rl_step"] if pin.exists() else prime.wait_for_step(state.rl_step)
+            if step is None:
+                return None, None
+            durable.save(pin, {"rl_step": step})
+            source = prime.run_dir / "broadcasts" / f"step_{step}"
+            copied = cdir / "candidate" / "broadcasts" / f"step_{step}"
+            if (copied / "STABLE").exists() or (source / "STABLE").exists():
+                return step, copy_step(source, cdir / "candidate", step)
+            pin.unlink()  # PRIME-RL cleaned the pinned step before a crashed run copied it: judge its newest
 
     def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,
                publish: Callable[[int], Path], **changes: Any) -> State:  # fmt: skip

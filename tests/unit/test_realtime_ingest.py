@@ -138,6 +138,11 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
     assert session_reward(passing, config) == 1.0
     nothing_ran = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=0)]
     assert session_reward(nothing_ran, config) == 0.0  # min((1 + 0) / 1.5, 0)
+    # Any failing run counts, not only the latest: a one-test rerun that passes, or one that collected nothing.
+    for rerun in ({"passed": 1, "failed": 0}, {"passed": 0, "failed": 0}):
+        signals = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=10, failed=3),
+                   rec(3, type="tests", **rerun)]  # fmt: skip
+        assert session_reward(signals, config) == -1.0
 
 
 def test_staleness_drop_or_weight_and_counts(spool):

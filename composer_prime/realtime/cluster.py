@@ -155,51 +155,55 @@ def drop_rolled_back(run_dir: Path, checkpoint: int) -> list[int]:
     return sorted(removed)
 
 
-ROLLOUT_FIELDS = {
-    "id": True,
-    "env": True,
-    "group": True,
-    "run": True,
-    "ok": True,
-    "errors": True,
-    "task": {"type": True, "key": True, "data": {"idx": True, "name": True, "bundle": True, "replay": True}},
-}
-TRACE_FIELDS = {"id": True, "task": ROLLOUT_FIELDS["task"], "rewards": True, "metrics": True, "is_completed": True,
-                "ok": True, "stop_condition": True, "errors": True, "timing": True,
+ERRORS = {"type": True}
+TRACE_FIELDS = {"id": True, "rewards": True, "metrics": True, "is_completed": True, "ok": True,
+                "stop_condition": True, "errors": ERRORS, "timing": True,
+                "task": {"type": True, "key": True, "data": {"idx": True, "name": True, "bundle": True, "replay": True}},
                 "info": {"realtime": {"bundle": True, "session_id": True, "policy_version": True, "age": True,
                                       "reward": True}}}  # fmt: skip
-"""What stays of a PRIME-RL rollout record once its step is judged: names, ids, rewards, metrics and timings. Token
-streams, messages, the bundle's sessions, users, repositories and edited paths go."""
+ROLLOUT_FIELDS = {"id": True, "env": True, "group": True, "run": True, "ok": True, "errors": ERRORS,
+                  "task": TRACE_FIELDS["task"], "traces": TRACE_FIELDS}  # fmt: skip
+"""What stays of a PRIME-RL rollout record once its step is judged: names, ids, rewards, metrics, timings and error
+types. Token streams, messages, the bundle's sessions, users, repositories, edited paths and error messages (which
+may quote any of them) go."""
 
 
-def _keep(value: Any, fields: dict[str, Any]) -> Any:
+def _keep(value: Any, fields: Any) -> Any:
+    if fields is True:
+        return value
+    if isinstance(value, list):
+        return [_keep(item, fields) for item in value]
     if not isinstance(value, dict):
         return None
-    return {k: (v if fields[k] is True else _keep(v, fields[k])) for k, v in value.items() if k in fields}
+    return {k: _keep(v, fields[k]) for k, v in value.items() if k in fields}
 
 
 def redact_rollouts(run_dir: Path, upto: int) -> list[int]:
     """Rewrite PRIME-RL's episode logs (`<run dir>/rollouts/step_N/**/traces.jsonl`, its file monitor's) of the steps
     up to `upto` down to `ROLLOUT_FIELDS`: they hold every trained session's token streams verbatim. Each file is
-    replaced in one rename, then the step is marked `REDACTED`; returns the steps rewritten."""
+    replaced in one rename, then the step is marked `REDACTED`; a file PRIME-RL appended to after the mark (a late
+    eval) is rewritten again. Returns the steps rewritten."""
     done = []
     for step_dir in (run_dir / "rollouts").glob("step_*"):
         step = step_dir.name.removeprefix("step_")
-        if not step.isdigit() or int(step) > upto or (step_dir / "REDACTED").exists():
+        if not step.isdigit() or int(step) > upto:
             continue
-        for path in step_dir.rglob("traces.jsonl"):
+        mark = step_dir / "REDACTED"
+        since = mark.stat().st_mtime_ns if mark.exists() else -1
+        stale = [p for p in step_dir.rglob("traces.jsonl") if p.stat().st_mtime_ns > since]
+        if not stale and since >= 0:
+            continue
+        for path in stale:
             lines = []
-            for line in path.read_text(errors="replace").splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by a crash mid-append: nothing to keep
-                kept = _keep(record, ROLLOUT_FIELDS) or {}
-                if isinstance(record, dict) and isinstance(record.get("traces"), list):
-                    kept["traces"] = [_keep(t, TRACE_FIELDS) for t in record["traces"]]
-                lines.append(json.dumps(kept) + "\n")
+            with path.open(errors="replace") as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut by a crash mid-append: nothing to keep
+                    lines.append(json.dumps(_keep(record, ROLLOUT_FIELDS)) + "\n")
             write_atomic(path, "".join(lines))
-        (step_dir / "REDACTED").touch()
+        mark.touch()
         done.append(int(step))
     return sorted(done)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,9 @@ def test_prime_rls_episode_logs_of_a_judged_step_keep_no_token_stream_user_or_re
              "rewards": {"signals": {"score": 1.0}}, "metrics": {"composer/realtime/age": 0.0},
              "info": {"realtime": {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "reward": 1.0,
                                    "edited_paths": ["src/secret_plan.py"]}}}  # fmt: skip
-    record = {"id": "e1", "task": {"type": "BundleTask", "data": data, "key": "k"}, "traces": [trace], "ok": True}
+    error = {"type": "ValidationError", "message": "group 'acme/payments': bad", "traceback": "... hunter2 ..."}
+    record = {"id": "e1", "task": {"type": "BundleTask", "data": data, "key": "k"}, "traces": [trace], "ok": True,
+              "errors": [error]}  # fmt: skip
     run = tmp_path / "run"
     for step in (1, 2, 3):
         path = run / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl"
@@ -152,4 +155,12 @@ def test_prime_rls_episode_logs_of_a_judged_step_keep_no_token_stream_user_or_re
         assert kept["traces"][0]["rewards"] == {"signals": {"score": 1.0}}
         assert kept["traces"][0]["info"] == {"realtime": {"session_id": "s1", "reward": 1.0}}
     assert "9041" in (run / "rollouts" / "step_3" / "train" / "all" / "traces.jsonl").read_text()  # not judged yet
+    assert kept["errors"] == [{"type": "ValidationError"}]
     assert redact_rollouts(run, 2) == []  # marked: not rewritten again
+    # PRIME-RL appends a late eval episode to a redacted step: the next pass rewrites that file again.
+    late = run / "rollouts" / "step_1" / "eval" / "all" / "traces.jsonl"
+    late.parent.mkdir(parents=True)
+    time.sleep(0.05)
+    late.write_text(json.dumps(record) + "\n")
+    assert redact_rollouts(run, 2) == [1]
+    assert "9041" not in late.read_text() and "realtime-bundle-00000001" in late.read_text()

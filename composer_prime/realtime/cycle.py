@@ -267,12 +267,14 @@ class Runner:
         return self._cluster_loop(state, product)
 
     def _cluster_loop(self, state: State, product: Any = None) -> State:
-        from composer_prime.realtime.cluster import PrimeRL
+        from composer_prime.realtime.cluster import PrimeRL, redact_rollouts
 
         if not self.state_path.exists():
             self._save(state)  # the taskset reads the served version from it
         prime = PrimeRL(self.config, self.log)
         prime.start()
+        if state.rl_step:  # a runner stopped between its state save and the redaction
+            redact_rollouts(prime.run_dir, state.rl_step)
         if prime.resumes_from is not None and (state.rl_step or 0) > prime.resumes_from:
             state = state.model_copy(
                 update={"rl_step": prime.resumes_from, "step": prime.resumes_from}

@@ -1,0 +1,132 @@
+"""Shell command lines read as their simple commands, for the test-tampering rules (`tampering.shell_disables`).
+
+The reading is static and errs toward seeing more commands, not fewer: heredoc bodies are cut out and kept,
+command substitutions (`$(...)`, backticks) are replaced by the paths the inner command names (`echo tests`,
+`ls -d te*s`, `find tests -name ...`) and also returned as commands of their own, compound syntax (`for ...; do
+...; done`, `if ...; then ...; fi`, `{ ...; }`, `( ... )`) is opened to its command words, and brace expansions
+(`te{s,}ts`) are expanded.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+
+KEYWORDS = {"do", "then", "else", "elif", "if", "while", "until", "{", "}", "!", "done", "fi", "esac", "in"}
+"""Compound-syntax words that open or close a command list; the command starts after them."""
+LISTERS = {"echo", "printf", "ls", "find", "realpath", "readlink", "basename", "dirname", "cat"}
+"""Commands whose output is the paths they are given (a substitution of one stands for those paths)."""
+UNRESOLVED = "__unresolved__"
+
+
+def heredocs(command: str) -> tuple[str, list[str]]:
+    """The command with each heredoc body cut out (its marker left as `<<HEREDOC<n>`), and the bodies."""
+    bodies: list[str] = []
+    lines = command.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        for _, tag in re.findall(r"<<-?\s*(['\"]?)(\w+)\1", line):
+            body, i = [], i + 1
+            while i < len(lines) and lines[i].strip() != tag:
+                body.append(lines[i])
+                i += 1
+            bodies.append("\n".join(body))
+            line = re.sub(r"<<-?\s*(['\"]?)" + tag + r"\1", f"<<HEREDOC{len(bodies) - 1}", line, count=1)
+        out.append(line)
+        i += 1
+    return "\n".join(out), bodies
+
+
+def _listed(inner: str) -> str:
+    """The paths a substituted command stands for, or `UNRESOLVED`."""
+    try:
+        words = shlex.split(inner)
+    except ValueError:
+        return UNRESOLVED
+    if words[:2] == ["git", "ls-files"]:
+        words = words[1:]
+    if not words or words[0].rsplit("/", 1)[-1] not in LISTERS | {"ls-files"}:
+        return UNRESOLVED
+    names = [w for i, w in enumerate(words) if i and words[i - 1] in ("-name", "-iname", "-path")]
+    paths = names or [w for w in words[1:] if not w.startswith("-") and w not in names]
+    return " ".join(shlex.quote(p) for p in paths) or UNRESOLVED
+
+
+def substitutions(command: str) -> tuple[str, list[str]]:
+    """The command with each `$(...)` and backtick substitution replaced by the paths it lists, and the inner
+    commands."""
+    inners: list[str] = []
+    out, i = [], 0
+    while i < len(command):
+        if command.startswith("$(", i) and not command.startswith("$((", i):
+            depth, j = 1, i + 2
+            while j < len(command) and depth:
+                depth += {"(": 1, ")": -1}.get(command[j], 0)
+                j += 1
+            inner = command[i + 2 : j - 1]
+        elif command[i] == "`" and "`" in command[i + 1 :]:
+            j = command.index("`", i + 1) + 1
+            inner = command[i + 1 : j - 1]
+        else:
+            out.append(command[i])
+            i += 1
+            continue
+        inners.append(inner)
+        out.append(_listed(inner))
+        i = j
+    return "".join(out), inners
+
+
+def braces(word: str) -> list[str]:
+    """The words a brace expansion stands for (`te{s,}ts` -> `tests`, `tets`); the word itself when it has none."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
+    if not match:
+        return [word]
+    return [w for part in match.group(1).split(",") for w in braces(word[: match.start()] + part + word[match.end() :])]
+
+
+def segments(command: str, variables: dict[str, str]) -> Iterator[tuple[list[str], bool]]:
+    """The simple commands of `command` as word lists, quotes removed, compound-syntax keywords dropped, `$NAME` of
+    earlier assignments and `for NAME in ...` loops filled in; redirections stay words (`>`, `>>`, `>&`). Each comes
+    with whether a pipe feeds it."""
+    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        tokens = re.split(r"\s+", command)
+    segment: list[str] = []
+    piped = False
+    for token in tokens + [";"]:
+        if token and set(token) <= set(";&|()"):
+            while segment and segment[0] in KEYWORDS:
+                segment.pop(0)
+            if len(segment) >= 3 and segment[0] in ("for", "select") and segment[2] == "in":
+                variables[segment[1]] = " ".join(segment[3:])
+            elif segment:
+                yield segment, piped
+            segment, piped = [], token == "|"
+            continue
+        whole = re.fullmatch(r"\$\{?(\w+)\}?", token)
+        if whole and whole.group(1) in variables:
+            segment.extend(variables[whole.group(1)].split())
+            continue
+        token = re.sub(r"\$\{?(\w+)\}?", lambda m: variables.get(m.group(1), m.group(0)), token)
+        segment.extend(braces(token))
+
+
+def sed_edits(script: str) -> list[tuple[str, str]] | None:
+    """The (old, new) text pairs of a `sed` / `perl -pe` script made only of substitutions (`s/old/new/g`), or None
+    when it deletes lines or does anything else that cannot be judged from the script."""
+    pairs = []
+    for part in re.split(r"\s*;\s*(?=s\W|\d|/|$)", script.strip()):
+        if not part:
+            continue
+        match = re.fullmatch(r"s(\W)((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1[a-zA-Z0-9]*", part, re.S)
+        if not match:
+            return None
+        pairs.append((match.group(2).replace("\\", ""), match.group(3).replace("\\", "")))
+    return pairs

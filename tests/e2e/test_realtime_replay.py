@@ -66,7 +66,7 @@ def test_a_bundle_becomes_one_episode_with_one_replayed_trace_per_session(tmp_pa
     a, b = episode.traces
     assert [t.info["realtime"]["session_id"] for t in (a, b)] == ["a", "b"]
     assert [len(t.task.data.sessions) for t in (a, b)] == [1, 1]  # a run's task holds its session, not the bundle
-    assert a.rewards["signals"].score == 1.0 and b.rewards["signals"].score == -0.5  # (1 - 3) / 4
+    assert a.rewards["signals"].score == 1.0 and b.rewards["signals"].score == -1.0  # a failing test run: the floor
     assert [t.calls for t in (a, b)] == [[], []]  # no model call
     first = a.branches[0]
     assert first.token_ids == [1, 2, 3, 10, 11] and first.sampled_mask == [False] * 3 + [True] * 2

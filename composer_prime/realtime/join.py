@@ -97,7 +97,12 @@ def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, 
             counts["no_signal"] += 1
             continue
         counts["stale_weighted" if verdict == "weight" else "fresh"] += 1
-        paths, disabled = edit_facts(session.messages)
+        try:
+            paths, disabled = edit_facts(session.messages)
+        except Exception:  # noqa: BLE001 - a session the detector cannot read must never stop the ingest
+            # Flagged, not trusted: a pausing monitor quarantines it when rewarded; a penalised one still trains.
+            paths, disabled = [], True
+            counts["monitor_unreadable"] += 1
         episodes.append(
             Episode(
                 session_id=session.session_id,

@@ -653,3 +653,33 @@ def test_a_batch_short_as_a_whole_is_judged_against_the_earlier_cycles_length():
     [alert] = check(MonitorsConfig(), short, history)
     assert alert.monitor == "short_high_reward" and "median length 40 tokens" in alert.message
     assert check(MonitorsConfig(), short, history[1:]) == []  # against its own median nothing is short
+
+
+def test_a_session_the_detector_cannot_read_is_flagged_and_never_stops_the_ingest(monkeypatch):
+    # Whatever the detector raises on (a shape no rule foresaw), the read goes on: the session is flagged, so a
+    # pausing monitor keeps it out of training when it was rewarded, and it is counted.
+    from composer_prime.realtime import tampering
+    from composer_prime.realtime.join import build_episodes
+    from composer_prime.realtime.pii import PIIConfig, Scrubber
+    from composer_prime.realtime.records import SessionRecord, SignalRecord
+    from composer_prime.realtime.reward import RewardModelConfig
+    from composer_prime.realtime.spool import Ready
+    from composer_prime.realtime.staleness import StalenessConfig, Steps
+    from tests.support.tokenizer import tiny_tokenizer
+
+    def unreadable(messages):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(tampering, "edit_facts", unreadable)
+    session = SessionRecord.model_validate({
+        "schema": "composer-session", "version": 1, "kind": "session", "session_id": "s", "policy_version": 0,
+        "sampling": {"temperature": 1.0}, "started_at": 1.7e9, "ended_at": 1.7e9 + 5, "user": "u",
+        "branches": [{"segments": [{"token_ids": [1, 2], "sampled": False},
+                                   {"token_ids": [3], "sampled": True, "logprobs": [-0.5]}]}]})  # fmt: skip
+    kept = SignalRecord.model_validate({"schema": "composer-session", "version": 1, "kind": "signal",
+                                        "session_id": "s", "at": 1.7e9 + 60,
+                                        "signal": {"type": "edit", "kept": True, "after_s": 55}})  # fmt: skip
+    episodes, counts = build_episodes([Ready(session=session, signals=[kept])], Steps(now=0), RewardModelConfig(),
+                                      StalenessConfig(), Scrubber(PIIConfig(tokenizer=tiny_tokenizer())))  # fmt: skip
+    assert [e.disabled_tests for e in episodes] == [True] and counts["monitor_unreadable"] == 1
+    assert quarantine(MonitorsConfig(), episodes) == ([], 1)

@@ -18,10 +18,12 @@ exception drops the session (`pii_dropped`, `pii_hook_error`).
 
 from __future__ import annotations
 
+import base64
 import importlib
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,9 +78,51 @@ class PIIConfig(BaseModel):
     """Import paths (`module.function`) of extra hooks, run in order after the scan on every session before it trains."""
 
 
+ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"\\/])")
+"""A JSON or source-string escape: tool-call arguments reach the scan as JSON text (`...\\nghp_...`), where the
+escape's letter would glue onto the secret and defeat the patterns' word anchors."""
+BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
+MAX_BLOBS = 256
+"""Base64 runs decoded per text, at most (a k8s `Secret`, a docker `auth`, `Authorization: Basic`)."""
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match[1]
+    if code[0] == "u":
+        return chr(int(code[1:], 16))
+    return " " if code in "nrtbf" else code
+
+
+def views(text: str) -> Iterator[str]:
+    """`text` as the scan reads it: as it is, with its string escapes undone, URL-decoded, and each base64 run that
+    decodes to text."""
+    yield text
+    if "\\" in text:
+        yield ESCAPE.sub(_unescape, text)
+    if "%" in text:
+        decoded = unquote(text)
+        if decoded != text:
+            yield decoded
+    for n, match in enumerate(BASE64.finditer(text)):
+        if n >= MAX_BLOBS:
+            break
+        blob = match[0].rstrip("=")
+        try:
+            raw = base64.b64decode(blob + "=" * (-len(blob) % 4), altchars=b"-_" if "-" in blob or "_" in blob else None,
+                                   validate=True)  # fmt: skip
+            inner = raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if inner.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in inner):
+            yield inner
+
+
 def find(text: str) -> list[str]:
-    """The kinds in `PATTERNS` found in `text`."""
-    return [name for name, pattern in PATTERNS.items() if pattern.search(text)]
+    """The kinds in `PATTERNS` found in any of `text`'s `views`."""
+    found: dict[str, None] = {}
+    for view in views(text):
+        found |= dict.fromkeys(name for name, pattern in PATTERNS.items() if pattern.search(view))
+    return list(found)
 
 
 def redact(text: str) -> str:

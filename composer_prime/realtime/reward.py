@@ -11,8 +11,9 @@ at 30 is reverted):
 The reward is the weighted mean of the values of the kinds present, `sum(w_k v_k) / sum(w_k)` over those kinds, so
 its scale does not depend on how many kinds happened to arrive. A `tests` signal is also a ceiling: a failing test
 in any of the session's runs (not only the latest) makes the reward -1, the floor, so an edit that is kept but fails
-its tests never earns a positive advantage (a baseline is a mean of rewards, never below -1); a latest run that
-passed caps nothing, and one that ran nothing caps the reward at 0. A session with no signal is skipped (counted `no_signal`) or given `no_signal_reward`, as
+its tests never earns a positive advantage (a baseline is a mean of rewards, never below -1). A run that ran no
+test counts as failing (a collection error, or tests made uncollectable, reports 0 passed and 0 failed); a run that
+passed caps nothing. A session with no signal is skipped (counted `no_signal`) or given `no_signal_reward`, as
 configured. Weights of 0 switch a kind off.
 """
 
@@ -72,8 +73,9 @@ def session_reward(signals: list[SignalRecord], config: RewardModelConfig) -> fl
     if tests is not None and config.tests > 0:
         # The user's own test runs are a ceiling. A failing test in any of them puts the reward at the floor (a kept
         # edit with 3 of 4 tests passing would otherwise score (1 + 0.25) / 1.5 = +0.83 and beat a baseline of
-        # reverted edits); not only the latest run counts, or a one-test rerun after a failing run would pass.
-        if any(isinstance(r.signal, TestsSignal) and r.signal.failed > 0 for r in signals):
+        # reverted edits); not only the latest run counts, or a one-test rerun after a failing run would pass; and a
+        # run of no test is a failing one (a collection error reports 0 / 0).
+        if any(isinstance(r.signal, TestsSignal) and (r.signal.failed > 0 or r.signal.passed == 0) for r in signals):
             return -1.0
         value = min(value, signal_value(tests.signal))
     return value

@@ -137,7 +137,7 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
     passing = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=4, failed=0)]
     assert session_reward(passing, config) == 1.0
     nothing_ran = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=0, failed=0)]
-    assert session_reward(nothing_ran, config) == 0.0  # min((1 + 0) / 1.5, 0)
+    assert session_reward(nothing_ran, config) == -1.0  # a collection error reports 0 / 0: a failing run
     # Any failing run counts, not only the latest: a one-test rerun that passes, or one that collected nothing.
     for rerun in ({"passed": 1, "failed": 0}, {"passed": 0, "failed": 0}):
         signals = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=10, failed=3),

@@ -4,8 +4,10 @@ one; rejected lines and pending sessions are not copied into the durable state."
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -83,6 +85,22 @@ def test_each_kind_is_found_where_it_is_assigned(kind, form):
 
 def test_a_url_with_an_empty_user_still_holds_a_password():
     assert find("REDIS_URL=redis://:s3cr3tpass@cache:6379/0") == ["url_password"]
+
+
+ENCODED = [
+    lambda secret: json.dumps({"path": ".env", "content": "DEBUG=1\n" + secret}),  # a tool call's JSON arguments
+    lambda secret: json.dumps({"content": "\t" + secret}),
+    lambda secret: "data:\n  token: " + base64.b64encode(f"export TOKEN={secret}\n".encode()).decode(),  # k8s Secret
+    lambda secret: "Authorization: Basic " + base64.urlsafe_b64encode(f"svc:{secret}".encode()).decode(),
+    lambda secret: "https://example.com/cb?next=" + quote(f"token={secret}", safe=""),  # URL-encoded
+]
+"""Where a secret hides from a pattern read on the raw text: behind a string escape, in base64, URL-encoded."""
+
+
+@pytest.mark.parametrize("encode_", range(len(ENCODED)))
+@pytest.mark.parametrize("kind", ["github_token", "openai_key", "aws_secret_key", "aws_access_key", "email"])
+def test_a_secret_is_found_behind_an_escape_in_base64_or_url_encoded(kind, encode_):
+    assert kind in find(ENCODED[encode_](SECRETS[kind]))
 
 
 @pytest.mark.parametrize("text", ORDINARY)

@@ -10,7 +10,6 @@ command substitutions (`$(...)`, backticks) are replaced by the paths the inner 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator
 
 KEYWORDS = {"do", "then", "else", "elif", "if", "while", "until", "{", "}", "!", "done", "fi", "esac", "in"}
@@ -18,6 +17,12 @@ KEYWORDS = {"do", "then", "else", "elif", "if", "while", "until", "{", "}", "!",
 LISTERS = {"echo", "printf", "ls", "find", "realpath", "readlink", "basename", "dirname", "cat"}
 """Commands whose output is the paths they are given (a substitution of one stands for those paths)."""
 UNRESOLVED = "__unresolved__"
+MAX_BRACES = 256
+"""Most words one brace expansion stands for; a word that expands to more is left unresolved."""
+TOKEN = re.compile(r"""#[^\n]*|\n|[();<>|&]+|(?:[^\s'"\\();<>|&]+|\\.|'[^']*'?|"[^"\\]*(?:\\.[^"\\]*)*"?)+""", re.S)
+"""A shell token: a comment (at a word's start), a newline, a run of operator characters, or a word with its
+quotes; linear in the command's length (quotes left open run to the end)."""
+QUOTED = re.compile(r"""\\(.)|'([^']*)'?|"([^"\\]*(?:\\.[^"\\]*)*)"?""", re.S)
 
 
 def heredocs(command: str) -> tuple[str, list[str]]:
@@ -40,19 +45,36 @@ def heredocs(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
+def _unquote(match: re.Match[str]) -> str:
+    escaped, single, double = match.groups()
+    if escaped is not None:
+        return "" if escaped == "\n" else escaped
+    return single if single is not None else re.sub(r"\\([$`\"\\\n])", r"\1", double or "")
+
+
+def split(command: str) -> list[str]:
+    """The tokens of `command` as a POSIX shell reads them: quotes removed, comments dropped, each newline a `;`,
+    operators (`;`, `&&`, `|`, `>`, `2>&1`'s `>&`) tokens of their own."""
+    out = []
+    for match in TOKEN.finditer(command):
+        token = match.group(0)
+        if token == "\n":
+            out.append(";")
+        elif not token.startswith("#"):
+            out.append(token if set(token) <= set("();<>|&") else QUOTED.sub(_unquote, token))
+    return out
+
+
 def _listed(inner: str) -> str:
     """The paths a substituted command stands for, or `UNRESOLVED`."""
-    try:
-        words = shlex.split(inner)
-    except ValueError:
-        return UNRESOLVED
+    words = split(inner)
     if words[:2] == ["git", "ls-files"]:
         words = words[1:]
     if not words or words[0].rsplit("/", 1)[-1] not in LISTERS | {"ls-files"}:
         return UNRESOLVED
     names = [w for i, w in enumerate(words) if i and words[i - 1] in ("-name", "-iname", "-path")]
     paths = names or [w for w in words[1:] if not w.startswith("-") and w not in names]
-    return " ".join(shlex.quote(p) for p in paths) or UNRESOLVED
+    return " ".join("'" + p.replace("'", "'\\''") + "'" for p in paths) or UNRESOLVED
 
 
 def substitutions(command: str) -> tuple[str, list[str]]:
@@ -66,9 +88,13 @@ def substitutions(command: str) -> tuple[str, list[str]]:
             while j < len(command) and depth:
                 depth += {"(": 1, ")": -1}.get(command[j], 0)
                 j += 1
+            if depth:  # never closed: the rest is one unresolved word
+                inners.append(command[i + 2 :])
+                out.append(UNRESOLVED)
+                break
             inner = command[i + 2 : j - 1]
-        elif command[i] == "`" and "`" in command[i + 1 :]:
-            j = command.index("`", i + 1) + 1
+        elif command[i] == "`" and command.find("`", i + 1) > 0:
+            j = command.find("`", i + 1) + 1
             inner = command[i + 1 : j - 1]
         else:
             out.append(command[i])
@@ -81,23 +107,26 @@ def substitutions(command: str) -> tuple[str, list[str]]:
 
 
 def braces(word: str) -> list[str]:
-    """The words a brace expansion stands for (`te{s,}ts` -> `tests`, `tets`); the word itself when it has none."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
-    if not match:
-        return [word]
-    return [w for part in match.group(1).split(",") for w in braces(word[: match.start()] + part + word[match.end() :])]
+    """The words a brace expansion stands for (`te{s,}ts` -> `tests`, `tets`); the word itself when it has none,
+    `UNRESOLVED` when it stands for more than `MAX_BRACES` words."""
+    words, done = [word], []
+    while words:
+        w = words.pop()
+        match = re.search(r"\{([^{}]*,[^{}]*)\}", w)
+        if not match:
+            done.append(w)
+        else:
+            words.extend(w[: match.start()] + part + w[match.end() :] for part in reversed(match.group(1).split(",")))
+        if len(words) + len(done) > MAX_BRACES:
+            return [UNRESOLVED]
+    return done
 
 
 def segments(command: str, variables: dict[str, str]) -> Iterator[tuple[list[str], bool]]:
     """The simple commands of `command` as word lists, quotes removed, compound-syntax keywords dropped, `$NAME` of
     earlier assignments and `for NAME in ...` loops filled in; redirections stay words (`>`, `>>`, `>&`). Each comes
     with whether a pipe feeds it."""
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        tokens = re.split(r"\s+", command)
+    tokens = split(command.replace("\\\n", ""))
     segment: list[str] = []
     piped = False
     for token in tokens + [";"]:

@@ -28,20 +28,18 @@ QUOTED = re.compile(r"""\\(.)|'([^']*)'?|"([^"\\]*(?:\\.[^"\\]*)*)"?""", re.S)
 def heredocs(command: str) -> tuple[str, list[str]]:
     """The command with each heredoc body cut out (its marker left as `<<HEREDOC<n>`), and the bodies."""
     bodies: list[str] = []
-    lines = command.split("\n")
     out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    pos = 0
+    while pos <= len(command):
+        end = command.find("\n", pos) % (len(command) + 1)
+        line, pos = command[pos:end], end + 1
         for _, tag in re.findall(r"<<-?\s*(['\"]?)(\w+)\1", line):
-            body, i = [], i + 1
-            while i < len(lines) and lines[i].strip() != tag:
-                body.append(lines[i])
-                i += 1
-            bodies.append("\n".join(body))
+            close = re.compile(rf"^[ \t]*{tag}[ \t]*$", re.M).search(command, pos) if pos <= len(command) else None
+            stop = close.start() if close else len(command)
+            bodies.append(command[pos:stop].removesuffix("\n"))
+            pos = close.end() + 1 if close else len(command) + 1
             line = re.sub(r"<<-?\s*(['\"]?)" + tag + r"\1", f"<<HEREDOC{len(bodies) - 1}", line, count=1)
         out.append(line)
-        i += 1
     return "\n".join(out), bodies
 
 
@@ -82,27 +80,29 @@ def substitutions(command: str) -> tuple[str, list[str]]:
     commands."""
     inners: list[str] = []
     out, i = [], 0
-    while i < len(command):
-        if command.startswith("$(", i) and not command.startswith("$((", i):
-            depth, j = 1, i + 2
-            while j < len(command) and depth:
-                depth += {"(": 1, ")": -1}.get(command[j], 0)
-                j += 1
-            if depth:  # never closed: the rest is one unresolved word
-                inners.append(command[i + 2 :])
-                out.append(UNRESOLVED)
-                break
-            inner = command[i + 2 : j - 1]
-        elif command[i] == "`" and command.find("`", i + 1) > 0:
-            j = command.find("`", i + 1) + 1
-            inner = command[i + 1 : j - 1]
-        else:
-            out.append(command[i])
-            i += 1
+    for start in re.finditer(r"\$\((?!\()|`", command):
+        if start.start() < i:
             continue
+        out.append(command[i : start.start()])
+        if start.group(0) == "`":
+            j = command.find("`", start.end()) + 1 or len(command) + 1
+            inner = command[start.end() : j - 1]
+        else:
+            depth, j = 1, start.end()
+            for paren in re.compile(r"[()]").finditer(command, j):
+                depth += 1 if paren.group(0) == "(" else -1
+                if not depth:
+                    j = paren.end()
+                    break
+            else:  # never closed: a syntax error, nothing runs; the rest is one unresolved word
+                out.append(UNRESOLVED)
+                i = len(command)
+                break
+            inner = command[start.end() : j - 1]
         inners.append(inner)
         out.append(_listed(inner))
         i = j
+    out.append(command[i:])
     return "".join(out), inners
 
 

@@ -322,7 +322,7 @@ def edit_facts(messages: list[dict[str, Any]]) -> tuple[list[str], bool]:
                     files[file] = new
                 elif file in files:
                     files[file] = files[file].replace(old, new, 1)
-        except (RecursionError, ValueError, MemoryError, TypeError, AttributeError, KeyError):
+        except (RecursionError, ValueError, MemoryError, TypeError, AttributeError, LookupError):
             continue  # a call too malformed or too deep to read is skipped: one session never stops the ingest
     words = set(re.findall(r"\w+", "\n".join(removed_source)))
     return paths, disabled or any(not names & words for names in gone)

@@ -74,6 +74,8 @@ C_NOISE = re.compile(r"(\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\
 """Comments and strings (Python), comments (C-like): where a check is text, not code."""
 MAX_ASSERT = 4096
 """Longest assert line parsed for a tautology."""
+MAX_TEXT = 128 << 10
+"""Most text of one write judged (after the lines old and new share are set aside): a bounded read of any input."""
 HOOKS = re.compile(r"\bitems\s*(\.\s*(clear|remove|pop)\s*\(|\[[^\]]*\]\s*=)|\bdel\s+items\b|deselected"
                    r"|config\.option\.\w+\s*=|def\s+pytest_(ignore_collect|collect_file|pycollect_makeitem"
                    r"|pyfunc_call|runtest_(?!makereport)\w+|report_teststatus|collection_modifyitems)"
@@ -101,7 +103,7 @@ KEEP = set(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builti
 def is_test(word: str, cwd_test: bool = False) -> bool:
     """Whether a path (or a glob, or a path relative to a test directory when `cwd_test`) names test code."""
     word = word.strip()
-    if not word or word.startswith("-") and "=" not in word:
+    if not word or word.startswith("-") and "=" not in word or len(word) > 4096:  # longer than any path
         return False
     word = word.split("=", 1)[1] if word.startswith("-") or word.startswith("of=") else word
     if cwd_test and not word.startswith("/"):
@@ -150,7 +152,7 @@ def _always_true(node: ast.AST) -> bool:
 def _tautology(new: str, old: str = "") -> bool:
     """An assert in `new`, not in `old`, that cannot fail (`assert True`, `assert x == x`, `assert x or True`,
     `assert (x, "m")`, `self.assertEqual(x, x)`)."""
-    was = set(old.splitlines())
+    was = {line.strip() for line in old.splitlines()}
     for line in re.findall(r"^[ \t]*((?:assert\b|self\.assert(?:Equal|Is|AlmostEqual)\().*)$", new, re.M):
         if line in was or len(line) > MAX_ASSERT:
             continue
@@ -164,6 +166,22 @@ def _tautology(new: str, old: str = "") -> bool:
         except (SyntaxError, RecursionError, ValueError, MemoryError):
             continue
     return False
+
+
+def _bounded(old: str, new: str) -> tuple[str, str]:
+    """A large edit cut to the lines it changes, from the definition the first change is in (up to half of
+    `MAX_TEXT` back), each side at most `MAX_TEXT`; a small one as it is."""
+    if len(old) + len(new) <= MAX_TEXT:
+        return old, new
+    a, b = old.split("\n"), new.split("\n")
+    shared = min(len(a), len(b))
+    i = next((k for k in range(shared) if a[k] != b[k]), shared)
+    j = next((k for k in range(shared - i) if a[-1 - k] != b[-1 - k]), shared - i)
+    context = MAX_TEXT // 2
+    while i > 0 and context > 0 and (i >= len(a) or not DEFS.match(a[i])):
+        i -= 1
+        context -= len(a[i]) + 1
+    return "\n".join(a[i : len(a) - j])[:MAX_TEXT], "\n".join(b[i : len(b) - j])[:MAX_TEXT]
 
 
 def _code(path: str, text: str, strings: bool = True) -> str:
@@ -213,6 +231,7 @@ def removed_tests(old: str, new: str) -> list[set[str]]:
     came back in a `parametrize` / `.each` table of `new`: for the session to match against the features it
     removed."""
     gone = []
+    old, new = _bounded(old, new)
     before, after = _functions(old), _functions(new)
     for name, body in before.items():
         if not name.startswith("test") or name in after or not CHECKS.search(body):
@@ -231,6 +250,8 @@ def removed_tests(old: str, new: str) -> list[set[str]]:
 def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     """Whether writing `new` over `old` in `path` (`old`: the text replaced, the earlier content for a whole-file
     write, "" where the session never saw it) disables tests. Tests removed whole are left to `removed_tests`."""
+    old, new = _bounded(old, new)
+
     if TEST_DETECTION.search(new) and not TEST_DETECTION.search(old):
         return True
     if TEST_CONFIG.search(path) and _config_disables(new, old):

@@ -28,15 +28,16 @@ NOT_CODE = re.compile(r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cac
                       r"|fixtures|\.coverage[^/]*)(/|$)|\.(pyc|log|txt|json|ya?ml|csv|xml|html|out|tmp|png|jpe?g)$")  # fmt: skip
 """Test data, caches and build output under a test directory: not tests."""
 TEST_MODULE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.(py|go)|[^/]*\.(test|spec)\.[cm]?[jt]sx?)$")
-TEST_CONFIG = re.compile(r"(^|/)(pytest\.ini|setup\.cfg|tox\.ini|pyproject\.toml|conftest\.py|package\.json|noxfile\.py"
+TEST_CONFIG = re.compile(r"(^|/)(\.?pytest\.ini|pytest\.toml|setup\.cfg|tox\.ini|pyproject\.toml|conftest\.py|package\.json|noxfile\.py"
                          r"|Makefile|(jest|vitest)\.config\.[cm]?[jt]s)$")  # fmt: skip
 """Where the user's test run reads its selection."""
-BUILD = re.compile(r"(^|/)(noxfile|setup|tasks|fabfile|conftest)\.py$|config\.[cm]?[jt]s$|(^|/)\.github/")
+BUILD = re.compile(r"(^|/)(noxfile|setup|tasks|fabfile|conftest)\.py$|config\.[cm]?[jt]s$|(^|/)\.github/"
+                   r"|(^|/)(setupTests|setup[-_.]?tests?|tests?[-_.]?setup)\.[cm]?[jt]sx?$|\.setup\.[cm]?[jt]sx?$")  # fmt: skip
 """Build and runner configuration: naming a runner there is its job."""
 SOURCE = re.compile(r"\.(py|pyi|[cm]?[jt]sx?|go|rb|rs|java|kt|cs|php)$")
 SKIPS = re.compile(
     r"pytest\.(mark\.)?skip|unittest\.skip|@skip\b|pytest\.mark\.xfail|self\.skipTest|\.add_marker\(|SkipTest\b"
-    r"|importorskip\(|^\s*__test__\s*=\s*False|self\.assertTrue\(\s*(True|1)\s*\)"
+    r"|importorskip\(|pytest\.xfail\(|expectedFailure\b|^\s*__test__\s*=\s*False|self\.assertTrue\(\s*(True|1)\s*\)"
     r"|\b(it|test|describe)\s*\.\s*(skip|todo|only)\s*\(|\b[xf](it|describe|test)\s*\("
     r"|expect\(\s*(true|1)\s*\)\s*\.\s*toBe(Truthy)?\(\s*(true|1)?\s*\)|\bt\.Skip(Now|f)?\(",
     re.M,
@@ -49,21 +50,37 @@ SWALLOW = re.compile(r"except\s*(\(?[\w., ]*\b(AssertionError|Exception|BaseExce
 FORCED_EXIT = re.compile(r"atexit\.register\(\s*os\._exit|os\._exit\(\s*0\s*\)")
 """Source code that ends the process green whatever the tests found."""
 CHECKS = re.compile(r"\bassert|\bexpect\s*\(|\braises\s*\(|pytest\.fail\s*\(|\bt\.(Error|Fatal)f?\(|\bshould\b")
-STRONG = re.compile(r"==|!=|<=|>=|\bin\b|\bis None\b|\braises\b|\.toBe\(|\.toEqual\(|\.toStrictEqual\(|\.toThrow\(")
-WEAK = re.compile(r"assert\s+.*\bis not None\s*$|assert\s+isinstance\(|toBeDefined\(|toBeTruthy\(|not\.toBeNull\(",
-                  re.M)  # fmt: skip
+STRONG = re.compile(r"==|!=|<=|>=|\bin\b|\bis None\b|\braises\b|\.toBe\(|\.toEqual\(|\.toStrictEqual\(|\.toThrow\("
+                    r"|\bassert(Equal|NotEqual|In|NotIn|Is|IsNone|Raises\w*|AlmostEqual|Greater\w*|Less\w*|CountEqual"
+                    r"|Dict\w*|List\w*|Regex)\(")  # fmt: skip
+WEAK = re.compile(r"assert\s+.*\bis not None\s*$|assert\s+isinstance\(|\bassert(IsNotNone|True|IsInstance)\("
+                  r"|toBeDefined\(|toBeTruthy\(|not\.toBeNull\(", re.M)  # fmt: skip
 TESTS = re.compile(r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|\b(it|test)\s*\(\s*['\"`]|^func\s+Test", re.M)
 DEFS = re.compile(r"^[ \t]*(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
 MARKER = re.compile(r"@pytest\.mark\.(?!parametrize|asyncio|anyio|usefixtures|filterwarnings|django_db|timeout)\w+")
-DESELECT = re.compile(r"--deselect|--ignore|(^|[\s\"'=])-[km][\s=]*[\"']?[^\"'\n]*\bnot\b|testPathIgnorePatterns"
+DESELECT = re.compile(r"--deselect|--ignore|(^|[\s\"'=\[])-[km](\s*[\"']\s*,)?[\s=]*[\"']?[^\"'\n]*\bnot\b|testPathIgnorePatterns"
                       r"|collect_ignore|norecursedirs|-p\s*no:(python|unittest)\b|--co\b|--collect-only|markexpr"
                       r"|PYTHONOPTIMIZE|\bpython[\d.]*\s+-O")  # fmt: skip
 """Test selection that leaves tests out, or asserts stripped from the run."""
-COLLECT = {"python_files": "test_x.py", "python_classes": "TestX", "python_functions": "test_x", "testpaths": "tests"}
-"""Collection options and a name the user's tests carry: a value that no longer matches it leaves them out."""
+COLLECT = {"python_files": ("test_x.py", "x_test.py"), "python_classes": ("TestX",), "python_functions": ("test_x",),
+           "testpaths": ("tests", "test", "testing")}  # fmt: skip
+"""Collection options and the names the user's tests carry: a value that matches none leaves them out."""
+MARKERS = re.compile(r"^\s*markers\s*=\s*(\[[^\]]*\]|[^\n]*(\n[ \t]+[^\n]*)*)", re.M)
+"""Marker declarations, whose help text may say how to deselect them."""
+PY_NOISE = re.compile(r"\"\"\"[\s\S]*?(?:\"\"\"|$(?![\s\S]))|'''[\s\S]*?(?:'''|$(?![\s\S]))|#[^\n]*"
+                      r"|\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?")  # fmt: skip
+C_NOISE = re.compile(r"(\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?|`[^`\\]*(?:\\.[^`\\]*)*`?)"
+                     r"|//[^\n]*|/\*[\s\S]*?(?:\*/|$(?![\s\S]))")  # fmt: skip
+"""Comments and strings (Python), comments (C-like): where a check is text, not code."""
+MAX_ASSERT = 4096
+"""Longest assert line parsed for a tautology."""
+MAX_TEXT = 128 << 10
+"""Most text of one write judged (after the lines old and new share are set aside): a bounded read of any input."""
 HOOKS = re.compile(r"\bitems\s*(\.\s*(clear|remove|pop)\s*\(|\[[^\]]*\]\s*=)|\bdel\s+items\b|deselected"
                    r"|config\.option\.\w+\s*=|def\s+pytest_(ignore_collect|collect_file|pycollect_makeitem"
-                   r"|pyfunc_call|runtest_\w+|report_teststatus|collection_modifyitems)")  # fmt: skip
+                   r"|pyfunc_call|runtest_(?!makereport)\w+|report_teststatus|collection_modifyitems)"
+                   r"|\.outcome\s*=|force_(result|exception)\(|\.longrepr\s*=")  # fmt: skip
+
 """A conftest hook that drops tests, changes the run's options or overrides their outcome."""
 FAKE = re.compile(r"autouse\s*=\s*True[\s\S]*?(setattr|\.patch(\.object)?)\(\s*(?!(time|datetime|random|os|sys|uuid"
                   r"|socket|builtins)\b)[^\n]*lambda[^:\n]*:\s*(?!None\b)[-\w'\".]+\s*\)")  # fmt: skip
@@ -86,7 +103,7 @@ KEEP = set(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builti
 def is_test(word: str, cwd_test: bool = False) -> bool:
     """Whether a path (or a glob, or a path relative to a test directory when `cwd_test`) names test code."""
     word = word.strip()
-    if not word or word.startswith("-") and "=" not in word:
+    if not word or word.startswith("-") and "=" not in word or len(word) > 4096:  # longer than any path
         return False
     word = word.split("=", 1)[1] if word.startswith("-") or word.startswith("of=") else word
     if cwd_test and not word.startswith("/"):
@@ -132,16 +149,46 @@ def _always_true(node: ast.AST) -> bool:
     return False
 
 
-def _tautology(text: str) -> bool:
-    """An assert in `text` that cannot fail (`assert True`, `assert x == x`, `assert x or True`, `assert (x, "m")`)."""
-    for line in re.findall(r"^[ \t]*(assert\b.*)$", text, re.M):
-        try:
-            tree = ast.parse(line.strip())
-        except SyntaxError:
+def _tautology(new: str, old: str = "") -> bool:
+    """An assert in `new`, not in `old`, that cannot fail (`assert True`, `assert x == x`, `assert x or True`,
+    `assert (x, "m")`, `self.assertEqual(x, x)`)."""
+    was = {line.strip() for line in old.splitlines()}
+    for line in re.findall(r"^[ \t]*((?:assert\b|self\.assert(?:Equal|Is|AlmostEqual)\().*)$", new, re.M):
+        if line in was or len(line) > MAX_ASSERT:
             continue
-        if tree.body and isinstance(tree.body[0], ast.Assert) and _always_true(tree.body[0].test):
-            return True
+        try:
+            body = ast.parse(line.strip()).body
+            if body and isinstance(body[0], ast.Assert) and _always_true(body[0].test):
+                return True
+            call = body[0].value if body and isinstance(body[0], ast.Expr) else None
+            if isinstance(call, ast.Call) and len(call.args) >= 2 and ast.dump(call.args[0]) == ast.dump(call.args[1]):
+                return True
+        except (SyntaxError, RecursionError, ValueError, MemoryError):
+            continue
     return False
+
+
+def _bounded(old: str, new: str) -> tuple[str, str]:
+    """A large edit cut to the lines it changes, from the definition the first change is in (up to half of
+    `MAX_TEXT` back), each side at most `MAX_TEXT`; a small one as it is."""
+    if len(old) + len(new) <= MAX_TEXT:
+        return old, new
+    a, b = old.split("\n"), new.split("\n")
+    shared = min(len(a), len(b))
+    i = next((k for k in range(shared) if a[k] != b[k]), shared)
+    j = next((k for k in range(shared - i) if a[-1 - k] != b[-1 - k]), shared - i)
+    context = MAX_TEXT // 2
+    while i > 0 and context > 0 and (i >= len(a) or not DEFS.match(a[i])):
+        i -= 1
+        context -= len(a[i]) + 1
+    return "\n".join(a[i : len(a) - j])[:MAX_TEXT], "\n".join(b[i : len(b) - j])[:MAX_TEXT]
+
+
+def _code(path: str, text: str, strings: bool = True) -> str:
+    """`text` with its comments (and, in Python, its strings unless `strings` is False) blanked."""
+    if path.endswith(".py"):
+        return PY_NOISE.sub(lambda m: "" if m.group(0)[0] == "#" else "''" if strings else m.group(0), text)
+    return C_NOISE.sub(lambda m: m.group(1) or "", text)
 
 
 def _functions(text: str) -> dict[str, str]:
@@ -167,13 +214,14 @@ def _operands(text: str) -> set[str]:
 
 
 def _config_disables(new: str, old: str) -> bool:
+    new, old = MARKERS.sub("", new), MARKERS.sub("", old)
     if DESELECT.search(new) and not DESELECT.search(old):
         return True
-    for key, name in COLLECT.items():
+    for key, names in COLLECT.items():
         value = re.search(rf"^\s*{key}\s*=\s*(.+)$", new, re.M)
         if value and value.group(0) not in old:
             words = [w.strip("\"'[],") for w in value.group(1).split()]
-            if not any(fnmatch(name, w) or w.rstrip("/").endswith(name) for w in words if w):
+            if not any(fnmatch(n, w) or n in w.strip("/").split("/") for w in words if w for n in names):
                 return True
     return False
 
@@ -183,6 +231,7 @@ def removed_tests(old: str, new: str) -> list[set[str]]:
     came back in a `parametrize` / `.each` table of `new`: for the session to match against the features it
     removed."""
     gone = []
+    old, new = _bounded(old, new)
     before, after = _functions(old), _functions(new)
     for name, body in before.items():
         if not name.startswith("test") or name in after or not CHECKS.search(body):
@@ -201,6 +250,8 @@ def removed_tests(old: str, new: str) -> list[set[str]]:
 def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     """Whether writing `new` over `old` in `path` (`old`: the text replaced, the earlier content for a whole-file
     write, "" where the session never saw it) disables tests. Tests removed whole are left to `removed_tests`."""
+    old, new = _bounded(old, new)
+
     if TEST_DETECTION.search(new) and not TEST_DETECTION.search(old):
         return True
     if TEST_CONFIG.search(path) and _config_disables(new, old):
@@ -216,15 +267,18 @@ def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     if not is_test(path):
         if path.endswith(".sh") or not SOURCE.search(path):
             return False
-        added = [(FORCED_EXIT, new, old)] + ([] if BUILD.search(path) else [(RUNNER, new, old)])
-        return any(p.search(n) and not p.search(o) for p, n, o in added) or code_destroys_tests(new)
+        if FORCED_EXIT.search(new) and not FORCED_EXIT.search(old) or code_destroys_tests(new):
+            return True
+        new_code, old_code = (re.sub(r"\b(doctest|unittest)\.\w+", "", _code(path, t, False)) for t in (new, old))
+        return not BUILD.search(path) and bool(RUNNER.search(new_code)) and not RUNNER.search(old_code)
     if any(len(p.findall(new)) > len(p.findall(old)) for p in (SKIPS, SWALLOW, FAKE)):
         return True
     if len(WEAK.findall(new)) > len(WEAK.findall(old)) and len(STRONG.findall(new)) < len(STRONG.findall(old)):
         return True  # a check weakened (`== 4` to `is not None`)
-    if _tautology(new) and not _tautology(old) or _early_return(new) and not _early_return(old):
+    if _tautology(new, old) or _early_return(new) and not _early_return(old):
         return True
-    before, after = _functions(old), _functions(new)
+    code_old, code_new = _code(path, old), _code(path, new)
+    before, after = _functions(code_old), _functions(code_new)
     marked = re.findall(MARKER.pattern + r"[^\n]*\n(?:\s*@[^\n]*\n)*\s*(?:async\s+)?def\s+(\w+)", new)
     if any(name in before and len(MARKER.findall(new)) > len(MARKER.findall(old)) for name in marked):
         return True  # an existing test marked for deselection (`slow`, `integration`)
@@ -233,8 +287,10 @@ def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     if not old:
         return whole and bool(TEST_MODULE.search(path)) and (not CHECKS.search(new) or not STRONG.search(new))
     n_tests = len(TESTS.findall(new)) - len(TESTS.findall(old))
-    n_checks = len(CHECKS.findall(new)) - len(CHECKS.findall(old))
+    n_checks = len(CHECKS.findall(code_new)) - len(CHECKS.findall(code_old))
     renamed_out = len(DEFS.findall(new)) - len(TESTS.findall(new)) > len(DEFS.findall(old)) - len(TESTS.findall(old))
     if n_tests < 0:
         return renamed_out or not before  # renamed out of collection; JavaScript tests removed
-    return n_checks < 0 and (not CHECKS.search(new) or bool(_operands(old) - _operands(new)))
+    looped = re.search(r"^\s*for\s.*\bin\b", new, re.M)  # checks folded into a loop over their cases
+    kept = set(re.findall(r"-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"|[A-Za-z_]\w*", new)) if looped else _operands(new)
+    return n_checks < 0 and (not CHECKS.search(code_new) or bool(_operands(old) - kept))

@@ -142,9 +142,9 @@ def latest_checkpoint(run_dir: Path) -> int | None:
 
 def drop_rolled_back(run_dir: Path, checkpoint: int) -> list[int]:
     """Remove the broadcast steps past `checkpoint`, the step PRIME-RL is about to resume from (-1: it starts over);
-    their training is rolled back. PRIME-RL 559b447 rewrites those step dirs in place as it trains them again (its filesystem broadcast
-    makes the dir with `exist_ok` and touches `STABLE` last), so the old `STABLE` would mark a half-rewritten step
-    complete. `STABLE` goes first, then the dir. Returns the steps removed."""
+    their training is rolled back. PRIME-RL 559b447 rewrites those step dirs in place as it trains them again (its
+    filesystem broadcast makes the dir with `exist_ok` and touches `STABLE` last), so the old `STABLE` would mark a
+    half-rewritten step complete. `STABLE` goes first, then the dir. Returns the steps removed."""
     removed = []
     for path in (run_dir / "broadcasts").glob("step_*"):
         step = path.name.removeprefix("step_")

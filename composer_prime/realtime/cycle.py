@@ -338,10 +338,13 @@ class Runner:
 
         pin = cdir / "judged.json"
         while True:
-            step = durable.load_json(pin)["rl_step"] if pin.exists() else prime.wait_for_step(state.rl_step)
-            if step is None:
-                return None, None
-            durable.save(pin, {"rl_step": step})
+            if pin.exists():
+                step = durable.load_json(pin)["rl_step"]
+            else:
+                step = prime.wait_for_step(state.rl_step)
+                if step is None:
+                    return None, None
+                durable.save(pin, {"rl_step": step})
             source = prime.run_dir / "broadcasts" / f"step_{step}"
             copied = cdir / "candidate" / "broadcasts" / f"step_{step}"
             if (copied / "STABLE").exists() or (source / "STABLE").exists():

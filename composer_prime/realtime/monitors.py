@@ -11,9 +11,9 @@ later cycle passes every monitor):
 - `edits_disable_tests`: more than `max_share` of the positively rewarded sessions made a test run pass without a
   fix (`tampering.disables_tests`: tests or their checks removed, skipped, weakened, deselected in the user's run or
   made unable to fail, test code removed or written over from the shell, code that looks for the test runner; through
-  file edits, patches or the shell, Python and JavaScript): users keep edits that make their test runs green. With `action = "pause"` every
-  flagged session above the lowest reward is also quarantined before training (`quarantine`, counted
-  `quarantined`).
+  file edits, patches or the shell, Python and JavaScript): users keep edits that make their test runs green. With
+  `action = "pause"` every flagged session above the lowest reward is also quarantined before training
+  (`quarantine`, counted `quarantined`).
 - `short_high_reward`: more than `max_share` of the high-reward sessions (reward >= `high_reward`) are shorter than
   `short_fraction` of the median sampled length (the larger of this batch's and the earlier trained cycles' median,
   so a batch that is short as a whole is still judged): rewards for doing nothing.

@@ -1,5 +1,5 @@
-"""The trained policy on this machine: the single-process trainer step (`trainer.py`: `composer_loss`, AdamW, bf16 broadcast)
-applied to live episodes, with a durable per-cycle checkpoint.
+"""The trained policy on this machine: the single-process trainer step (`trainer.py`: `composer_loss`, AdamW, bf16
+broadcast) applied to live episodes, with a durable per-cycle checkpoint.
 
 A checkpoint is a folder `model.safetensors` (fp32 master weights) + `optimizer.pt`, written under a temp name and
 renamed into place, so a crash leaves either the whole checkpoint or none. Shipping writes PRIME-RL's filesystem

@@ -77,5 +77,4 @@ def session_reward(signals: list[SignalRecord], config: RewardModelConfig) -> fl
         # run of no test is a failing one (a collection error reports 0 / 0).
         if any(isinstance(r.signal, TestsSignal) and (r.signal.failed > 0 or r.signal.passed == 0) for r in signals):
             return -1.0
-        value = min(value, signal_value(tests.signal))
     return value

@@ -23,7 +23,6 @@ ingest of the others), and every step is bounded in the input's size (`shell`, `
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -264,22 +263,15 @@ def disables_tests(name: str, args: dict[str, Any], before: str | None = None) -
 def _calls(messages: list[dict[str, Any]]):
     """(tool name, arguments, call id) per tool call, and (None, {"result": text}, call id) per tool result;
     malformed entries (no name, not a mapping, arguments that are not a JSON object) are skipped."""
+    from composer_prime.evidence import tool_calls
+
     for message in messages if isinstance(messages, list) else []:
         if not isinstance(message, dict):
             continue
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            function = call.get("function") or call if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not function.get("name"):
-                continue
-            arguments = function.get("arguments") or {}
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    arguments = {}
-            if isinstance(arguments, dict):
-                yield str(function["name"]).lower(), arguments, str(call.get("id") or "")
+        if isinstance(message.get("tool_calls"), list):
+            for call_id, name, arguments in tool_calls(message):
+                if name:
+                    yield name.lower(), arguments, str(call_id)
         if message.get("role") == "tool":
             yield None, {"result": str(message.get("content") or "")}, str(message.get("tool_call_id") or "")
 

@@ -78,9 +78,9 @@ def test_a_bad_value_in_a_file_names_the_field(tmp_path):
         parse_config(RealtimeConfig, ["@", str(bad)], "composer-prime realtime")
 
 
-def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before_it_starts(tmp_path):
-    """PRIME-RL rewrites a rolled-back step's broadcast dir in place, its old STABLE still there: the runner removes
-    those steps first, so it never copies a half-rewritten one, and judges the retrained steps again."""
+def start_prime_rl(tmp_path, broadcasts: tuple[int, ...], checkpoint: int | None = None):
+    """`PrimeRL.start` over a run dir holding `broadcasts` (and a checkpoint), PRIME-RL a command that exits at once;
+    returns (the started PrimeRL, the run dir, what it logged)."""
     import sys
 
     from composer_prime.realtime.cluster import PrimeRL
@@ -89,14 +89,22 @@ def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before
     config.prime_rl.output_dir = tmp_path / "rl"
     config.prime_rl.command, config.prime_rl.cwd = [sys.executable, "-c", "pass"], tmp_path
     run = tmp_path / "rl" / "realtime"
-    (run / "checkpoints" / "step_16").mkdir(parents=True)
-    for step in (15, 16, 17, 18):
+    if checkpoint is not None:
+        (run / "checkpoints" / f"step_{checkpoint}").mkdir(parents=True)
+    for step in broadcasts:
         (run / "broadcasts" / f"step_{step}").mkdir(parents=True)
         (run / "broadcasts" / f"step_{step}" / "STABLE").touch()
     logs: list[str] = []
     prime = PrimeRL(config, logs.append)
     prime.start()
     prime.process.wait(60)
+    return prime, run, logs
+
+
+def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before_it_starts(tmp_path):
+    """PRIME-RL rewrites a rolled-back step's broadcast dir in place, its old STABLE still there: the runner removes
+    those steps first, so it never copies a half-rewritten one, and judges the retrained steps again."""
+    prime, run, logs = start_prime_rl(tmp_path, (15, 16, 17, 18), checkpoint=16)
     assert prime.resumes_from == 16
     assert sorted(p.name for p in (run / "broadcasts").iterdir()) == ["step_15", "step_16"]
     assert "removed rolled-back broadcasts [17, 18]" in logs[0]
@@ -105,21 +113,9 @@ def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before
 def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_judge(tmp_path):
     """PRIME-RL killed before its first checkpoint: the rerun starts over, and its launcher removes the old steps only
     once it is up; until then the runner would judge (and fail to load) the killed run's newest step."""
-    import sys
+    from composer_prime.realtime.cluster import newest_step
 
-    from composer_prime.realtime.cluster import PrimeRL, newest_step
-
-    config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
-    config.prime_rl.output_dir = tmp_path / "rl"
-    config.prime_rl.command, config.prime_rl.cwd = [sys.executable, "-c", "pass"], tmp_path
-    run = tmp_path / "rl" / "realtime"
-    for step in (0, 6, 7):
-        (run / "broadcasts" / f"step_{step}").mkdir(parents=True)
-        (run / "broadcasts" / f"step_{step}" / "STABLE").touch()
-    logs: list[str] = []
-    prime = PrimeRL(config, logs.append)
-    prime.start()
-    prime.process.wait(60)
+    prime, run, logs = start_prime_rl(tmp_path, (0, 6, 7))
     assert prime.resumes_from is None
     assert newest_step(run) is None
     assert "starts over; removed rolled-back broadcasts [0, 6, 7]" in logs[0]

@@ -47,7 +47,7 @@ from typing import Literal
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
-from composer_prime.pidns import NS_VAR, enter_argv
+from composer_prime.pidns import JAIL_VAR, NS_VAR, enter_argv
 from composer_prime.reaper import BOX_VAR, box_argv, new_token, reap_box
 
 logger = logging.getLogger(__name__)
@@ -364,7 +364,8 @@ class Workspace:
 
     async def _run(self, argv: list[str], timeout_s: float) -> ProgramResult:
         argv = box_argv(argv, self.token)
-        holder = (getattr(self.runtime, "env", None) or {}).get(NS_VAR)
+        env = getattr(self.runtime, "env", None) or {}
+        holder = env.get(NS_VAR)
         if holder:
-            argv = enter_argv(argv, holder)
+            argv = enter_argv(argv, holder, env.get(JAIL_VAR))
         return await asyncio.wait_for(self.runtime.run(argv, dict(self.env)), timeout_s)

@@ -34,30 +34,44 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from composer_prime.jail import JAIL, enter_jailed, program
+
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import Runtime
 
 NS_VAR = "COMPOSER_PIDNS"
 """Runtime environment variable naming the holder (`<pid>`), read by the agent's workspace to enter the namespace."""
+JAIL_VAR = "COMPOSER_JAIL"
+"""Runtime environment variable naming the box's path when the namespace is a jail (`composer_prime.jail`)."""
 
 OPEN_TIMEOUT_S = 30.0
 
 _OPEN = r"""
+jail=$1 jail_mode=$2 net=$3; shift 3  # then "--", the paths the jail hides, "--" (see composer_prime.jail)
 for p in unshare nsenter; do command -v "$p" >/dev/null 2>&1 || { echo "refused: $p is not installed in the box"; exit 0; }; done
 err=$(unshare --pid --fork --mount-proc true 2>&1) || { echo "refused: unshare --pid: ${err:-failed}" | head -c 300; exit 0; }
 box=$(pwd -P)
+export COMPOSER_JAIL_OUTER=$(readlink /proc/self/ns/mnt)
+flags=(--pid --fork --kill-child --mount-proc --propagation private)
+[ "$net" = closed ] && flags+=(--net)
+holder=(bash -c 'echo ready; exec >/dev/null 2>&1; trap "" TERM INT HUP QUIT; while [ -d "$1" ]; do sleep 2 & wait $!; done' composer-pidns "$box")
+log=$(mktemp /tmp/composer-pidns-XXXXXXXX) || { echo "refused: cannot make a log file"; exit 0; }
+trap 'rm -f "$log"' EXIT
 cd /
-unshare --pid --fork --kill-child --mount-proc \
-  bash -c 'trap "" TERM INT HUP QUIT; while [ -d "$1" ]; do sleep 2 & wait $!; done' composer-pidns "$box" \
-  </dev/null >/dev/null 2>&1 &
+if [ "$jail_mode" = jail ]; then
+  unshare "${flags[@]}" bash -c "$jail" composer-jail "$box" "$@" "${holder[@]}" </dev/null >"$log" 2>&1 &
+else
+  unshare "${flags[@]}" "${holder[@]}" </dev/null >"$log" 2>&1 &
+fi
 u=$! c=
-for ((i = 0; i < 500; i++)); do
-  read -r c _ 2>/dev/null < "/proc/$u/task/$u/children"  # no newline at its end: read's status is 1
+for ((i = 0; i < 1000; i++)); do
+  grep -qx ready "$log" 2>/dev/null && read -r c _ 2>/dev/null < "/proc/$u/task/$u/children"
   [ -n "$c" ] && break
+  kill -0 "$u" 2>/dev/null || break
   sleep 0.01
 done
 ns=$(readlink "/proc/$c/ns/pid" 2>/dev/null)
-[ -n "$c" ] && [ -n "$ns" ] && [ "$ns" != "$(readlink /proc/$$/ns/pid)" ] || { echo "refused: the holder did not start"; exit 0; }
+[ -n "$c" ] && [ -n "$ns" ] && [ "$ns" != "$(readlink /proc/$$/ns/pid)" ] || { echo "refused: the holder did not start: $(head -c 300 "$log" | tr '\n' ' ')"; exit 0; }
 echo "holder $c $ns"
 """
 
@@ -116,26 +130,46 @@ class Namespace:
     """`pid:[N]`: the namespace's identity, checked before the holder is killed (a reused PID is never killed)."""
     container: bool = False
     """The namespace is the container's own (`open_container`): its PID 1 is the runtime's, closing kills the rest."""
+    jail: str | None = None
+    """The box's path when the namespace is a jail (`composer_prime.jail`): commands enter it by that path, with no
+    capability left."""
+    network: bool = False
+    """The namespace has a network namespace of its own (loopback only)."""
 
 
 class NamespaceError(RuntimeError):
     """The namespace could not be closed, or members survived its end."""
 
 
-async def open_namespace(runtime: Runtime, timeout_s: float = OPEN_TIMEOUT_S) -> Namespace | str:
-    """Start the holder in the box; the `Namespace`, or why none could be made (a sentence)."""
-    result = await asyncio.wait_for(runtime.run(["bash", "-c", _OPEN, "composer-pidns"], {}), timeout_s)
+async def open_namespace(
+    runtime: Runtime,
+    timeout_s: float = OPEN_TIMEOUT_S,
+    *,
+    jail: bool = False,
+    hidden: tuple[str, ...] = (),
+    network: bool = False,
+) -> Namespace | str:
+    """Start the holder in the box; the `Namespace`, or why none could be made (a sentence). With `jail`, the
+    namespace is also a jail (`composer_prime.jail`) whose one writable folder is the box and which hides `hidden`;
+    with `network`, it has a network namespace of its own (loopback only)."""
+    argv = ["bash", "-c", _OPEN, "composer-pidns", JAIL, "jail" if jail else "plain", "closed" if network else "open"]
+    result = await asyncio.wait_for(runtime.run([*argv, "--", *hidden, "--"], {}), timeout_s)
     words = (result.stdout or "").split()
     if result.exit_code == 0 and len(words) == 3 and words[0] == "holder" and words[1].isdigit():
-        return Namespace(words[1], words[2])
+        box = await runtime.run(["pwd", "-P"], {}) if jail else None
+        where = (box.stdout or "").strip() if box is not None else None
+        return Namespace(words[1], words[2], jail=where or None, network=network)
     text = " ".join(words) or (result.stderr or "").strip()[-300:] or f"exit {result.exit_code}"
     return text.removeprefix("refused: ")
 
 
-def enter_argv(argv: list[str], holder: str) -> list[str]:
-    """`argv` run inside the namespace whose PID 1 is `holder`, in the caller's working directory."""
+def enter_argv(argv: list[str], holder: str, jail: str | None = None) -> list[str]:
+    """`argv` run inside the namespace whose PID 1 is `holder`, in the caller's working directory; in a jail
+    (`jail`: the box's path), with no capability left, in the box by its path."""
     if not holder.isdigit():
         raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.pidns.open_namespace")
+    if jail:
+        return [program("nsenter"), "-t", holder, "--pid", "--mount", "--net", "--", *enter_jailed(argv, jail)]
     return ["nsenter", "-t", holder, "--pid", "--mount", "--wd=.", "--", *argv]
 
 

@@ -25,7 +25,7 @@ import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.grading import values
-from composer_prime.grading.launch import launch_argv, marks
+from composer_prime.grading.launch import Jail, jailed, launch_argv, marks
 from composer_prime.grading.stream import MAX_LINE
 
 HERE = Path(__file__).parent
@@ -92,9 +92,12 @@ async def replay(
     pythonpath: list[str],
     timeout_s: float,
     isolate_network: bool = True,
+    jail: tuple[str, ...] | None = None,
 ) -> tuple[list[dict | None], str, bool]:
     """Replay `calls` in the box's work tree; (one answer per call, None where none came back; the output tail;
-    whether the replay ran as PID 1 of a namespace of its own, so that no process it started outlived it)."""
+    whether the replay ran as PID 1 of a namespace of its own, so that no process it started outlived it). With
+    `jail` (the host paths to hide), the replay runs in the jail (`composer_prime.jail`); where it could not, every
+    answer is None when there are paths to hide."""
     scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     paths = [f"{workdir}/{p}".rstrip("/.") if p not in (".", "") else workdir for p in pythonpath]
@@ -104,7 +107,8 @@ async def replay(
     await runtime.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
-    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True)
+    confined = Jail((workdir, scratch), jail) if jail is not None else None
+    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, jail=confined)
     try:
         try:
             result = await asyncio.wait_for(runtime.run([*argv, f"{scratch}/spec.json"], {}), timeout_s + 30)
@@ -113,6 +117,8 @@ async def replay(
     finally:
         await runtime.run(["rm", "-rf", "--", scratch], {})
     answers = read_answers(result.stdout or "", nonce, len(calls))
+    if jail and not jailed(result.stdout or ""):  # the candidate ran where it could read the expected side
+        answers = [None] * len(calls)
     contained = marks(result.stdout or "")[1]
     return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:]), contained
 

@@ -60,6 +60,11 @@ class Grade(BaseModel):
     grader_box: bool = False
     """The copy was graded in a grader box: a second container from the image, whose interpreter the agent never
     reached."""
+    jailed: bool = False
+    """The suite ran in the jail (`composer_prime.jail`, subprocess runtime): the host read-only, the task's expected
+    side covered, no capability."""
+    expected_hidden: bool = True
+    """The agent could not read the task's expected side (checked at setup; a container box never holds it)."""
     timed_out: bool = False
     """The run hit its time limit and was killed."""
     void: list[str] = []
@@ -98,6 +103,8 @@ class Grade(BaseModel):
             "fail_to_pass": self.fail_to_pass,
             "pass_to_pass": self.pass_to_pass,
             "replay": self.replay,
+            "replay_used": float(self.replay_calls > 0),
+            "expected_side_hidden": float(self.expected_hidden),
             "network_isolated": float(self.network_isolated),
             "process_isolated": float(self.isolation in ("pid-namespace", "container") and self.private_copy),
             "timed_out": float(self.timed_out),

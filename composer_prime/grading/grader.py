@@ -40,10 +40,10 @@ from composer_prime.grading import behaviour, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
-from composer_prime.grading.launch import launch_argv, marks
+from composer_prime.grading.launch import Jail, jailed, launch_argv, marks
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
-from composer_prime.grading.runtime import end_rollout, reap, run_checked
+from composer_prime.grading.runtime import end_rollout, host_tools, reap, run_checked
 from composer_prime.grading.stream import read_stream
 from composer_prime.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
@@ -78,6 +78,12 @@ class Suite(BaseModel):
     pythonpath: list[str] = Field(default_factory=lambda: [".", "src"])
     """Folders of the work tree that hold the code under test."""
     settings: dict[str, str] = Field(default_factory=dict)
+    hidden: list[str] = Field(default_factory=list)
+    """Host paths of the task's expected side (tasks file, tarballs, oracles): covered in the jail the replay and the
+    suite run in on the subprocess runtime; a run that could not be jailed voids the grade when there are any."""
+    jail: bool = False
+    """Run the replay and the suite in the jail (`composer_prime.jail`); `grade` turns it on for the subprocess
+    runtime."""
     """The repository's own pytest settings, read before the agent ran (`pytest_config.repo_settings`)."""
     plugins: dict[str, str] = Field(default_factory=dict)
     """Extra trusted plugin modules (module name -> source) loaded with `-p` (the miner's call tracer)."""
@@ -225,7 +231,8 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
         await runtime.write(f"{scratch}/{name}.py", source.encode())
     started = time.monotonic()
     interpreter = [suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
-    argv = launch_argv(suite.isolate_network, suite.timeout_s, interpreter)
+    jail = Jail((workdir, scratch), tuple(suite.hidden)) if suite.jail else None
+    argv = launch_argv(suite.isolate_network, suite.timeout_s, interpreter, jail=jail)
     try:
         try:
             result = await asyncio.wait_for(runtime.run(argv, {}), suite.timeout_s + 30)
@@ -238,6 +245,9 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
     records, grade.void, rest = read_stream(result.stdout or "", nonce)
     grade.output_tail = (rest + "\n" + (result.stderr or ""))[-4000:]
     grade.network_isolated = marks(result.stdout or "")[0]
+    grade.jailed = jailed(result.stdout or "")
+    if suite.jail and suite.hidden and not grade.jailed:
+        grade.void.append("the suite ran outside the jail, where the code under test could read the expected side")
     grade.timed_out = result.exit_code in (124, 137)
     grade.seconds = time.monotonic() - started
     exits = [r["exit"] for r in records if isinstance(r.get("exit"), int)]
@@ -266,8 +276,11 @@ async def grade(
     the grader box on docker and podman, else the box) runs beside the suite run, once every process that ran the
     candidate before it (the rollout's, the replay's) is dead; the void reasons it returns join the grade's."""
     started = time.monotonic()
-    ended = await end_rollout(runtime)
     boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
+    if type(runtime).__name__ == "SubprocessRuntime":
+        suite = suite.model_copy(update={"jail": True})
+    runtime = host_tools(runtime)
+    ended = await end_rollout(runtime)
     if boxed:
         view = await grader_box_copy(runtime, suite.python)
     else:
@@ -295,7 +308,14 @@ async def _grade_tree(
     replayed, mismatches, replay_tail = 1.0, [], ""
     if calls:
         answers, replay_tail, contained = await behaviour.replay(
-            runtime, calls, workdir, suite.python, suite.pythonpath, suite.timeout_s, suite.isolate_network
+            runtime,
+            calls,
+            workdir,
+            suite.python,
+            suite.pythonpath,
+            suite.timeout_s,
+            suite.isolate_network,
+            jail=tuple(suite.hidden) if suite.jail else None,
         )
         replayed, mismatches = behaviour.compare(calls, answers)
         if not contained:  # in its own PID namespace, nothing the replay started outlived it

@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import verifiers.v1 as vf
 
+from composer_prime.jail import program
 from composer_prime.pidns import (
     CONTAINER_RUNTIMES,
+    JAIL_VAR,
     NS_VAR,
     Namespace,
     NamespaceError,
     close_container,
     close_namespace,
+    enter_argv,
     open_container,
     open_namespace,
 )
@@ -67,13 +71,26 @@ def tag_box(runtime: vf.Runtime) -> None:
         runtime.env = {**runtime.env, BOX_VAR: new_token()}
 
 
-async def isolate_box(runtime: vf.Runtime, namespace: bool = True) -> None:
+async def isolate_box(
+    runtime: vf.Runtime, namespace: bool = True, hidden: Iterable[str] = (), network: bool = False
+) -> None:
     """Tag the box (`tag_box`) and, with `namespace`, open the rollout's PID namespace; a refusal is logged once and
-    recorded for the grade."""
+    recorded for the grade. On the subprocess runtime the namespace is also a jail (`composer_prime.jail`: the host
+    read-only but for the box, `hidden` covered, no capability); with `network`, it has a network namespace of its
+    own (loopback only), so the agent's commands reach no network."""
     tag_box(runtime)
     if runtime in _namespaces:
         return
-    opened = await open_namespace(runtime) if namespace else "the taskset's isolate_processes is false"
+    host = type(runtime).__name__ == "SubprocessRuntime"
+    if not namespace:
+        opened: Namespace | str = "the taskset's isolate_processes is false"
+    else:
+        opened = await open_namespace(runtime, jail=host, hidden=tuple(hidden), network=network)
+        if host and not isinstance(opened, Namespace):
+            jail_refused = opened
+            opened = await open_namespace(runtime, network=network)
+            if isinstance(opened, Namespace):
+                logger.warning("grading: the rollout's namespace is not a jail (%s)", jail_refused)
     if namespace and not isinstance(opened, Namespace):
         container = await open_container(runtime)
         opened = container if isinstance(container, Namespace) else f"{opened}; {container}"
@@ -81,14 +98,101 @@ async def isolate_box(runtime: vf.Runtime, namespace: bool = True) -> None:
     if isinstance(opened, Namespace):
         if not opened.container:  # the agent's commands enter it; a container's commands are in it already
             runtime.env = {**runtime.env, NS_VAR: opened.holder}
+        if opened.jail:
+            runtime.env = {**runtime.env, JAIL_VAR: opened.jail}
     elif namespace and opened not in _warned:
         _warned.add(opened)
         logger.warning("grading: no PID namespace for the rollout (%s); only the reaper ends its processes", opened)
 
 
+def jailed(runtime: vf.Runtime) -> bool:
+    """Whether the rollout's commands run in a jail (`isolate_box` on the subprocess runtime, as root)."""
+    opened = _namespaces.get(_unwrapped(runtime))
+    return isinstance(opened, Namespace) and opened.jail is not None
+
+
+_READABLE = r"""
+for p; do
+  if [ -d "$p" ]; then ls -A -- "$p" 2>/dev/null | grep -q . && echo "$p"
+  elif [ -s "$p" ] && head -c 1 -- "$p" >/dev/null 2>&1; then echo "$p"; fi
+done
+"""
+
+
+async def readable_by_agent(runtime: vf.Runtime, paths: Iterable[str]) -> list[str]:
+    """The `paths` (host paths of the task's expected side) a command of the agent's can read, tried as the agent's
+    workspace runs it (through the namespace and the jail, when there are ones)."""
+    paths = [str(p) for p in paths]
+    if not paths:
+        return []
+    if type(runtime).__name__ != "SubprocessRuntime":
+        return []  # a container box holds none of the host's files: the expected side stays on the host
+    argv = ["bash", "-c", _READABLE, "composer-readable", *paths]
+    opened = _namespaces.get(runtime)
+    if isinstance(opened, Namespace) and not opened.container:
+        argv = enter_argv(argv, opened.holder, opened.jail)
+    result = await runtime.run(argv, {})
+    seen = (result.stdout or "").splitlines()
+    return [p for p in paths if p in seen] if result.exit_code == 0 else paths
+
+
+async def refuse_unless_hidden(runtime: vf.Runtime, taskset: str, paths: Iterable[str], allow: bool) -> bool:
+    """Check, at setup, that the agent cannot read the task's expected side (`paths`); True when it cannot. Where it
+    can, raise `vf.SandboxError` naming the fix, unless `allow` (the taskset's `expected_side = "readable"`)."""
+    readable = await readable_by_agent(runtime, paths)
+    if not readable:
+        return True
+    if allow:
+        warn_on_subprocess(runtime, f"{taskset}: the agent can read the task's expected side ({readable[0]})")
+        return False
+    why = "the rollout is not jailed" if not jailed(runtime) else "the jail does not cover it"
+    raise vf.SandboxError(
+        f"{taskset}: the agent could read the task's expected side ({', '.join(readable[:3])}): {why}. Train on the "
+        "docker or podman runtime, or on the subprocess runtime as root with isolate_processes = true (the rollout "
+        'then runs in a jail that hides it), or set expected_side = "readable" (tests, evaluation; metric '
+        "expected_side_hidden = 0)"
+    )
+
+
+class HostTools:
+    """`runtime` as grading uses it on the subprocess runtime: a system program named by grading (`sh`, `rm`,
+    `timeout`, ...) is run by its host path (`composer_prime.jail.SYSTEM_PATH`), never found on the box's `PATH`,
+    which may lead to a folder the agent wrote (a shared venv's `bin`). Names outside `TOOLS` (the interpreter) are
+    looked up as the runtime looks them up: the jail kept the venv read-only for the agent, and the interpreter check
+    hashes what it runs."""
+
+    TOOLS = frozenset(
+        {"sh", "bash", "rm", "cp", "mv", "find", "sha256sum", "stat", "tar", "timeout", "unshare", "nsenter", "kill"}
+        | {"pwd", "mkdir", "cat", "chmod", "ls", "xargs", "sort", "head", "tail", "true", "setpriv", "test", "env"}
+    )
+
+    def __init__(self, runtime: vf.Runtime):
+        self.runtime = runtime
+
+    def __getattr__(self, name: str):
+        return getattr(self.runtime, name)
+
+    async def run(self, argv: list[str], env: dict[str, str]) -> vf.ProgramResult:
+        if argv and argv[0] in self.TOOLS:
+            argv = [program(argv[0]), *argv[1:]]
+        return await self.runtime.run(argv, env)
+
+
+def _unwrapped(runtime: vf.Runtime) -> vf.Runtime:
+    while isinstance(runtime, HostTools):
+        runtime = runtime.runtime
+    return runtime
+
+
+def host_tools(runtime: vf.Runtime) -> vf.Runtime:
+    """`runtime` wrapped in `HostTools` on the subprocess runtime (where the box is a host folder); as it is elsewhere
+    (a container's programs are its image's: the grader box holds there)."""
+    return HostTools(runtime) if type(runtime).__name__ == "SubprocessRuntime" else runtime  # type: ignore[return-value]
+
+
 async def end_rollout(runtime: vf.Runtime) -> Ended:
     """Kill the rollout's PID namespace whole, then reap the box; how it was done. Survivors fail the grading."""
-    opened = _namespaces.get(runtime, "no namespace was opened at setup (isolate_box)")
+    opened = _namespaces.get(_unwrapped(runtime), "no namespace was opened at setup (isolate_box)")
     killed = 0
     if isinstance(opened, Namespace):
         try:

@@ -31,6 +31,7 @@ import functools
 import logging
 import weakref
 from pathlib import Path
+from typing import Literal
 
 import verifiers.v1 as vf
 from pydantic import Field
@@ -38,7 +39,13 @@ from pydantic import Field
 from composer_prime import grading
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
-from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, run_checked, warn_on_subprocess
+from composer_prime.grading.runtime import (
+    isolate_box,
+    refuse_unless_hidden,
+    refuse_without_grader_box,
+    run_checked,
+    warn_on_subprocess,
+)
 from composer_prime.mining.record import MinedTask, load_rows
 from composer_prime.mining.snapshot import task_tree, unpack_tree
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -58,6 +65,8 @@ COMMIT_SNAPSHOT = (
 GOLD_FILE = ".feature-deletion-gold.patch"
 _interpreters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Runtime -> the grading interpreter's fingerprint taken at setup, held in the env server's memory, not the box."""
+_hidden: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Runtime -> whether the agent could not read the task's expected side (checked at setup)."""
 PATCH_CAP_BYTES = 200_000
 SAMPLE_TASKS = Path(__file__).resolve().parent / "sample" / "toolz-1.2.0.jsonl"
 """The bundled sample: three tasks mined from the PyPI sdist of toolz 1.2.0 (BSD-3-Clause), loaded when `tasks` is
@@ -99,6 +108,22 @@ class FeatureDeletionTaskConfig(TeacherTaskConfig):
     """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
     `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
     run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
+    replay: Literal["require", "if-usable"] = "require"
+    """`require`: a task trains only with recorded behaviour to replay (the reward is decided by the replay, judged on
+    the host, before the tests); tasks without it are left out at load and counted. `if-usable`: they train on their
+    tests alone, metric `replay_used` = 0 (docs/grading.md, "The trust chain")."""
+    expected_side: Literal["hidden", "readable"] = "hidden"
+    """`hidden`: refuse, at setup, a rollout whose agent could read the task's expected side on the host (the tasks
+    file with its gold patches and recorded answers, the repository tarballs); on the subprocess runtime the
+    rollout's jail covers them (root and isolate_processes needed), a container box never holds them. `readable`:
+    run anyway (tests, evaluation), metric `expected_side_hidden` = 0."""
+    rollout_network: list[str] = Field(default_factory=list)
+    """Where the agent's commands may connect during the rollout: `[]` (no network but loopback: a package is
+    otherwise one `pip download` away), `["*"]` (open), or hosts (a package mirror; container runtimes only, through
+    verifiers' network policy). On the subprocess runtime anything but `["*"]` closes it (a network namespace)."""
+    hidden_paths: list[Path] = Field(default_factory=list)
+    """More host paths the agent must not read (the orchestrator's output folder, a mirror of the tasks); the tasks
+    file and its tarballs (or the dataset folder) are always hidden."""
 
 
 class FeatureDeletionConfig(vf.TasksetConfig):
@@ -153,10 +178,15 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         return self.config.python or (cmd[0] if cmd[1:3] == ["-m", "pytest"] else "python")
 
     async def setup(self, runtime: vf.Runtime) -> None:
-        if self.config.require_grader_box:
-            refuse_without_grader_box(runtime, "feature-deletion", self.config.isolate_processes)
+        c = self.config
+        if c.require_grader_box:
+            refuse_without_grader_box(runtime, "feature-deletion", c.isolate_processes)
         warn_on_subprocess(runtime, SUBPROCESS_WARNING)
-        await isolate_box(runtime, self.config.isolate_processes)
+        hidden = self.hidden()
+        await isolate_box(runtime, c.isolate_processes, hidden, network=c.rollout_network != ["*"])
+        _hidden[runtime] = await refuse_unless_hidden(
+            runtime, "feature-deletion", hidden, allow=c.expected_side == "readable"
+        )
         mined = self.data.mined
         await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
         await run_checked(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
@@ -173,6 +203,10 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
         await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
         _interpreters[runtime] = await interpreter.fingerprint(runtime, self.python)
 
+    def hidden(self) -> list[str]:
+        """Host paths of the expected side, absolute: the configured ones (the taskset adds the tasks' own)."""
+        return [str(Path(p).expanduser().resolve()) for p in self.config.hidden_paths]
+
     def suite(self) -> grading.Suite:
         mined = self.data.mined
         base = base_files(self.data.base)
@@ -186,6 +220,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             isolate_network=self.config.isolate_network,
             python=self.python,
             private_copy=self.config.isolate_processes,
+            hidden=self.hidden(),
             settings=repo_settings(
                 {name: base[name].decode("utf-8", "replace") for name in CONFIG_NAMES if name in mined.test_files}
             ),
@@ -209,7 +244,10 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             return interpreter.changes(before, await interpreter.fingerprint(where, self.python))
 
         check = interpreter_changes if before is not None else None
-        return await grading.grade(runtime, self.suite(), self.baseline(), calls=self.data.mined.behaviour, check=check)
+        calls = self.data.mined.behaviour
+        grade = await grading.grade(runtime, self.suite(), self.baseline(), calls=calls, check=check)
+        grade.expected_hidden = _hidden.get(runtime, True)
+        return grade
 
     @vf.metric
     async def tests(self, trace: vf.Trace, runtime: vf.Runtime) -> dict[str, float]:
@@ -268,6 +306,26 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
             logger.warning("feature-deletion: %s: %s; the row is skipped", path, error)
         if not rows:
             raise ValueError(f"feature-deletion: no valid task in {path}: " + "; ".join(self.load_errors[:3]))
+        c = self.config.task
+        if c.replay == "require":
+            unreplayed = [row.task_id for row, _ in rows if not row.behaviour]
+            rows = [(row, base) for row, base in rows if row.behaviour]
+            if unreplayed:
+                logger.warning(
+                    "feature-deletion: %d task(s) of %s have no recorded behaviour to replay and are left out (%s); "
+                    'set task.replay = "if-usable" to train them on their tests alone',
+                    len(unreplayed),
+                    path,
+                    ", ".join(unreplayed[:5]),
+                )
+            if not rows:
+                raise ValueError(
+                    f"feature-deletion: no task in {path} has recorded behaviour to replay (mined with "
+                    '--min-replayed-calls 0?); set task.replay = "if-usable" to train on their tests alone'
+                )
+        source = path.resolve()
+        expected = {source} if source.is_dir() else {source, *(source.parent / row.base for row, _ in rows)}
+        config = c.model_copy(update={"hidden_paths": [*c.hidden_paths, *sorted(expected)]})
         tasks = []
         for idx, (row, base) in enumerate(rows):
             limit = self.config.task.test_timeout_s or row.test_timeout_s
@@ -279,7 +337,8 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 system_prompt=SYSTEM,
                 mined=row,
                 image=row.image,
+                network_allow=list(c.rollout_network) if row.image else ["*"],
                 timeout=vf.TaskTimeout(scoring=2 * limit + 120),
             )
-            tasks.append(FeatureDeletionTask(data, self.config.task))
+            tasks.append(FeatureDeletionTask(data, config))
         return tasks

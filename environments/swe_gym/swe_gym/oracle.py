@@ -14,8 +14,10 @@ arguments, its result or raised exception and its arguments after the call. What
    process, no pytest): only calls answered as recorded both times stay (the others depend on state the tests set
    up, on time or on chance);
 4. the oracle is usable when some call is left, the calls are not replay-blind (`mining.behaviour.blind`: a stub
-   that ignores its input would answer them all), and at least one of them the starting code answers otherwise
-   (replayed against the snapshot without the gold patch): an oracle the unfixed code passes tells nothing.
+   that ignores its input would answer them all, however the starting code answers them), and at least one of them
+   the starting code answers otherwise (replayed against the snapshot without the gold patch): an oracle the unfixed
+   code passes tells nothing. Only a usable oracle discriminates: neither a stub answering every call with one value
+   nor the unfixed code's answers pass it.
 
 The oracle (expected side included) is written atomically to `<cache_dir>/oracles/<instance_id>.json` on the host,
 held in the env server's memory at setup and never written into a box; grading sends only the calls' arguments to the
@@ -228,13 +230,11 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         answers = replay_calls(test_cmd, base, [*stable, *stable_private], timeout_s, pythonpath)
         told = [mismatch(c, a) is not None for c, a in zip([*stable, *stable_private], answers, strict=True)]
         counts["discriminating"] = sum(told[: len(stable)])
-        if why is not None and not counts["discriminating"]:
-            return result([], "replay blind", why)
         if why is not None:
-            # A stub crafted for these calls (`return hi` where every call answers with `hi`) would pass them, yet the
-            # starting code does not: kept, it catches a fix switched on under tests that runs the starting code in
-            # the replay, where tests alone catch nothing. (Feature Deletion refuses such a task instead.)
-            return result(stable, None, f"blind to a crafted stub ({why}); kept: the starting code answers otherwise")
+            # A stub crafted for these calls (`return hi` where every call answers with `hi`) passes them: a candidate
+            # that tells the replay from the tests (no pytest loaded) answers it with the stub and forges the tests;
+            # the reward is then decided by the tests alone, which the code under test can reach. Not usable.
+            return result([], "replay blind", why)
         if not counts["discriminating"]:
             if any(told[len(stable) :]):  # only calls handed the gold's private state tell the fix apart
                 return result([], "private state in the arguments", "only calls handed private state tell")

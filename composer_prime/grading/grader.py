@@ -43,7 +43,7 @@ from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import Jail, jailed, launch_argv, marks
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
-from composer_prime.grading.runtime import end_rollout, host_tools, reap, run_checked
+from composer_prime.grading.runtime import HostTools, end_rollout, host_tools, reap, run_checked
 from composer_prime.grading.stream import read_stream
 from composer_prime.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
@@ -280,16 +280,20 @@ async def grade(
     if type(runtime).__name__ == "SubprocessRuntime":
         suite = suite.model_copy(update={"jail": True})
     runtime = host_tools(runtime)
-    ended = await end_rollout(runtime)
-    if boxed:
-        view = await grader_box_copy(runtime, suite.python)
-    else:
-        view = await private_copy(runtime) if suite.private_copy else runtime
     try:
-        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
+        ended = await end_rollout(runtime)
+        if boxed:
+            view = await grader_box_copy(runtime, suite.python)
+        else:
+            view = await private_copy(runtime) if suite.private_copy else runtime
+        try:
+            result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
+        finally:
+            if view is not runtime:
+                await view.remove()
     finally:
-        if view is not runtime:
-            await view.remove()
+        if isinstance(runtime, HostTools):
+            runtime.close()
     result.isolation, result.isolation_note, result.private_copy = ended.isolation, ended.note, view is not runtime
     result.grader_box = boxed
     return judge(result, outcomes, canaries, suite, started)

@@ -14,9 +14,11 @@ lists the code under test, as absolute paths inside the work tree.
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import shlex
 import tomllib
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 CONFIG_NAMES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 """Every file name pytest reads configuration from, in its order of precedence."""
@@ -105,3 +107,22 @@ def trusted_ini(settings: Mapping[str, str], workdir: str, pythonpath: list[str]
         value = settings[key].strip().replace("\n", "\n    ")
         lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
+
+
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+"""pytest's default `python_files`."""
+
+
+def collected(settings: Mapping[str, str], path: str) -> bool:
+    """Whether pytest, configured with the repository's `settings`, would collect the file at `path` (relative to
+    the root) as a test module: its name (or, for a pattern holding a `/`, its path) matches `python_files`, and it
+    lies under one of `testpaths` where the repository names any. A file the repository collects is the task's, not
+    the agent's (`calc/tests.py` under `python_files = tests.py test_*.py`)."""
+    if not path.endswith(".py"):
+        return False
+    patterns = settings.get("python_files", "").split() or list(DEFAULT_PYTHON_FILES)
+    name = PurePosixPath(path).name
+    if not any(fnmatch.fnmatch(path if "/" in pattern else name, pattern) for pattern in patterns):
+        return False
+    roots = [root.strip("/").removeprefix("./") for root in settings.get("testpaths", "").split()]
+    return not roots or any(not root or root == "." or path.startswith(root + "/") for root in roots)

@@ -15,9 +15,13 @@ reaper alone runs and the grade records why.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import shutil
+import tempfile
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import verifiers.v1 as vf
@@ -116,6 +120,7 @@ for p; do
   if [ -d "$p" ]; then ls -A -- "$p" 2>/dev/null | grep -q . && echo "$p"
   elif [ -s "$p" ] && head -c 1 -- "$p" >/dev/null 2>&1; then echo "$p"; fi
 done
+echo composer-readable-done
 """
 
 
@@ -133,7 +138,9 @@ async def readable_by_agent(runtime: vf.Runtime, paths: Iterable[str]) -> list[s
         argv = enter_argv(argv, opened.holder, opened.jail)
     result = await runtime.run(argv, {})
     seen = (result.stdout or "").splitlines()
-    return [p for p in paths if p in seen] if result.exit_code == 0 else paths
+    if "composer-readable-done" not in seen:  # the check itself did not run to its end: assume the worst
+        return paths
+    return [p for p in paths if p in seen]
 
 
 async def refuse_unless_hidden(runtime: vf.Runtime, taskset: str, paths: Iterable[str], allow: bool) -> bool:
@@ -154,28 +161,47 @@ async def refuse_unless_hidden(runtime: vf.Runtime, taskset: str, paths: Iterabl
     )
 
 
-class HostTools:
-    """`runtime` as grading uses it on the subprocess runtime: a system program named by grading (`sh`, `rm`,
-    `timeout`, ...) is run by its host path (`composer_prime.jail.SYSTEM_PATH`), never found on the box's `PATH`,
-    which may lead to a folder the agent wrote (a shared venv's `bin`). Names outside `TOOLS` (the interpreter) are
-    looked up as the runtime looks them up: the jail kept the venv read-only for the agent, and the interpreter check
-    hashes what it runs."""
+TOOLS = frozenset(
+    "sh bash dash env timeout unshare nsenter setpriv setsid kill ps sleep true false test pwd cd ls cat head tail "
+    "cp mv rm mkdir rmdir ln touch chmod chown stat find xargs sort uniq wc cut tr sed awk grep readlink realpath "
+    "dirname basename mktemp tee dd base64 sha256sum md5sum tar gzip date id printf echo".split()
+)
+"""The programs grading's own commands and scripts run (the interpreter aside)."""
 
-    TOOLS = frozenset(
-        {"sh", "bash", "rm", "cp", "mv", "find", "sha256sum", "stat", "tar", "timeout", "unshare", "nsenter", "kill"}
-        | {"pwd", "mkdir", "cat", "chmod", "ls", "xargs", "sort", "head", "tail", "true", "setpriv", "test", "env"}
-    )
+
+class HostTools:
+    """`runtime` as grading uses it on the subprocess runtime, where a box's `PATH` may lead first to a folder the
+    agent wrote (a shared venv's `bin`): a program grading names (`sh`, `rm`, `timeout`, ...) is run by its host path
+    (`composer_prime.jail.SYSTEM_PATH`), and every command's `PATH` starts with a fresh folder of links to the host's
+    `TOOLS`, so the scripts' own `find`, `kill` or `sha256sum` are the host's too; the rest of `PATH` is the box's, so
+    the interpreter is the one its task names (which the jail kept read-only for the agent and the interpreter check
+    hashes). `close` removes the folder."""
 
     def __init__(self, runtime: vf.Runtime):
         self.runtime = runtime
+        self.toolbox = tempfile.mkdtemp(prefix="composer-prime-tools-")
+        for name in sorted(TOOLS):
+            found = program(name)
+            if found.startswith("/"):
+                os.symlink(found, os.path.join(self.toolbox, name))
 
     def __getattr__(self, name: str):
         return getattr(self.runtime, name)
 
     async def run(self, argv: list[str], env: dict[str, str]) -> vf.ProgramResult:
-        if argv and argv[0] in self.TOOLS:
+        if argv and argv[0] in TOOLS:
             argv = [program(argv[0]), *argv[1:]]
-        return await self.runtime.run(argv, env)
+        outside = env.get("PATH") or (getattr(self.runtime, "env", None) or {}).get("PATH") or os.environ["PATH"]
+        return await self.runtime.run(argv, {**env, "PATH": f"{self.toolbox}:{outside}"})
+
+    def close(self) -> None:
+        shutil.rmtree(self.toolbox, ignore_errors=True)
+
+    def __enter__(self) -> HostTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _unwrapped(runtime: vf.Runtime) -> vf.Runtime:
@@ -188,6 +214,18 @@ def host_tools(runtime: vf.Runtime) -> vf.Runtime:
     """`runtime` wrapped in `HostTools` on the subprocess runtime (where the box is a host folder); as it is elsewhere
     (a container's programs are its image's: the grader box holds there)."""
     return HostTools(runtime) if type(runtime).__name__ == "SubprocessRuntime" else runtime  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def taskset_tools(runtime: vf.Runtime) -> Iterator[vf.Runtime]:
+    """`host_tools(runtime)` for a taskset's own commands at setup (unpacking, listing, fingerprinting), removed
+    after: a program the agent of an earlier rollout planted on a shared `PATH` runs at no step of the host's."""
+    wrapped = host_tools(runtime)
+    try:
+        yield wrapped
+    finally:
+        if isinstance(wrapped, HostTools):
+            wrapped.close()
 
 
 async def end_rollout(runtime: vf.Runtime) -> Ended:

@@ -13,7 +13,7 @@ import sys
 import verifiers.v1 as vf
 
 from composer_prime.grading import behaviour
-from composer_prime.grading.launch import launch_argv, marks
+from composer_prime.grading.launch import jailed, launch_argv, marks
 from composer_prime.reaper import new_token
 
 DAEMON = '''\
@@ -84,10 +84,10 @@ def test_a_daemon_started_during_the_replay_dies_with_it() -> None:
 
 
 def test_the_launch_header_is_the_launchers_not_the_programs() -> None:
-    forged = "composer-prime-launch network=isolated pids=own"
+    forged = "composer-prime-launch network=isolated pids=own jail=on"
     argv = launch_argv(False, 10, ["sh", "-c", f"echo '{forged}'"], own_pids=False)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
-    assert out.splitlines() == ["composer-prime-launch network=shared pids=shared", forged]
-    assert marks(out) == (False, False)
-    assert marks(forged + "\n") == (True, True)  # the same line first, as the launcher prints it, does count
+    assert out.splitlines() == ["composer-prime-launch network=shared pids=shared jail=off", forged]
+    assert marks(out) == (False, False) and not jailed(out)
+    assert marks(forged + "\n") == (True, True) and jailed(forged)  # the same line first, as the launcher prints it
     assert marks("") == (False, False) and marks("composer-prime-launch pids=own\n") == (False, False)

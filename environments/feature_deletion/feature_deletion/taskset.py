@@ -44,6 +44,7 @@ from composer_prime.grading.runtime import (
     refuse_unless_hidden,
     refuse_without_grader_box,
     run_checked,
+    taskset_tools,
     warn_on_subprocess,
 )
 from composer_prime.mining.record import MinedTask, load_rows
@@ -188,20 +189,21 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             runtime, "feature-deletion", hidden, allow=c.expected_side == "readable"
         )
         mined = self.data.mined
-        await runtime.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
-        await run_checked(runtime, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
-        gone = [path for path, edits in mined.changes.items() if edits is None]
-        await run_checked(
-            runtime,
-            ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone],
-            "feature-deletion: removing held-out files",
-        )
-        tree = task_tree(base_files(self.data.base), mined.held_out, mined.changes)
-        for path, edits in mined.changes.items():
-            if edits is not None:
-                await runtime.write(path, tree[path])
-        await run_checked(runtime, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
-        _interpreters[runtime] = await interpreter.fingerprint(runtime, self.python)
+        with taskset_tools(runtime) as host:
+            await host.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
+            await run_checked(host, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
+            gone = [path for path, edits in mined.changes.items() if edits is None]
+            await run_checked(
+                host,
+                ["rm", "-f", "--", SNAPSHOT_FILE, *mined.held_out, *gone],
+                "feature-deletion: removing held-out files",
+            )
+            tree = task_tree(base_files(self.data.base), mined.held_out, mined.changes)
+            for path, edits in mined.changes.items():
+                if edits is not None:
+                    await host.write(path, tree[path])
+            await run_checked(host, ["sh", "-c", COMMIT_SNAPSHOT], "feature-deletion: committing the snapshot")
+            _interpreters[runtime] = await interpreter.fingerprint(host, self.python)
 
     def hidden(self) -> list[str]:
         """Host paths of the expected side, absolute: the configured ones (the taskset adds the tasks' own)."""

@@ -34,11 +34,12 @@ from pydantic import Field
 
 from composer_prime import grading as grader
 from composer_prime.grading import interpreter, tree
-from composer_prime.grading.pytest_config import repo_settings
+from composer_prime.grading.pytest_config import collected, repo_settings
 from composer_prime.grading.runtime import (
     isolate_box,
     refuse_unless_hidden,
     refuse_without_grader_box,
+    taskset_tools,
     warn_on_subprocess,
 )
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -194,31 +195,36 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         c = self.config
         if c.require_grader_box:
             refuse_without_grader_box(runtime, "swe-gym", c.isolate_processes)
-        hidden = self.hidden()
-        await isolate_box(runtime, c.isolate_processes, hidden, network=c.rollout_network != ["*"])
-        _hidden[runtime] = await refuse_unless_hidden(runtime, "swe-gym", hidden, allow=c.expected_side == "readable")
-        if self.data.mode == "local":
-            warn_on_subprocess(runtime, LOCAL_WARNING)
-            row = self.row()
-            snapshot = await asyncio.to_thread(prepare_snapshot, self.config.local, row)
-            await asyncio.to_thread(prepare_env, self.config.local, row, snapshot)
-            commit = await box.clone_snapshot(runtime, snapshot)
-            workdir = await box.workdir(runtime)
-            # The box's absolute path is only known now; its tree must shadow the env's reference checkout.
-            runtime.env = {**runtime.env, **box_env(self.config.local, row, workdir)}
-        else:
-            commit = await box.squash_to_base(runtime, self.data.base_commit, self.data.instance_id)
-        oracle = await asyncio.to_thread(self.oracle)
-        baseline = await box.capture_baseline(runtime, grading.diff_paths(self.data.test_patch))
+        with taskset_tools(runtime) as host:
+            if self.data.mode == "local":
+                warn_on_subprocess(runtime, LOCAL_WARNING)
+                row = self.row()
+                snapshot = await asyncio.to_thread(prepare_snapshot, self.config.local, row)
+                await asyncio.to_thread(prepare_env, self.config.local, row, snapshot)
+                commit = await box.clone_snapshot(host, snapshot)
+                workdir = await box.workdir(host)
+                # The box's absolute path is only known now; its tree must shadow the env's reference checkout.
+                runtime.env = {**runtime.env, **box_env(self.config.local, row, workdir)}
+            else:
+                commit = await box.squash_to_base(host, self.data.base_commit, self.data.instance_id)
+            oracle = await asyncio.to_thread(self.oracle)
+            baseline = await box.capture_baseline(host, grading.diff_paths(self.data.test_patch))
+            fingerprint = await interpreter.fingerprint(host, self.config.python)
         _baselines[runtime] = baseline
         if oracle is not None:
             _oracles[runtime] = oracle
+        if self.data.mode == "local":  # the jail is made last, once the host's preparations exist to be covered
+            for folder in ("oracles", "mirrors", "snapshots"):
+                (c.local.root() / folder).mkdir(parents=True, exist_ok=True)
+        hidden = self.hidden()
+        await isolate_box(runtime, c.isolate_processes, hidden, network=c.rollout_network != ["*"])
+        _hidden[runtime] = await refuse_unless_hidden(runtime, "swe-gym", hidden, allow=c.expected_side == "readable")
         trace.info["swe_gym"] = {
             "instance_id": self.data.instance_id,
             "box_commit": commit,
             "held_files": len(baseline.held),
             "files": len(baseline.files),
-            "interpreter": await interpreter.fingerprint(runtime, self.config.python),
+            "interpreter": fingerprint,
             "oracle": oracle.summary() if oracle is not None else {"usable": False, "reason": "not recorded"},
         }
 
@@ -290,7 +296,15 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             patched, deleted = grading.patched_tests(held, self.data.test_patch)
         except grading.TestPatchError as exc:
             return grader.Grade(error=str(exc)[:1000])
-        test_files = {path for path in baseline.files if tree.is_test_path(path) or path in tests}
+        settings = repo_settings(baseline.configs)
+        named = {test.split("::", 1)[0] for test in [*self.data.fail_to_pass, *self.data.pass_to_pass]}
+        fixed = set(grading.diff_paths(self.data.patch))  # where the fix goes is never a test file to restore
+        test_files = {
+            path
+            for path in baseline.files
+            if path in tests
+            or (path not in fixed and (path in named or tree.is_test_path(path) or collected(settings, path)))
+        }
         owned = {path: held[path] for path in test_files if path in held and path not in deleted}
         trusted = grader.Baseline(
             files=baseline.files,
@@ -298,7 +312,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
             owned={**owned, **patched},
             unheld=frozenset(path for path in test_files if path not in held and path not in patched),
         )
-        suite = self.suite(repo_settings(baseline.configs))
+        suite = self.suite(settings)
 
         async def interpreter_changes(where: vf.Runtime) -> list[str]:
             return interpreter.changes(

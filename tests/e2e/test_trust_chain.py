@@ -161,8 +161,12 @@ def test_programs_planted_in_the_venv_never_run_at_grading(outside: Path, toy) -
         assert marker.read_text().startswith(str(venv_bin / "timeout"))
         marker.unlink()
         assert trace.info["grading"]["error"] is None  # graded without them
-        trace, _ = run(task, "true")  # a later rollout on the same venv: grading again
-        assert not marker.exists(), marker.read_text()
+        trace, _ = run(task, "true")  # a later rollout on the same venv: its setup and grading
+        # what ran the planted programs is the agent's own shell (composer-agent's workspace, in its unjailed box),
+        # never a step of the host's: setup, the reaper, the private copy, the scan, the launcher
+        ran = marker.read_text().splitlines() if marker.exists() else []
+        hosts = [line for line in ran if "/tmp/composer-agent." not in line and "COMPOSER_BOX=" not in line]
+        assert hosts == [], hosts
     finally:
         for name in ("timeout", "sh", "rm", "find", "sha256sum"):
             (venv_bin / name).unlink(missing_ok=True)

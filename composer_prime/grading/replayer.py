@@ -6,7 +6,9 @@ private duplicate of its stdout for the results and points file descriptor 1 at 
 prints never mixes with them. The spec (deleted as soon as it is read) holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
 `args`, `kwargs`: tagged values, never the expected side, which stays with the grader; `instance` for a class
 feature's method: its first argument is then the live object that instance's first call built). Each call is loaded,
-made (an iterator it returns drained, at most `MAX_ITEMS` items), and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`. Every
+made (an iterator it returns drained, at most `MAX_ITEMS` items), and answered on one line
+`<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}` (a result without a strict form as
+`["unserialisable", why]`, which answers only a call whose gold returned None). Every
 `PYTEST*` variable is dropped before the candidate is imported: nothing tells the code it is not under a test but the
 absence of one (`PYTEST_CURRENT_TEST` from a parent process would let a fix switched on under tests pass).
 """

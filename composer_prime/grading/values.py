@@ -10,24 +10,28 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     dict -> ["dict", [[key, value], ...]] (an OrderedDict or Counter: ["dict", pairs, "collections:OrderedDict"])
     range -> ["range", start, stop, step]
     a class or function reachable as module:qualname -> ["type" | "fn", "module:qualname"]
-    an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
-    an enum member -> ["enum", "module:qualname", name]
+    an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)
+    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
+    an enum member -> ["enum", "module:qualname", name] (+ its value, for a `str`, `int` or `float` enum)
+    with `drain`, an iterator -> ["iter", [items]] (consumed, at most `MAX_ITEMS`)
     a date, time, datetime, timedelta or datetime.timezone -> ["date" | "time" | ..., its fields] (exact types)
     a compiled regex -> ["pattern", pattern, flags]     functools.partial -> ["partial", func, [args], [[name, value]]]
     an instance of a class reachable as module:qualname, with a plain `__dict__` or slots -> ["obj", "module:qualname",
     state] (the `__dict__`'s items and the slots that are set, as a dict)
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
 
-Anything else (iterators, generators, lambdas, open files and streams, flags with unnamed bits, cycles, deeper than
-`MAX_DEPTH`, more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
-as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure exactly, except that an
-int, a float and a bool equal under `==` are the same, as are a set and a frozenset, and a namedtuple where a tuple was
-recorded (a dict subclass is dumped as the dict of its stored items); floats to 1e-9 relative, dicts and sets
-regardless of order (an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as
-`==` has them (fixed offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass
-answers for its base), instances by the public attributes the expected one has (what a test can observe: `obj.count`,
-not `obj._items`; a re-implementation that keeps its state under other private names, or adds attributes, is the
-same; by all of them when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
+Anything else (iterators without `drain`, lambdas, open files and streams, flags with unnamed bits, cycles, deeper
+than `MAX_DEPTH`, more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on
+the grader's side as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure
+exactly, except that ints, floats, bools, Decimals and Fractions are compared as `==` compares them (where either is a
+float, to pytest.approx's default tolerance of the expected value), a `str`/`int`/`float` enum's member as its value,
+a set and a frozenset alike, a list, a tuple and a drained iterator of the same items alike, and a namedtuple where a
+tuple was recorded (a dict subclass is dumped as the dict of its stored items); dicts and sets regardless of order
+(an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as `==` has them (fixed
+offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass answers for its base),
+instances by the public attributes the expected one has (what a test can observe: `obj.count`, not `obj._items`; a
+re-implementation that keeps its state under other private names, or adds attributes, is the same; by all of them
+when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
 instances, laid out as the candidate chose) by class only.
 """
 
@@ -200,10 +204,7 @@ def _dump(value, depth: int, ctx: _Walk):
         if kind is dict:
             return [
                 "dict",
-                [
-                    [_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)]
-                    for k, v in value.items()
-                ],
+                [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)] for k, v in value.items()],
             ]
         if isinstance(value, tuple):
             return [
@@ -566,7 +567,9 @@ def _same_enum(expected: list, actual: list) -> bool:
         return True
     mine = expected[3] if expected[0] == "enum" and len(expected) == 4 else expected
     theirs = actual[3] if actual[0] == "enum" and len(actual) == 4 else actual
-    return (mine is not expected or theirs is not actual) and "enum" not in (mine[:1] + theirs[:1]) and same(mine, theirs)
+    return (
+        (mine is not expected or theirs is not actual) and "enum" not in (mine[:1] + theirs[:1]) and same(mine, theirs)
+    )
 
 
 MAX_INEXACT = 64

@@ -52,7 +52,8 @@ def test_numbers_compare_as_equality_and_floats_as_pytest_approx() -> None:
         not same(2**0.5, 1.41421) and not same(1, 2) and not same(Decimal("NaN"), 1) and same(Decimal("-inf"), -1e999)
     )
     assert same(True, Decimal(1)) and not same("0.3", Decimal("0.3"))
-    assert not values.same(["decimal", "1E+99999"], ["decimal", "1E+99999"])  # too long to build: different
+    assert not values.same(["decimal", "1E+99999"], ["decimal", "1.0E+99999"])  # too long to build: different
+    assert same(10**500, 10**500) and not same(10**500, 10**500 + 1)  # the same text is the same number
 
 
 def test_a_forged_number_of_any_tag_costs_bounded_work() -> None:

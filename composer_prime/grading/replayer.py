@@ -6,7 +6,9 @@ private duplicate of its stdout for the results and points file descriptor 1 at 
 prints never mixes with them. The spec (deleted as soon as it is read) holds `pythonpath`, `nonce` and `calls` (each `target` `module:qualname`,
 `args`, `kwargs`: tagged values, never the expected side, which stays with the grader; `instance` for a class
 feature's method: its first argument is then the live object that instance's first call built). Each call is loaded,
-made, and answered on one line `<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}`. Every
+made (an iterator it returns drained, at most `MAX_ITEMS` items), and answered on one line
+`<nonce> {"i": n, "result" | "raised" | "error": ..., "args_after": ...}` (a result without a strict form as
+`["unserialisable", why]`, which answers only a call whose gold returned None). Every
 `PYTEST*` variable is dropped before the candidate is imported: nothing tells the code it is not under a test but the
 absence of one (`PYTEST_CURRENT_TEST` from a parent process would let a fix switched on under tests pass).
 """
@@ -84,10 +86,10 @@ def main(spec_path):
         else:
             shown = {type(obj): values.name_of(type(obj)) for obj in live.values()} | classes  # by class only
             try:
-                answer["result"] = values.dump(function(*args, **kwargs), shown)
-            except values.Unserialisable as exc:
-                answer["error"] = f"result has no strict form: {exc}"
-            except BaseException as exc:  # noqa: BLE001 - what the call raised is its answer
+                answer["result"] = values.dump(function(*args, **kwargs), shown, drain=True)
+            except values.Unserialisable as exc:  # no answer a recorded one equals; one where the gold gave None
+                answer["result"] = ["unserialisable", f"result has no strict form: {str(exc)[:200]}"]
+            except BaseException as exc:  # noqa: BLE001 - what the call (or draining its iterator) raised is its answer
                 try:
                     answer["raised"] = values.dump(exc, shown)
                 except values.Unserialisable:

@@ -10,24 +10,28 @@ becomes a JSON tree `[tag, ...]` built from the value's exact type, never from w
     dict -> ["dict", [[key, value], ...]] (an OrderedDict or Counter: ["dict", pairs, "collections:OrderedDict"])
     range -> ["range", start, stop, step]
     a class or function reachable as module:qualname -> ["type" | "fn", "module:qualname"]
-    an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
-    an enum member -> ["enum", "module:qualname", name]
+    an exception -> ["exc", "module:qualname", [args]] (+ its exception bases' names, unless builtin)
+    Decimal / Fraction -> ["decimal", s] / ["fraction", n, d]
+    an enum member -> ["enum", "module:qualname", name] (+ its value, for a `str`, `int` or `float` enum)
+    with `drain`, an iterator -> ["iter", [items]] (consumed, at most `MAX_ITEMS`)
     a date, time, datetime, timedelta or datetime.timezone -> ["date" | "time" | ..., its fields] (exact types)
     a compiled regex -> ["pattern", pattern, flags]     functools.partial -> ["partial", func, [args], [[name, value]]]
     an instance of a class reachable as module:qualname, with a plain `__dict__` or slots -> ["obj", "module:qualname",
     state] (the `__dict__`'s items and the slots that are set, as a dict)
     a tuple subclass (namedtuple) -> ["obj", "module:qualname", ["tuple", [items]]]
 
-Anything else (iterators, generators, lambdas, open files and streams, flags with unnamed bits, cycles, deeper than
-`MAX_DEPTH`, more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on the grader's side
-as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure exactly, except that an
-int, a float and a bool equal under `==` are the same, as are a set and a frozenset, and a namedtuple where a tuple was
-recorded (a dict subclass is dumped as the dict of its stored items); floats to 1e-9 relative, dicts and sets
-regardless of order (an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as
-`==` has them (fixed offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass
-answers for its base), instances by the public attributes the expected one has (what a test can observe: `obj.count`,
-not `obj._items`; a re-implementation that keeps its state under other private names, or adds attributes, is the
-same; by all of them when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
+Anything else (iterators without `drain`, lambdas, open files and streams, flags with unnamed bits, cycles, deeper
+than `MAX_DEPTH`, more than `MAX_NODES` nodes) raises `Unserialisable`. `same(expected, actual)` compares two trees on
+the grader's side as a test's `==` would see them, never by calling the candidate's `__eq__`: tags and structure
+exactly, except that ints, floats, bools, Decimals and Fractions are compared as `==` compares them (where either is a
+float, to pytest.approx's default tolerance of the expected value), a `str`/`int`/`float` enum's member as its value,
+a set and a frozenset alike, a list, a tuple and a drained iterator of the same items alike, and a namedtuple where a
+tuple was recorded (a dict subclass is dumped as the dict of its stored items); dicts and sets regardless of order
+(an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as `==` has them (fixed
+offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass answers for its base),
+instances by the public attributes the expected one has (what a test can observe: `obj.count`, not `obj._items`; a
+re-implementation that keeps its state under other private names, or adds attributes, is the same; by all of them
+when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
 instances, laid out as the candidate chose) by class only.
 """
 
@@ -40,12 +44,12 @@ import functools
 import importlib
 import io
 import json
-import math
 import operator
 import re
 import sys
 import types
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
 
@@ -103,20 +107,37 @@ def name_of(kind: type) -> str:
         return f"{kind.__module__}:{kind.__qualname__}"
 
 
-def dump(value, opaque_types: dict[type, str] | None = None):
+class _Walk:
+    """One dump's state: nodes left, the containers being dumped (cycles), the classes dumped by name only, and
+    whether iterators are drained."""
+
+    __slots__ = ("active", "budget", "drain", "opaque")
+
+    def __init__(self, opaque: dict[type, str], drain: bool):
+        self.budget, self.active, self.opaque, self.drain = MAX_NODES, set(), opaque, drain
+
+
+def dump(value, opaque_types: dict[type, str] | None = None, drain: bool = False):
     """The tagged tree of `value`; raises `Unserialisable`. Instances of a class in `opaque_types` (exactly) are dumped
     by the name given there only (`OPAQUE` state): the replay's live objects of a class feature, kept however the
     candidate chose and wherever it defined the class (a class re-exported from another module keeps the name the
-    recording knows it by)."""
-    budget = [MAX_NODES]
-    return _dump(value, 0, budget, set(), opaque_types or {})
+    recording knows it by). `drain`: an iterator (a generator, `map`, an iterator class) is consumed, at most
+    `MAX_ITEMS` items, into `["iter", [items]]` (the replay's answers; a recorder must not consume what the test is
+    about to read)."""
+    return _dump(value, 0, _Walk(opaque_types or {}, drain))
 
 
-def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[type, str]):
-    budget[0] -= 1
-    if budget[0] < 0 or depth > MAX_DEPTH:
+def is_iterator(value) -> bool:
+    """Whether `value` is an iterator (what `dump(..., drain=True)` consumes); an open file or stream is not one."""
+    return isinstance(value, Iterator) and not isinstance(value, io.IOBase)
+
+
+def _dump(value, depth: int, ctx: _Walk):
+    ctx.budget -= 1
+    if ctx.budget < 0 or depth > MAX_DEPTH:
         raise Unserialisable("too large or too deep")
     kind = type(value)
+    opaque, active = ctx.opaque, ctx.active
     if kind in opaque:
         return ["obj", opaque[kind], OPAQUE]
     if value is None:
@@ -142,18 +163,19 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
     if isinstance(value, type):
         return ["type", _reachable(value)]
     if kind in _TIMES:  # exact types: a date, time, datetime, timedelta or fixed-offset timezone by its fields
-        return _dump_time(value, depth, budget, active, opaque)
+        return _dump_time(value, depth, ctx)
     if kind is re.Pattern:  # a compiled regex (a parser's cached `_match_re`): its text and flags are all it is
-        return ["pattern", _dump(value.pattern, depth + 1, budget, active, opaque), value.flags]
+        return ["pattern", _dump(value.pattern, depth + 1, ctx), value.flags]
     if kind in (types.FunctionType, types.BuiltinFunctionType):
         return ["fn", _reachable(value)]
     if isinstance(value, enum.Enum):
         if isinstance(value, enum.Flag) and not _named_flag(value):  # `Perm(0o4000)` of an IntFlag: no name says it
             raise Unserialisable(f"{kind.__qualname__} value {value.value!r} has bits no member names")
-        return ["enum", _reachable(kind), value.name]
+        plain = _plain_enum(value)  # `class Level(str, Enum)`, IntEnum: equal to their value under `==`
+        return ["enum", _reachable(kind), value.name] + ([_dump(plain, depth + 1, ctx)] if plain is not None else [])
     if isinstance(value, BaseException):
         try:
-            args = [_dump(arg, depth + 1, budget, active, opaque) for arg in value.args]
+            args = [_dump(arg, depth + 1, ctx) for arg in value.args]
         except Unserialisable:
             args = []
         if kind.__module__ == "builtins":
@@ -162,6 +184,8 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
             _name(base) for base in kind.__mro__[1:] if issubclass(base, BaseException) and "<" not in base.__qualname__
         ]
         return ["exc", _name(kind), args, bases]  # a subclass answers for its bases, as `except` and `pytest.raises` do
+    if ctx.drain and is_iterator(value):
+        return ["iter", _drained(value, depth, ctx)]
     if isinstance(value, io.IOBase):  # an open file or stream: its state is the OS's, not its attributes
         raise Unserialisable(f"{kind.__qualname__} is a stream")
     if id(value) in active:
@@ -169,33 +193,30 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
     active.add(id(value))
     try:
         if kind is functools.partial:  # `partial(int_convert, 16)` in a converter table: its function and arguments
-            return ["partial", _dump(value.func, depth + 1, budget, active, opaque),
-                    [_dump(arg, depth + 1, budget, active, opaque) for arg in value.args],
-                    [[name, _dump(arg, depth + 1, budget, active, opaque)] for name, arg in value.keywords.items()]]  # fmt: skip
+            return ["partial", _dump(value.func, depth + 1, ctx),
+                    [_dump(arg, depth + 1, ctx) for arg in value.args],
+                    [[name, _dump(arg, depth + 1, ctx)] for name, arg in value.keywords.items()]]  # fmt: skip
         if kind in _EXACT:
-            items = [_dump(item, depth + 1, budget, active, opaque) for item in value]
+            items = [_dump(item, depth + 1, ctx) for item in value]
             if kind in (set, frozenset):
                 items.sort(key=lambda item: json.dumps(item, sort_keys=True))
             return [_EXACT[kind], items]
         if kind is dict:
             return [
                 "dict",
-                [
-                    [_dump(k, depth + 1, budget, active, opaque), _dump(v, depth + 1, budget, active, opaque)]
-                    for k, v in value.items()
-                ],
+                [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)] for k, v in value.items()],
             ]
         if isinstance(value, tuple):
             return [
                 "obj",
                 _reachable(kind),
-                ["tuple", [_dump(item, depth + 1, budget, active, opaque) for item in value]],
+                ["tuple", [_dump(item, depth + 1, ctx) for item in value]],
             ]
         if isinstance(value, dict):  # Counter, OrderedDict, defaultdict: equal to a dict of the same items
             # the stored items, not what an overridden `items` says; an OrderedDict's in its own order, which
             # `move_to_end` changes and the dict underneath does not show
             pairs = OrderedDict.items(value) if kind is OrderedDict else dict.items(value)
-            tree = ["dict", [[_dump(k, depth + 1, budget, active, opaque), _dump(v, depth + 1, budget, active, opaque)]
+            tree = ["dict", [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)]
                              for k, v in pairs]]  # fmt: skip
             return [*tree, _MAPPINGS[kind]] if kind in _MAPPINGS else tree
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
@@ -210,9 +231,31 @@ def _dump(value, depth: int, budget: list[int], active: set[int], opaque: dict[t
                 state[name] = member.__get__(value, kind)
             except AttributeError:
                 continue
-        return ["obj", _reachable(kind), _dump(state, depth + 1, budget, active, opaque)]
+        return ["obj", _reachable(kind), _dump(state, depth + 1, ctx)]
     finally:
         active.discard(id(value))
+
+
+MAX_ITEMS = 10_000
+"""An iterator of more items than this has no strict form (a replay's answer that never ends is a mismatch)."""
+
+
+def _drained(value, depth: int, ctx: _Walk) -> list:
+    items = []
+    for item in value:
+        if len(items) == MAX_ITEMS:
+            raise Unserialisable(f"an iterator of more than {MAX_ITEMS} items")
+        items.append(_dump(item, depth + 1, ctx))
+    return items
+
+
+def _plain_enum(value: enum.Enum):
+    """The `str`, `int` or `float` a member of an enum with that mixin is under `==` (its data, read through the
+    builtin type, never through the member's own methods); None for a plain `Enum`."""
+    for base in (str, int, float):
+        if isinstance(value, base):
+            return {str: str.__str__, int: int.__int__, float: float.__float__}[base](value)
+    return None
 
 
 def _named_flag(value: enum.Flag) -> bool:
@@ -238,7 +281,7 @@ def _slots(kind: type) -> dict[str, types.MemberDescriptorType]:
 _TIMES = (datetime.date, datetime.time, datetime.datetime, datetime.timedelta, datetime.timezone)
 
 
-def _dump_time(value, depth: int, budget: list[int], active: set[int], opaque: dict[type, str]):
+def _dump_time(value, depth: int, ctx: _Walk):
     """`["date", y, m, d]`, `["time", H, M, S, us, tzinfo, fold]`, `["datetime", y, m, d, H, M, S, us, tzinfo, fold]`,
     `["timedelta", days, seconds, us]`, `["timezone", offset, name]` (`name` None: the default)."""
     if type(value) is datetime.timedelta:
@@ -248,12 +291,12 @@ def _dump_time(value, depth: int, budget: list[int], active: set[int], opaque: d
         default = name == datetime.timezone(value.utcoffset(None)).tzname(None)
         return [
             "timezone",
-            _dump_time(value.utcoffset(None), depth + 1, budget, active, opaque),
+            _dump_time(value.utcoffset(None), depth + 1, ctx),
             None if default else name,
         ]
     if type(value) is datetime.date:
         return ["date", value.year, value.month, value.day]
-    zone = _dump(value.tzinfo, depth + 1, budget, active, opaque)
+    zone = _dump(value.tzinfo, depth + 1, ctx)
     clock = [value.hour, value.minute, value.second, value.microsecond, zone, value.fold]
     if type(value) is datetime.time:
         return ["time", *clock]
@@ -308,9 +351,9 @@ def load(tree):
         return cls[tree[2]]
     if tag == "exc":
         return resolve(tree[1])(*[load(arg) for arg in tree[2]])
-    if tag in ("list", "tuple", "set", "frozenset"):
+    if tag in ("list", "tuple", "set", "frozenset", "iter"):
         items = [load(item) for item in tree[1]]
-        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "iter": iter}[tag](items)
     if tag in ("date", "time", "datetime", "timedelta", "timezone"):
         return _load_time(tree)
     if tag == "pattern":
@@ -340,12 +383,22 @@ def same(expected, actual) -> bool:
     if not isinstance(expected, list) or not isinstance(actual, list) or not expected or not actual:
         return False
     tag = expected[0]
-    if {tag, actual[0]} <= {"int", "float", "bool"} and tag != actual[0] and len(actual) == len(expected) == 2:
-        return _number_equal(_number_text(expected), _number_text(actual))  # `0` for `0.0`, `1` for True: as `==`
+    if tag == "enum" or actual[0] == "enum":
+        return _same_enum(expected, actual)
+    if tag in _NUMBERS and actual[0] in _NUMBERS:
+        return _same_number(expected, actual)  # `0` for `0.0`, `Decimal("0.30")` for `0.3`, floats as pytest.approx
     if {tag, actual[0]} == {"set", "frozenset"} and len(actual) == len(expected) == 2:
         return _unordered(expected[1], actual[1])  # `{1} == frozenset({1})`
-    if tag == "tuple" and actual[:1] == ["obj"] and len(actual) == 3 and actual[2][:1] == ["tuple"]:
+    if tag in _SEQUENCES and actual[:1] == ["obj"] and len(actual) == 3 and actual[2][:1] == ["tuple"]:
         return same(expected, actual[2])  # a namedtuple where a tuple was returned: equal, and it indexes alike
+    if tag in _SEQUENCES and actual[0] in _SEQUENCES and len(actual) == len(expected) == 2:
+        mine, theirs = expected[1], actual[1]  # a list for a tuple, a drained iterator for either: the same items
+        return (
+            isinstance(mine, list)
+            and isinstance(theirs, list)
+            and len(mine) == len(theirs)
+            and all(map(same, mine, theirs))
+        )
     if tag == "exc" and actual[0] == "exc" and len(actual) in (3, 4) and isinstance(actual[1], str):
         return expected[1] == actual[1] or (
             len(actual) == 4 and isinstance(actual[3], list) and expected[1] in actual[3]
@@ -356,15 +409,10 @@ def same(expected, actual) -> bool:
         return _same_time(expected, actual)
     if actual[0] != tag or len(actual) != len(expected):
         return False
-    if tag == "float":
-        a, b = float(expected[1]), float(actual[1])
-        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if tag == "complex":
         return same(["float", expected[1]], ["float", actual[1]]) and same(["float", expected[2]], ["float", actual[2]])
     if tag == "exc":
         return expected[1] == actual[1]
-    if tag in ("list", "tuple"):
-        return len(expected[1]) == len(actual[1]) and all(map(same, expected[1], actual[1]))
     if tag in ("set", "frozenset"):
         return _unordered(expected[1], actual[1])
     if tag == "pair":
@@ -380,6 +428,9 @@ def same(expected, actual) -> bool:
     return expected == actual
 
 
+PENDING = ["iter", None]
+"""A recorded result left for the gold's lone replay to fill in: an iterator, which the recorder must not consume
+before the test reads it (`mining.behaviour.with_drained_results`). Never the same as any answer."""
 OPAQUE = ["opaque"]
 """An instance's state on the expected side that `same` does not compare (its class still is): how an instance of a
 class the candidate writes keeps its state is the candidate's choice."""
@@ -462,25 +513,66 @@ def opaque(tree, cls: str):
     return [opaque(item, cls) for item in tree]
 
 
-_NUMBER = re.compile(r"[+-]?(\d{1,400}(\.\d{0,400})?|\.\d{1,400})([eE][+-]?\d{1,3})?|[+-]?(inf|nan)", re.IGNORECASE)
+_NUMBERS = frozenset({"int", "float", "bool", "decimal", "fraction"})
+_SEQUENCES = frozenset({"list", "tuple", "iter"})
+REL_TOL, ABS_TOL = Fraction(1, 10**6), Fraction(1, 10**12)
+"""pytest.approx's default tolerance, applied where either side is a float: `|a - b| <= max(REL_TOL * |expected|,
+ABS_TOL)`."""
+_NUMBER = re.compile(
+    r"[+-]?(\d{1,400}(\.\d{0,400})?|\.\d{1,400})([eE][+-]?\d{1,3})?|[+-]?(inf|infinity|s?nan)", re.IGNORECASE
+)
 """The text of a number whose exact value is cheap to build: at most 400 digits each side, an exponent below 1000
-(the host compares what the candidate's process wrote: `Fraction("1e999999999")` would take hours)."""
+(the host compares what the candidate's process wrote: `Fraction("1e999999999")` would take hours); a float's or a
+Decimal's infinities and NaNs."""
 
 
-def _number_text(tree: list) -> object:
-    """The number a tagged int, float or bool stands for, as text (`True` is `1`)."""
-    return str(int(tree[1])) if tree[0] == "bool" and isinstance(tree[1], bool) else tree[1]
+def _exact(tree: list) -> Fraction | float | None:
+    """The exact value of a tagged int, float, bool, Decimal or Fraction (an infinity or NaN as a float); None where
+    the text is malformed or too long to build cheaply."""
+    if tree[0] == "bool":
+        return Fraction(int(tree[1])) if isinstance(tree[1], bool) and len(tree) == 2 else None
+    texts = tree[1:3] if tree[0] == "fraction" else tree[1:2]
+    if len(tree) != len(texts) + 1 or not all(isinstance(t, str) and _NUMBER.fullmatch(t) for t in texts):
+        return None
+    if tree[0] == "fraction":
+        if "." in texts[0] + texts[1] or "e" in (texts[0] + texts[1]).lower() or not texts[1].strip("+-0"):
+            return None
+        return Fraction(int(texts[0]), int(texts[1]))
+    text = texts[0].lower()
+    if text.lstrip("+-") in ("inf", "infinity", "nan", "snan"):
+        return float(text.replace("infinity", "inf").replace("snan", "nan"))
+    return Fraction(text)
 
 
-def _number_equal(expected: object, actual: object) -> bool:
-    """An int and a float as `==` compares them (exactly, as Python does), from their tagged text."""
-    if not all(isinstance(v, str) and _NUMBER.fullmatch(v) for v in (expected, actual)):
-        return False
+def _same_number(expected: list, actual: list) -> bool:
+    """Two numbers as the tests' `==` compares them, exactly (`1` for `True`, `Decimal("0.30")` for `Fraction(3,
+    10)`), and to pytest.approx's default tolerance where either is a float; a NaN answers a NaN. The same tag and
+    text is the same number, however long (a 500-digit int)."""
+    if expected == actual:
+        return True
     try:
-        a, b = (Fraction(v) if "." in str(v) or "e" in str(v).lower() else int(str(v)) for v in (expected, actual))
+        a, b = _exact(expected), _exact(actual)
     except (ValueError, TypeError, ZeroDivisionError, OverflowError):
         return False
-    return a == b
+    if a is None or b is None:
+        return False
+    if isinstance(a, float) or isinstance(b, float):  # an infinity or a NaN on either side
+        return a == b or (a != a and b != b)  # noqa: PLR0124 - NaN is the one value unequal to itself
+    if a == b:
+        return True
+    return "float" in (expected[0], actual[0]) and abs(a - b) <= max(REL_TOL * abs(a), ABS_TOL)
+
+
+def _same_enum(expected: list, actual: list) -> bool:
+    """A member of a `str`, `int` or `float` enum is its value under `==`, either way round (`Level.HIGH` for `"high"`,
+    `"high"` for `Level.HIGH`); a plain `Enum`'s member only itself."""
+    if expected[:1] == actual[:1] == ["enum"] and expected[1:3] == actual[1:3]:
+        return True
+    mine = expected[3] if expected[0] == "enum" and len(expected) == 4 else expected
+    theirs = actual[3] if actual[0] == "enum" and len(actual) == 4 else actual
+    return (
+        (mine is not expected or theirs is not actual) and "enum" not in (mine[:1] + theirs[:1]) and same(mine, theirs)
+    )
 
 
 MAX_INEXACT = 64

@@ -3,30 +3,44 @@ answers as recorded (see `composer_prime.grading.behaviour` for how grading uses
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import posixpath
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from composer_prime.grading import values
-from composer_prime.grading.behaviour import RecordedCall, mismatch
+from composer_prime.grading.behaviour import IGNORED, RecordedCall, mismatch
 from composer_prime.grading.tree import is_test_path
 from composer_prime.mining.testrun import replay_calls, run_tests
 
 
 def record_behaviour(
-    test_cmd: list[str], work: Path, feature: dict[str, str], targets: list[str], timeout_s: float
+    test_cmd: list[str],
+    work: Path,
+    feature: dict[str, str],
+    targets: list[str],
+    timeout_s: float,
+    starting: dict[str, str | None] | None = None,
 ) -> tuple[list[RecordedCall], int]:
     """Run `targets` on the original code in `work` with the recorder of calls into `feature` (`path`, `qualname`,
     `kind`), replay what it saw exactly as grading will, and return (the calls answered as recorded, how many calls
-    were seen but not kept). Raises the test run's `TestCommandTimeout` / `TestCommandFailed`."""
+    were seen but not kept). `starting`: the files the task's starting tree has otherwise (None: removed), for
+    `floored`. Raises the test run's `TestCommandTimeout` / `TestCommandFailed`."""
     recorded, skipped, _ = record_calls(test_cmd, work, feature, targets, timeout_s)
     calls = without_test_code(recorded)
+    changed = starting or {}
+    before = existed_before(work, lambda path: changed[path] if path in changed else _read(work / path), [".", "src"])
     if feature.get("kind") != "class":
+        calls = floored(with_drained_results(test_cmd, work, calls, timeout_s), before)
         kept = replayed_as_recorded(test_cmd, work, calls, timeout_s)
         return kept, skipped + len(recorded) - len(kept)
     qualname = feature["qualname"]
     calls = [as_observed(call, qualname) for call in without_representation(calls)]
+    calls = floored(with_drained_results(test_cmd, work, calls, timeout_s), before)
     answers = replay_calls(test_cmd, work, calls, timeout_s) if calls else []
     kept = whole_chains(calls, [mismatch(c, a) is None for c, a in zip(calls, answers, strict=True)], qualname)
     return kept, skipped + len(recorded) - len(kept)
@@ -129,6 +143,108 @@ def replayed_as_recorded(
     return [call for call, answer in zip(calls, answers, strict=True) if mismatch(call, answer) is None]
 
 
+def with_drained_results(
+    test_cmd: list[str], work: Path, calls: list[RecordedCall], timeout_s: float, pythonpath: list[str] | None = None
+) -> list[RecordedCall]:
+    """`calls` with each result the recorder left `values.PENDING` (an iterator the test was about to read) taken
+    from a lone replay against the code in `work`, exactly as grading makes it: the items it drained (or what it
+    raised) and the arguments after the call. A call that replay answered with an error, or with an iterator past
+    `values.MAX_ITEMS`, is dropped; the caller's own replay then checks the filled-in calls like any other."""
+    if not any(call.result == values.PENDING for call in calls):
+        return calls
+    answers = replay_calls(test_cmd, work, calls, timeout_s, pythonpath)
+    kept = []
+    for call, answer in zip(calls, answers, strict=True):
+        if call.result != values.PENDING:
+            kept.append(call)
+            continue
+        if not answer or "error" in answer or not isinstance(answer.get("args_after"), list):
+            continue
+        result, raised = answer.get("result"), answer.get("raised")
+        if (result is None) == (raised is None) or (result or [None])[0] == "unserialisable":
+            continue
+        update = {"result": result, "raised": raised, "args_after": answer["args_after"],
+                  "kwargs_after": answer.get("kwargs_after") or {}}  # fmt: skip
+        try:
+            kept.append(RecordedCall.model_validate(call.model_dump() | update))
+        except ValidationError:
+            continue
+    return kept
+
+
+def existed_before(gold: Path, starting: Callable[[str], str | None], pythonpath: list[str]) -> Callable[[str], bool]:
+    """Whether the class `module:qualname` existed before the gold's change: a module of the repository (a file under
+    `gold`, found through `pythonpath`) must define it in the starting tree's text of that file (`starting(path)`,
+    None where the starting tree has no such file); a module outside it (builtins, the standard library, an installed
+    package) did."""
+
+    @functools.cache
+    def check(name: str) -> bool:
+        module, _, qualname = name.partition(":")
+        relative = module.replace(".", "/")
+        for root in pythonpath:
+            for candidate in (f"{relative}.py", f"{relative}/__init__.py"):
+                path = posixpath.normpath(posixpath.join(root, candidate))
+                if (gold / path).is_file():
+                    return _defines(starting(path), qualname)
+        return True
+
+    return check
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _defines(source: str | None, qualname: str) -> bool:
+    """Whether `source` defines the class `qualname` (nested classes by their dotted path) outside any function."""
+    try:
+        body = ast.parse(source).body if source is not None else []
+    except (SyntaxError, ValueError):
+        return False
+    for part in qualname.split("."):
+        found = None
+        stack = list(body)
+        while stack and found is None:
+            node = stack.pop()
+            if isinstance(node, ast.ClassDef) and node.name == part:
+                found = node
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                stack.extend([*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                              *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body)])  # fmt: skip
+        if found is None:
+            return False
+        body = found.body
+    return True
+
+
+def floored(calls: list[RecordedCall], existed: Callable[[str], bool]) -> list[RecordedCall]:
+    """`calls` with each raised exception recorded as the nearest class of its MRO that `existed` before the gold's
+    change: an exception class the gold adds (`class PercentError(ValueError)`) is one a candidate cannot know, so
+    any `ValueError` answers for it, as the tests' `pytest.raises(ValueError)` accepts; one that existed is still
+    wanted (or a subclass of it)."""
+    return [
+        call.model_copy(update={"raised": exception_floor(call.raised, existed)}) if call.raised else call
+        for call in calls
+    ]
+
+
+def exception_floor(tree: list, existed: Callable[[str], bool]) -> list:
+    """A tagged exception named by the first class of its MRO (its own, then its bases' names) that `existed`."""
+    if tree[:1] != ["exc"] or len(tree) != 4 or not isinstance(tree[3], list):
+        return tree  # a builtin exception, which always existed
+    names = [tree[1], *tree[3]]
+    for index, name in enumerate(names):
+        if isinstance(name, str) and existed(name):
+            if index == 0:
+                return tree
+            return ["exc", name, tree[2]] + ([] if name.startswith("builtins:") else [names[index + 1 :]])
+    return tree
+
+
 def _owner(call: RecordedCall, qualname: str) -> str:
     """`module:qualname` of a `class` feature, from one of its calls."""
     return call.target.partition(":")[0] + ":" + qualname
@@ -179,8 +295,11 @@ def blind(calls: list[RecordedCall]) -> str | None:
     them apart. Blind: every call leaves its arguments as they were and answers None, or raises (one exception type, or
     several, which one class can subclass all of), or answers with one of its own arguments (`return self`, a
     decorator's `return fn`): a stub needs no knowledge to do that (a feature whose effect is module state or private
-    state); or gives one value for different inputs (a constant). "As they were" and "one value" are judged as grading compares (`values.same`): a change to
-    private attributes only, which the replay does not compare, leaves an argument as it was."""
+    state); or gives one value for different inputs (a constant). Judged as grading compares: "as they were" and "one
+    value" by `values.same` (a change to private attributes only leaves an argument as it was; answers within
+    pytest.approx's tolerance, or a str enum and its value, are one value), and a call the gold answered with None
+    takes any answer (`behaviour.IGNORED`), so it is left out of "one value" and "one of its arguments": `return 5`
+    replays `f(1) -> None, f(2) -> 5`."""
     if not calls:
         return None
     for c in calls:
@@ -196,18 +315,19 @@ def blind(calls: list[RecordedCall]) -> str | None:
     if all(c.raised for c in calls):  # one class can subclass every type raised: `class Any(TypeError, KeyError)`
         raised = sorted({str(c.raised[1]) for c in calls})
         return f"raises {raised[0]}" if len(raised) == 1 else f"raises one of {', '.join(raised)}"
-    echoed = _echoed(calls)
+    if any(c.raised for c in calls):
+        return None  # some raise, some answer: a stub must know which
+    valued = [c for c in calls if c.result != IGNORED]
+    if not valued:
+        return "returns None"
+    echoed = _echoed(valued)
     if echoed is not None:  # `return self` of a chainable method, `return fn` of a registering decorator
         return f"returns its argument {echoed}"
-    answers = [["raised", c.raised[1]] if c.raised else c.result for c in calls]
-    if not all(_alike(answers[0], answer) for answer in answers[1:]):
+    if not all(_alike(valued[0].result, c.result) for c in valued[1:]):
         return None
-    first = calls[0]
-    if first.result == ["none"]:
-        return "returns None"
     inputs = {json.dumps([c.args, c.kwargs], sort_keys=True) for c in calls}
     if len(inputs) > 1:  # different inputs, one answer: `return <it>` replays them all
-        return f"returns the same value ({json.dumps(first.result)[:80]})"
+        return f"returns the same value ({json.dumps(valued[0].result)[:80]})"
     return None  # one input and its answer: a stub must know that answer
 
 

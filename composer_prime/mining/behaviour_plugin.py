@@ -8,7 +8,10 @@ gold patch), every call a test makes into the package: a function of a non-test 
 a frame of a test file (a test, a fixture, a helper), during one of the tests named in `tests`. Recorded: the
 arguments at entry, then the result or the raised exception and the arguments after the call, each in the strict
 tagged format. A call whose
-values have no strict form is skipped and counted; so are generators, coroutines, lambdas and nested functions.
+values have no strict form is skipped and counted; so are coroutines, lambdas and nested functions. A call that
+returns an iterator (a generator function's, recorded when the test first reads from it, or any function's `map`,
+`iter` or generator) is recorded with its result `values.PENDING`: consuming it would take the items from the test,
+so the miner fills it in from the gold's own lone replay, which drains it.
 At session end `{"calls": [...], "skipped": n}` is written to `out`.
 
 For a `class` feature the candidate chooses how an instance keeps its state, so the replay must not rebuild one from
@@ -37,7 +40,8 @@ import pytest
 _SPEC = json.loads(os.environ.get("COMPOSER_PRIME_BEHAVIOUR", "{}"))
 _ROOT = os.path.realpath(_SPEC.get("root", os.getcwd()))
 MAX_CALLS = 300
-_UNTRACEABLE = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+_GENERATOR = 0x20
+_UNTRACEABLE = 0x80 | 0x100 | 0x200  # coroutine, iterable coroutine, async generator
 _TEST_DIRS = {"tests", "test", "testing"}
 _PACKAGE = _SPEC.get("kind") == "package"
 _TESTS = set(_SPEC.get("tests", []))
@@ -47,6 +51,8 @@ _calls: list[dict] = []
 _seen: set[str] = set()
 _skipped = [0]
 _test = [""]
+_resumed: dict[int, object] = {}
+"""id -> a generator frame already recorded (kept alive, so that its id is not reused within the test), per test."""
 _broken: set[str] = set()
 """Instances with a call that could not be recorded."""
 _instances: dict[int, tuple[object, str]] = {}
@@ -185,6 +191,8 @@ class _Call:
         try:
             if self.pending is not None and result is None:
                 self.record["raised"] = values.dump(self.pending, _opaque)
+            elif values.is_iterator(result):  # the test is about to read it: the gold's replay drains it instead
+                self.record["result"] = values.PENDING
             else:
                 self.record["result"] = values.dump(result, _opaque)
             self.record["args_after"] = [values.dump(arg, _opaque) for arg in self.positional]
@@ -242,15 +250,23 @@ def _global(frame, event, arg):
         return None
     if _PACKAGE and (frame.f_back is None or not _is_test_file(frame.f_back.f_code.co_filename)):
         return None  # a call inside the package (or from pytest): only the tests' own calls are the behaviour
-    if frame.f_code.co_flags & _UNTRACEABLE:  # a generator's calls cannot be recorded without consuming it
+    if frame.f_code.co_flags & _UNTRACEABLE:  # a coroutine's result is not its return value
         _skipped[0] += 1
         return None
+    generator = bool(frame.f_code.co_flags & _GENERATOR)
+    if generator and id(frame) in _resumed:
+        return None  # a later resume of a generator already recorded (each resume is a `call` event)
+    if generator:
+        _resumed[id(frame)] = frame
     try:
         call = _Call(frame)
     except values.Unserialisable:
         return None  # counted by the call
     except KeyError:
         _skipped[0] += 1
+        return None
+    if generator:  # first read by the test: its arguments as they are now; its items from the gold's replay
+        call.finish(iter(()))
         return None
     return call.trace
 
@@ -259,6 +275,7 @@ def _global(frame, event, arg):
 def pytest_runtest_protocol(item, nextitem):
     _test[0] = item.nodeid
     _instances.clear()
+    _resumed.clear()
     if _PACKAGE and item.nodeid not in _TESTS:
         yield
         return

@@ -341,7 +341,7 @@ class Miner:
             after={path: texts[path] for path in deletion.changed},
         )
         calls, not_kept = self._behaviour(
-            feature, space.work, sorted({*held_out, *self._affected_files(feature, texts)})
+            feature, space.work, sorted({*held_out, *self._affected_files(feature, texts)}), deletion.changed
         )
         if len(calls) < self.config.min_replayed_calls:
             raise _Skip(
@@ -379,10 +379,12 @@ class Miner:
             why=why_kept(feature, self.covered.get(feature.key, len(fail_to_pass))),
         )
 
-    def _behaviour(self, feature: Feature, work: Path, targets: list[str]) -> tuple[list[RecordedCall], int]:
+    def _behaviour(
+        self, feature: Feature, work: Path, targets: list[str], starting: dict[str, str | None]
+    ) -> tuple[list[RecordedCall], int]:
         spec = {"path": feature.path, "qualname": feature.qualname, "kind": feature.kind}
         try:
-            return record_behaviour(self.config.test_cmd, work, spec, targets, self.timeout_s)
+            return record_behaviour(self.config.test_cmd, work, spec, targets, self.timeout_s, starting)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise _Skip("no behaviour", f"the recording run failed: {exc}") from exc
 

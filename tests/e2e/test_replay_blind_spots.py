@@ -246,8 +246,11 @@ def test_held_raising_where_the_gold_returned_is_wrong_whatever_bases_it_claims(
     call = RecordedCall(target="m:f", args=[["int", "1"]], result=["none"], args_after=[["int", "1"]])
     forged = {"raised": ["exc", "m:X", [], ["builtins:Exception"]], "args_after": [["int", "1"]], "kwargs_after": {}}
     assert mismatch(call, forged)
-    forged = {"result": ["exc", "builtins:TypeError", [], ["none"]], "args_after": [["int", "1"]], "kwargs_after": {}}
-    assert mismatch(call, forged)  # an exception *returned* with a claimed base "none" is not None
+    # where the gold returned None any answer is taken (`behaviour.IGNORED`); where it returned a value, an exception
+    # *returned* with that value's tag claimed as a base is not that value
+    call = RecordedCall(target="m:f", args=[["int", "1"]], result=["int", "7"], args_after=[["int", "1"]])
+    forged = {"result": ["exc", "builtins:TypeError", [], ["int"]], "args_after": [["int", "1"]], "kwargs_after": {}}
+    assert mismatch(call, forged)
 
 
 # ---------------------------------------------------------------------------------------------------------------

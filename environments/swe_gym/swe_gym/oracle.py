@@ -6,7 +6,9 @@ the FAIL_TO_PASS tests (and the PASS_TO_PASS tests of their files) run once thro
 behaviour recorder in `package` mode (`composer_prime.mining.behaviour_plugin`): every call a test makes straight
 into a non-test file records its arguments, its result or raised exception and its arguments after the call. What is kept is the oracle:
 
-1. calls whose values have no strict form (paths, callbacks, generators, objects with `__slots__`) are dropped;
+1. calls whose values have no strict form (paths, callbacks, objects with `__slots__`) are dropped; an iterator a
+   call returns (a generator) is drained by a lone replay of the gold, and an exception class the gold patch adds is
+   recorded as the nearest base the starting tree has (`mining.behaviour.floored`);
 2. so are calls whose values name a test module or pytest (a replay would import the agent's copy of them), and calls
    whose arguments hold an instance with private attributes (`self._items`): rebuilding it would hand a candidate
    the gold's private representation, which an honest fix need not share;
@@ -37,7 +39,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall, mismatch
-from composer_prime.mining.behaviour import blind, names_test_code, record_calls, replayed_as_recorded
+from composer_prime.mining.behaviour import (
+    blind,
+    existed_before,
+    floored,
+    names_test_code,
+    record_calls,
+    replayed_as_recorded,
+    with_drained_results,
+)
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, replay_calls
 from swe_gym.grading import file_of_test
 from swe_gym.local import GIT_TIMEOUT_S, LocalConfig, PrepError, env_path, exclusive, run, slug
@@ -47,7 +57,7 @@ REASONS = {
     "gold fails its tests": "the FAIL_TO_PASS tests do not all pass with the gold patch in the recording run",
     "no calls into the package": "no test called a function of a non-test file straight from a test file",
     "no strict form": "every call had an argument, result or exception without a strict form (paths, callbacks, "
-    "generators, objects with __slots__)",
+    "objects with __slots__, iterators of more than values.MAX_ITEMS items)",
     "test-side values": "every call's values name a test module or pytest",
     "private state in the arguments": "every call, or every call the starting code answers otherwise, was handed an "
     "instance with private attributes",
@@ -101,7 +111,9 @@ class Oracle(BaseModel):
 
 
 RECORDING = 2
-"""The recording's own version, part of every key: a recorder that keeps other calls records every row again."""
+"""The recording rules' version, part of the key: an oracle recorded under older rules (before iterators were drained,
+exceptions the gold adds floored to a base the starting code has, and the PASS_TO_PASS calls of the FAIL_TO_PASS
+files recorded beside them) is recorded again."""
 
 
 def oracle_key(local: LocalConfig, row: SWEGymRow) -> str:
@@ -168,6 +180,14 @@ def _private_state(tree: object) -> bool:
     return False
 
 
+def _text(path: Path) -> str | None:
+    """A file of the starting tree (the host's snapshot), None where it has none."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _checkout(snapshot: Path, dest: Path, patches: list[str]) -> None:
     """`dest` = a copy of the snapshot's tree with `patches` applied (the snapshot is the host's own: trusted)."""
     safe = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(dest.parent)}
@@ -222,9 +242,12 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         failing = [test for test in row.fail_to_pass if outcomes.get(test) != "PASSED"]
         if failing:
             return result([], "gold fails its tests", f"not PASSED with the gold patch: {failing[:5]}")
-        counts.update(seen=len(calls) + unserialisable, no_strict_form=unserialisable)
+        seen = len(calls) + unserialisable
+        calls = with_drained_results(test_cmd, gold, calls, timeout_s, pythonpath)  # iterators, as the gold's replay
+        calls = floored(calls, existed_before(gold, lambda path: _text(snapshot / path), pythonpath))
+        counts.update(seen=seen, no_strict_form=seen - len(calls))
         if not calls:
-            return result([], "no strict form" if unserialisable else "no calls into the package")
+            return result([], "no strict form" if seen else "no calls into the package")
         kept = [call for call in calls if not names_test_code(call)]
         counts["test_side"] = len(calls) - len(kept)
         if not kept:

@@ -1,0 +1,231 @@
+"""What the replay no longer holds against an honest fix (issue 39, line 4), and that none of it lets a forgery
+through: numbers as `==` and pytest.approx compare them, `str`/`int` enums by value, a list for a tuple, iterators
+drained (bounded), an exception class the gold adds by the nearest base the starting tree has, no result compared
+where the gold returned None, no argument compared that the gold left alone; `mining.behaviour.blind` judges
+with the same rules."""
+
+from __future__ import annotations
+
+import enum
+import subprocess
+import sys
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from composer_prime.grading import values
+from composer_prime.grading.behaviour import RecordedCall, mismatch
+from composer_prime.mining.behaviour import blind, exception_floor, existed_before, floored
+
+
+def same(a, b) -> bool:
+    return values.same(values.dump(a), values.dump(b, drain=True))
+
+
+class Level(str, enum.Enum):  # noqa: UP042 - the red team's shape (a StrEnum is `Tone`)
+    HIGH = "high"
+    LOW = "low"
+
+
+class Rank(enum.IntEnum):
+    GOLD = 1
+    SILVER = 2
+
+
+class Tone(enum.StrEnum):
+    SOFT = "soft"
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def test_numbers_compare_as_equality_and_floats_as_pytest_approx() -> None:
+    """`Decimal("0.30")` and `Fraction(3, 10)` answer each other exactly (as `==`); a float answers within
+    pytest.approx's default tolerance of the expected value (rel 1e-6, abs 1e-12), whatever the other side's type."""
+    assert same(Decimal("3.50"), Decimal("3.5")) and same(Decimal("0.5"), Fraction(1, 2)) and same(150.0, Decimal(150))
+    assert same(Fraction(1, 3), 1 / 3) and same(0.3, Decimal("0.30")) and same(2**0.5, 1.4142135)
+    assert not same(Decimal("0.30"), Fraction(1, 3)) and not same(Fraction(1, 3), Decimal("0.3333333"))
+    assert (
+        not same(2**0.5, 1.41421) and not same(1, 2) and not same(Decimal("NaN"), 1) and same(Decimal("-inf"), -1e999)
+    )
+    assert same(True, Decimal(1)) and not same("0.3", Decimal("0.3"))
+    assert not values.same(["decimal", "1E+99999"], ["decimal", "1.0E+99999"])  # too long to build: different
+    assert same(10**500, 10**500) and not same(10**500, 10**500 + 1)  # the same text is the same number
+
+
+def test_a_forged_number_of_any_tag_costs_bounded_work() -> None:
+    """A Decimal or Fraction the candidate's process wrote is built only from at most 400 digits and a 3-digit
+    exponent: past that it is a different answer, at once."""
+    code = (
+        "import time; from composer_prime.grading import values; t = time.monotonic()\n"
+        "print(values.same(['decimal', '1.5'], ['decimal', '1E+99999999']),"
+        " values.same(['fraction', '1', '2'], ['fraction', '1' * 10**6, '2']),"
+        " values.same(['float', '0.5'], ['decimal', '9' * 10**6]), time.monotonic() - t < 2)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert run.stdout.split() == ["False", "False", "False", "True"], run.stderr[-800:]
+
+
+def test_str_and_int_enums_are_their_value_both_ways_and_a_plain_enum_is_itself() -> None:
+    assert values.dump(Level.HIGH) == ["enum", f"{__name__}:Level", "HIGH", ["str", "high"]]
+    assert same("high", Level.HIGH) and same(Level.HIGH, "high") and same(Rank.GOLD, 1) and same(1.0, Rank.GOLD)
+    assert same(Tone.SOFT, "soft") and same("soft", Tone.SOFT) and not same(Tone.SOFT, "loud")
+    assert not same("low", Level.HIGH) and not same(Level.HIGH, Level.LOW) and not same(Rank.GOLD, 2)
+    assert same(Colour.RED, Colour.RED) and not same("red", Colour.RED) and not same(Colour.RED, "red")
+    assert values.load(values.dump(Level.HIGH)) is Level.HIGH
+    assert same(Level.HIGH, Level.HIGH) and values.same(["enum", f"{__name__}:Level", "HIGH"], values.dump(Level.HIGH))
+
+
+def test_sequences_answer_each_other_and_iterators_drain_within_a_bound() -> None:
+    def evens(items):
+        yield from (item for item in items if item % 2 == 0)
+
+    assert same((1, 2), [1, 2]) and same([1, 2], (1, 2)) and same([2, 4], evens([1, 2, 3, 4])) and same((1,), iter([1]))
+    assert same([[1, 2]], map(list, [(1, 2)])) and not same([2, 4], evens([2])) and not same([1], iter([1.5]))
+    assert not same({"a": 1}, iter([("a", 1)])) and not same([1, 2], {1, 2})
+    with pytest.raises(values.Unserialisable, match="more than 10000 items"):
+        values.dump(iter(range(10**9)), drain=True)
+    with pytest.raises(values.Unserialisable):
+        values.dump(evens([2]))  # the recorder's dump never consumes one
+    with open(__file__) as stream:
+        assert values.is_iterator(evens([])) and not values.is_iterator([1]) and not values.is_iterator(stream)
+    assert not values.same(values.PENDING, values.PENDING) and not values.same(values.PENDING, ["iter", []])
+
+
+def call(result=None, raised=None, args=(), after=None) -> RecordedCall:
+    args = [values.dump(arg) for arg in args]
+    return RecordedCall(
+        target="m:f",
+        args=args,
+        result=values.dump(result) if raised is None else None,
+        raised=values.dump(raised) if raised is not None else None,
+        args_after=[values.dump(arg) for arg in after] if after is not None else args,
+    )
+
+
+def answer(result=None, raised=None, after=()) -> dict:
+    found = {"raised": values.dump(raised)} if raised is not None else {"result": values.dump(result, drain=True)}
+    return found | {"args_after": [values.dump(arg) for arg in after], "kwargs_after": {}}
+
+
+def test_a_result_where_the_gold_gave_none_is_not_compared_but_a_raise_is_a_raise() -> None:
+    """`Cart.add` returning `self` where the gold returns None: any answer, even one without a strict form; a raise
+    where the gold returned is still wrong, and so is an answer where the gold raised."""
+    gold = call(None, args=[[1]])
+    assert mismatch(gold, answer({"cart": 1}, after=[[1]])) is None
+    assert (
+        mismatch(gold, {"result": ["unserialisable", "x"], "args_after": [values.dump([1])], "kwargs_after": {}})
+        is None
+    )
+    assert "raised" in mismatch(gold, answer(raised=ValueError("x"), after=[[1]]))
+    assert "expected to raise" in mismatch(call(raised=ValueError("x"), args=[1]), answer(None, after=[1]))
+    assert "expected" in mismatch(call(5, args=[1]), {"result": ["unserialisable", "x"], "args_after": [["int", "1"]],
+                                                     "kwargs_after": {}})  # fmt: skip
+
+
+def test_an_argument_the_gold_left_alone_is_the_candidates_and_one_it_changed_is_compared() -> None:
+    """An in-place sort no test observes (the gold sorted a copy); an argument the gold changed must be changed
+    alike."""
+    copy = call(2, args=[[3, 1, 2]])
+    assert mismatch(copy, answer(2, after=[[1, 2, 3]])) is None
+    in_place = call(None, args=[[3, 1, 2]], after=[[1, 2, 3]])
+    assert mismatch(in_place, answer(None, after=[[1, 2, 3]])) is None
+    assert "in-place" in mismatch(in_place, answer(None, after=[[3, 1, 2]]))
+    assert "in-place" in mismatch(in_place, answer(None, after=[[1, 2]]))
+
+
+class PercentError(ValueError):
+    pass
+
+
+class ShopError(Exception):
+    pass
+
+
+class DiscountError(ShopError, ValueError):
+    pass
+
+
+def test_an_exception_the_gold_adds_is_wanted_as_its_nearest_base_the_starting_tree_has(tmp_path: Path) -> None:
+    """The gold adds `class PercentError(ValueError)` (no starting file defines it): any `ValueError` answers for it,
+    as the tests' `pytest.raises(ValueError)` does; a class the starting tree already had is still wanted as such
+    (or a subclass); builtins and modules outside the repository always existed."""
+    gold = tmp_path / "gold"
+    (gold / "shop").mkdir(parents=True)
+    (gold / "shop" / "errors.py").write_text(
+        "class ShopError(Exception):\n    pass\n\n\nclass PercentError(ValueError):\n    pass\n"
+    )
+    starting = {"shop/errors.py": "class ShopError(Exception):\n    class Inner(Exception):\n        pass\n"}
+    existed = existed_before(gold, starting.get, ["."])
+    assert existed("shop.errors:ShopError") and existed("shop.errors:ShopError.Inner")
+    assert not existed("shop.errors:PercentError") and not existed("shop.errors:Missing")
+    assert existed("builtins:ValueError") and existed("json.decoder:JSONDecodeError")
+    assert not existed_before(gold, {}.get, ["."])("shop.errors:ShopError")  # a file the starting tree lacks
+
+    tree = ["exc", "shop.errors:PercentError", [["int", "120"]], ["builtins:ValueError", "builtins:Exception"]]
+    assert exception_floor(tree, existed) == ["exc", "builtins:ValueError", [["int", "120"]]]
+    sub = [
+        "exc",
+        "shop.errors:DiscountError",
+        [],
+        ["shop.errors:ShopError", "builtins:ValueError", "builtins:Exception"],
+    ]
+    assert exception_floor(sub, existed) == [
+        "exc",
+        "shop.errors:ShopError",
+        [],
+        ["builtins:ValueError", "builtins:Exception"],
+    ]
+    kept = ["exc", "shop.errors:ShopError", [], ["builtins:Exception"]]
+    assert exception_floor(kept, existed) is kept
+
+    recorded = floored([call(raised=PercentError(120), args=[120])], lambda name: name.startswith("builtins:"))[0]
+    assert mismatch(recorded, answer(raised=ValueError("bad"), after=[120])) is None
+    assert mismatch(recorded, answer(raised=PercentError(1), after=[120])) is None
+    assert "expected to raise" in mismatch(recorded, answer(raised=TypeError("bad"), after=[120]))
+    assert "expected to raise" in mismatch(recorded, answer(raised=Exception("bad"), after=[120]))
+    strict = floored([call(raised=PercentError(120), args=[120])], lambda name: True)[0]
+    assert "expected to raise" in mismatch(strict, answer(raised=ValueError("bad"), after=[120]))
+
+
+def test_blind_judges_with_the_relaxed_comparison() -> None:
+    """A stub that returns None everywhere is refused where the gold returned None everywhere; a call the gold
+    answered with None no longer tells a constant apart (`return 5` replays `f(1) -> None, f(2) -> 5`), nor do
+    answers within pytest.approx's tolerance, nor a str enum and its value; a list for a tuple is one value."""
+    assert blind([call(None, args=[1]), call(None, args=[2])]) == "returns None"
+    assert blind([call(None, args=[1]), call(5, args=[2])]).startswith("returns the same value")
+    assert blind([call(1.0, args=[1]), call(1.0000001, args=[2])]).startswith("returns the same value")
+    assert blind([call("high", args=[60]), call(Level.HIGH, args=[70])]).startswith("returns the same value")
+    assert blind([call((1, 2), args=[1]), call([1, 2], args=[2])]).startswith("returns the same value")
+    assert blind([call(None, args=[1]), call([7], args=[[7]])]) == "returns its argument #0"
+    assert blind([call(1.0, args=[1]), call(1.001, args=[2])]) is None
+    assert blind([call(None, args=[1]), call(raised=ValueError("x"), args=[2])]) is None  # which raises: knowledge
+    assert blind([call(None, args=[1]), call(5, args=[1])]) is None  # one input and its answer
+
+
+ALWAYS_EQUAL = ["obj", "shop.pricing:Exact", ["dict", []]]
+
+
+def test_forgeries_still_fail_the_relaxed_comparison() -> None:
+    """A constant stub, the unfixed code's answers, an object equal to anything and a frame oracle (which, with no
+    test up the stack, returns None) fail calls whose gold answered a value, under every relaxation: a tolerance
+    past pytest.approx's, another member of a str enum, a list of other items, a raise where a value was wanted."""
+    calls = [call(150.0, args=[200.0, 25]), call(Decimal("3.50"), args=[["1.10", "2.40"]]), call("high", args=[60]),
+             call((1, 9), args=[[9, 1, 5]]), call([2, 4], args=[[1, 2, 3, 4]]), call(raised=PercentError(5), args=[-5])]  # fmt: skip
+    calls[5] = floored([calls[5]], lambda name: name.startswith("builtins:"))[0]
+    forged = {
+        "constant": [answer(150.0, after=c.args and [values.load(a) for a in c.args]) for c in calls],
+        "unfixed": [
+            answer(v, after=[values.load(a) for a in c.args])
+            for c, v in zip(calls, [150.0002, Decimal("3.6"), Level.LOW, (9, 1), iter([1, 2, 3, 4]), 5], strict=True)
+        ],  # fmt: skip
+        "frame-oracle": [answer(None, after=[values.load(a) for a in c.args]) for c in calls],
+    }
+    for name, answers in forged.items():
+        wrong = [i for i, (c, a) in enumerate(zip(calls, answers, strict=True)) if mismatch(c, a) is not None]
+        assert wrong == ([1, 2, 3, 4, 5] if name == "constant" else [0, 1, 2, 3, 4, 5]), (name, wrong)
+    for c in calls[:5]:
+        assert "expected" in mismatch(c, {"result": ALWAYS_EQUAL, "args_after": c.args, "kwargs_after": {}})

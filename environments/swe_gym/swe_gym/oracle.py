@@ -110,7 +110,7 @@ class Oracle(BaseModel):
         }
 
 
-RECORDING = 2
+RECORDING = 3
 """The recording rules' version, part of the key: an oracle recorded under older rules (before iterators were drained,
 exceptions the gold adds floored to a base the starting code has, and the PASS_TO_PASS calls of the FAIL_TO_PASS
 files recorded beside them) is recorded again."""

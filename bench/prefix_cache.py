@@ -76,7 +76,7 @@ def counters(url: str) -> dict[str, float]:
 
 
 def build_policy(root: Path) -> tuple[Path, int]:
-    from composer_prime.smoke import policy
+    from composer_prime.local import policy
 
     tokenizer = policy.build_tokenizer(["def double(x):\n    return x * 2\n" * 50], 600)
     model = policy.build_model(tokenizer, policy.PolicyShape(max_len=MAX_LEN))
@@ -85,16 +85,16 @@ def build_policy(root: Path) -> tuple[Path, int]:
 
 
 def start_server(mode: str, model: Path, root: Path, block_size: int) -> Any:
-    from composer_prime.smoke import services
+    from composer_prime.process import children, ports
 
-    port = services.free_port()
+    port = ports.free_port()
     repo = str(Path(__file__).resolve().parents[1])  # vLLM's workers import the test server's worker extension
     env = [f"{k}={v}" for k, v in {"VLLM_CPU_KVCACHE_SPACE": "2", "PYTHONPATH": repo, **MODES[mode]}.items()]
     argv = ["env", *env, sys.executable, "-m", "tests.support.vllm_server", "--model", str(model),
             "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--enable-prefix-caching",
             "--block-size", str(block_size), "--enable-scale-out", "--max-model-len", str(MAX_LEN),
             "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip
-    return services.Service(f"vllm ({mode})", argv, root / f"vllm-{mode}.log", f"http://127.0.0.1:{port}", "/health",
+    return children.Service(f"vllm ({mode})", argv, root / f"vllm-{mode}.log", f"http://127.0.0.1:{port}", "/health",
                             timeout_s=900)  # fmt: skip
 
 
@@ -110,7 +110,7 @@ def vocab_traces(count: int, turns: int, vocab: int, only: int) -> Any:
 
 async def score_trace(client: Any, url: str, trace: Any, config: ComposerAlgoConfig) -> dict[str, Any]:
     """The rollout stand-in, then the trace's hint scoring, counted by the server around the scoring only."""
-    from composer_prime.smoke.reloads import prefill
+    from composer_prime.local.inference import prefill
 
     for branch in trace.branches:  # the rollout: the sampled context lands in the prefix cache
         body = {"model": MODEL, "token_ids": branch.token_ids, "sampling_params": {"max_tokens": 1}}

@@ -45,7 +45,7 @@ from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import end_rollout, reap, run_checked
 from composer_prime.grading.stream import read_stream
-from composer_prime.pidns import CONTAINER_RUNTIMES
+from composer_prime.process.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")

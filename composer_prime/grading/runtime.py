@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import verifiers.v1 as vf
 
-from composer_prime.pidns import (
+from composer_prime.process.pidns import (
     CONTAINER_RUNTIMES,
     NS_VAR,
     Namespace,
@@ -31,7 +31,7 @@ from composer_prime.pidns import (
     open_container,
     open_namespace,
 )
-from composer_prime.reaper import BOX_VAR, ReapError, new_token, reap_box
+from composer_prime.process.reaper import BOX_VAR, ReapError, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 
 VALIDATION_SLACK_S = 300.0
 """Time a validation box may take beyond twice the task's suite limit (start, setup, grader box)."""

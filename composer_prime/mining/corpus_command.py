@@ -141,7 +141,7 @@ def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
     """Run `corpus.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished. The
     worker gets SIGTERM (and cleans up: its mining box, its scratch folder) when this process dies, even by SIGKILL
     (`smoke.services.spawn`), or when the run is interrupted."""
-    from composer_prime.smoke.services import spawn
+    from composer_prime.process.children import spawn
 
     proc = spawn([sys.executable, "-m", "composer_prime.mining.corpus", str(spec)], stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip

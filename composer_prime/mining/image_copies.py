@@ -117,8 +117,8 @@ def search_image(engine: str, image: str, python: str, golds: dict[str, str]) ->
     Returns (files read, task -> [[path, lines matched, distinctive lines], ...]) for the tasks found; raises
     `box.BoxError` when the container cannot run.
     """
-    from composer_prime.commands import run_checked_host
     from composer_prime.mining.box import BoxError
+    from composer_prime.process.commands import run_checked_host
 
     needles = {
         task: lines for task, lines in ((t, gold_lines(g)) for t, g in golds.items()) if len(lines) >= MIN_MATCHED

@@ -30,7 +30,7 @@ from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 
 BOX_TOOLS = ("git", "tar", "sha256sum", "timeout", "unshare", "sh")
 """Commands the feature-deletion box and its grader run."""

@@ -19,8 +19,8 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from composer_prime.commands import run_checked_host
 from composer_prime.mining.deletion import apply_edits
+from composer_prime.process.commands import run_checked_host
 
 SCRUBBED_DIRS = frozenset(
     {

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from composer_prime.commands import run_checked_host
 from composer_prime.mining import sdist
+from composer_prime.process.commands import run_checked_host
 
 TEST_NAMES = ("test", "tests", "testing")
 """Extras and dependency groups that hold a project's test requirements."""

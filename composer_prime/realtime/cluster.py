@@ -312,7 +312,7 @@ class PrimeRL:
     def stop(self) -> None:
         """SIGTERM to PRIME-RL's process group, SIGKILL after `stop_timeout_s`; then SIGKILL to whatever of the
         processes below it is left (torch elastic starts its ranks in sessions of their own, outside the group)."""
-        from composer_prime.smoke.services import descendants
+        from composer_prime.process.children import descendants
 
         if self.process is None or self.process.poll() is not None:
             return

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from composer_prime.local.launch import default_cache
+from composer_prime.local.venvs import TORCH_CPU_INDEX
 from composer_prime.realtime.cluster import PrimeRLConfig
 from composer_prime.realtime.monitors import MonitorsConfig
 from composer_prime.realtime.pii import PIIConfig
@@ -15,8 +17,6 @@ from composer_prime.realtime.reward import RewardModelConfig
 from composer_prime.realtime.spool import SpoolConfig
 from composer_prime.realtime.staleness import StalenessConfig
 from composer_prime.realtime.trainer import TrainerConfig
-from composer_prime.smoke.config import default_cache
-from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
 
 
 class CadenceConfig(BaseModel):

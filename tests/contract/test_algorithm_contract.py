@@ -415,7 +415,7 @@ def test_train_sink_consumer_is_not_serialised_by_hint_scoring(verifiers_snapsho
     from prime_rl.configs.orchestrator import OrchestratorConfig
     from prime_rl.orchestrator.algo import build_algorithm
 
-    from composer_prime.smoke.reloads import prefill
+    from composer_prime.local.inference import prefill
     from tests.support.prefill_server import PrefillServer
 
     delay, limit = 1.0, 6

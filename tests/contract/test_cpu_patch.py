@@ -1,4 +1,4 @@
-"""The smoke's CPU patch (composer_prime/smoke/cpu/prime_rl_cpu.patch, proposed upstream in docs/upstream.md) against
+"""The smoke's CPU patch (composer_prime/local/prime_rl_cpu.patch, proposed upstream in docs/upstream.md) against
 PRIME-RL 559b447's own tree: it applies to a private copy (never to the tree itself), and the patched sources behave
 as the patch says where the unpatched ones do not."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from composer_prime.smoke.cpu.tree import PATCH, patched_files, private_copy
+from composer_prime.local.tree import PATCH, patched_files, private_copy
 from tests.contract.conftest import contract_pythonpath, prime_rl_src
 
 STUBS = Path(__file__).resolve().parents[2] / "composer_prime" / "smoke" / "cpu" / "stubs"

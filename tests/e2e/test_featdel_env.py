@@ -10,7 +10,7 @@ import logging
 import pytest
 import verifiers.v1 as vf
 
-from composer_prime.reaper import new_token
+from composer_prime.process.reaper import new_token
 from tests.support.featdel_repo import APPLY_DISCOUNT, CART, FILES, INIT, PRICING
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import tool

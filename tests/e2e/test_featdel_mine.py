@@ -19,7 +19,7 @@ from composer_prime.cli import main
 from composer_prime.mining.config import MineConfig
 from composer_prime.mining.miner import Miner, MiningError
 from composer_prime.mining.record import load_rows
-from composer_prime.reaper import new_token
+from composer_prime.process.reaper import new_token
 from tests.support.featdel_repo import FILES, LEAKY_COPIES, build_shop_repo, git, mined_shop
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import verifiers.v1 as vf
 
 from composer_prime.grading import behaviour
 from composer_prime.grading.launch import launch_argv, marks
-from composer_prime.reaper import new_token
+from composer_prime.process.reaper import new_token
 
 DAEMON = '''\
 import subprocess

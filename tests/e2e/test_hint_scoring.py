@@ -12,7 +12,7 @@ import httpx
 
 from composer_prime.algorithm.config import ComposerAlgoConfig, HintConfig
 from composer_prime.algorithm.scoring import ERROR_METRIC, HintScoring
-from composer_prime.smoke.reloads import prefill
+from composer_prime.local.inference import prefill
 from tests.support.prefill_server import PrefillServer
 from tests.support.traces import five_step_trace
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
-from composer_prime.pidns import Namespace, close_namespace, enter_argv, open_namespace
-from composer_prime.reaper import box_argv, new_token, reap_box
+from composer_prime.process.pidns import Namespace, close_namespace, enter_argv, open_namespace
+from composer_prime.process.reaper import box_argv, new_token, reap_box
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,10 @@ import httpx
 import pytest
 import torch
 
-from composer_prime.smoke import policy, probe, services
+from composer_prime.local import policy
+from composer_prime.local.inference import VLLM_ENV
+from composer_prime.process import children, ports
+from composer_prime.smoke import probe
 from tests.support.rl_checkpoints import write_broadcast_step
 
 pytestmark = [
@@ -59,11 +62,11 @@ WORKERS = [
 ]  # fmt: skip
 """The tests' bare vLLM server with its own reload worker, and PRIME-RL's own server (its routes, its
 `FileSystemWeightUpdateWorker`, its layerwise reload) from a CPU-patched private copy of `PRIME_RL_SRC`, as the
-smoke runs it (`composer_prime/smoke/cpu/inference.py`)."""
+smoke runs it (`composer_prime/local/inference.py`)."""
 
 
-def start_server(model_dir: Path, log: Path, worker: str) -> services.Service:
-    port = services.free_port()
+def start_server(model_dir: Path, log: Path, worker: str) -> children.Service:
+    port = ports.free_port()
     if worker == "prime-rl":
         return start_prime_rl_server(model_dir, log, port)
     argv = [sys.executable, "-m", "tests.support.vllm_server", "--model", str(model_dir),
@@ -72,16 +75,16 @@ def start_server(model_dir: Path, log: Path, worker: str) -> services.Service:
             "--enable-prefix-caching", "--block-size", "32"]  # fmt: skip
     # vLLM's workers import the worker extension by name, from the repository
     env = {
-        **services.VLLM_ENV,
+        **VLLM_ENV,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
-    return services.Service(f"vllm policy server ({worker})", argv, log, f"http://127.0.0.1:{port}", "/health",
+    return children.Service(f"vllm policy server ({worker})", argv, log, f"http://127.0.0.1:{port}", "/health",
                             timeout_s=600, env=env)  # fmt: skip
 
 
-def start_prime_rl_server(model_dir: Path, log: Path, port: int) -> services.Service:
+def start_prime_rl_server(model_dir: Path, log: Path, port: int) -> children.Service:
     """PRIME-RL's `inference @ inference.json`, as its launcher starts it, from a patched private copy."""
-    from composer_prime.smoke.cpu.tree import private_copy
+    from composer_prime.local.tree import private_copy
 
     tree = private_copy(Path(os.environ["PRIME_RL_SRC"]), log.parent / "prime-rl-cache")
     config = {
@@ -95,9 +98,9 @@ def start_prime_rl_server(model_dir: Path, log: Path, port: int) -> services.Ser
     }  # fmt: skip
     (log.parent / "inference.json").write_text(json.dumps(config))
     sources = f"{tree / 'src'}:{tree / 'packages' / 'prime-rl-configs' / 'src'}"
-    argv = [sys.executable, "-m", "composer_prime.smoke.cpu.inference", "@", str(log.parent / "inference.json")]
-    env = {**services.VLLM_ENV, "PYTHONPATH": sources, "CUDA_VISIBLE_DEVICES": ""}
-    return services.Service("PRIME-RL's inference server", argv, log, f"http://127.0.0.1:{port}", "/health",
+    argv = [sys.executable, "-m", "composer_prime.local.inference", "@", str(log.parent / "inference.json")]
+    env = {**VLLM_ENV, "PYTHONPATH": sources, "CUDA_VISIBLE_DEVICES": ""}
+    return children.Service("PRIME-RL's inference server", argv, log, f"http://127.0.0.1:{port}", "/health",
                             timeout_s=600, env=env)  # fmt: skip
 
 
@@ -163,7 +166,7 @@ def test_prime_rl_server_needs_the_patch_on_vllm_032(tmp_path):
     """Without the CPU patch's port PRIME-RL's server module does not import on vLLM 0.32; with it, it does."""
     import subprocess
 
-    from composer_prime.smoke.cpu.tree import private_copy
+    from composer_prime.local.tree import private_copy
 
     stock = Path(os.environ["PRIME_RL_SRC"])
     patched = private_copy(stock, tmp_path / "cache")

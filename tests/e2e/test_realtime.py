@@ -237,7 +237,7 @@ def one_cycle_of_four_sessions(demo_run: Path, tmp_path: Path) -> list[str]:
 
 
 def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):
-    from composer_prime.smoke.services import free_port
+    from composer_prime.process.ports import free_port
 
     args = one_cycle_of_four_sessions(demo_run, tmp_path)
     dead = f"http://127.0.0.1:{free_port()}"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
-from composer_prime.reaper import BOX_VAR, box_argv, box_env, new_token, reap_box
+from composer_prime.process.reaper import BOX_VAR, box_argv, box_env, new_token, reap_box
 
 
 def alive(pid: int) -> bool:
@@ -226,7 +226,7 @@ def test_reaper_spares_itself_and_a_caller_working_in_the_box(pidfile: Path) -> 
     caller = (
         "import asyncio, sys\n"
         "from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime\n"
-        "from composer_prime.reaper import box_env, reap_box\n"
+        "from composer_prime.process.reaper import box_env, reap_box\n"
         "async def main():\n"
         "    runtime = SubprocessRuntime(SubprocessConfig())\n"
         "    runtime.workdir, runtime.env = sys.argv[1], box_env(sys.argv[2])\n"

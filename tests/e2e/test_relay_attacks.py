@@ -20,6 +20,7 @@ import blake3
 import pytest
 from aiohttp import web
 
+from composer_prime.process.ports import free_port
 from composer_prime.relay import protocol
 from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.http import serve_in_thread
@@ -27,7 +28,6 @@ from composer_prime.relay.manifest import MAGIC
 from composer_prime.relay.origin import Origin, OriginConfig, static_app
 from composer_prime.relay.proxy import Proxy, RelayClientConfig
 from composer_prime.relay.transport import RelayError, server_tls
-from composer_prime.smoke.services import free_port
 from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys, tls_files
 from tests.support.relay_procs import Tap, http
 from tests.support.rl_checkpoints import ModelShape, RLTrainer, make_run, write_broadcast_step

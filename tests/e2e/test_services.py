@@ -1,6 +1,6 @@
-"""The smoke's services live as long as the process that started them, from whichever thread it started them, and no
+"""Services live as long as the process that started them, from whichever thread it started them, and no
 longer: a real parent process starts a real HTTP server (`python -m http.server` on 127.0.0.1) through
-`services.Service` from a thread that then ends; the server must still answer, and must stop once the parent is
+`children.Service` from a thread that then ends; the server must still answer, and must stop once the parent is
 SIGKILLed (the kernel's death signal, nothing the parent runs)."""
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.smoke import services
+from composer_prime.process import ports
 
 PARENT = textwrap.dedent(
     """
     import sys, threading, time
     from pathlib import Path
-    from composer_prime.smoke import services
+    from composer_prime.process import children
 
     port, log = int(sys.argv[1]), Path(sys.argv[2])
     started = {}
 
     def start():
         argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
-        started["svc"] = services.Service("http", argv, log, f"http://127.0.0.1:{port}", "/", timeout_s=60)
+        started["svc"] = children.Service("http", argv, log, f"http://127.0.0.1:{port}", "/", timeout_s=60)
 
     thread = threading.Thread(target=start)
     thread.start()
@@ -50,7 +50,7 @@ def _answers(port: int) -> bool:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_service_started_from_a_short_lived_thread_outlives_the_thread_and_dies_with_the_process(tmp_path: Path):
-    port = services.free_port()
+    port = ports.free_port()
     repo = Path(__file__).resolve().parents[2]
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(port), str(tmp_path / "http.log")],
                               stdout=subprocess.PIPE, text=True, cwd=repo,

@@ -21,8 +21,9 @@ import torch
 
 from composer_prime.algorithm.config import HintConfig
 from composer_prime.algorithm.hints import HintStats, score_hints
-from composer_prime.smoke import policy, services
-from composer_prime.smoke.reloads import prefill
+from composer_prime.local import policy
+from composer_prime.local.inference import VLLM_ENV, prefill
+from composer_prime.process import children, ports
 from composer_prime.vllm_plugin import CACHED_LOGPROB, ENV
 from tests.support.traces import SYSTEM, TASK, assistant, build_trace, exchange, tool, tool_call
 
@@ -78,14 +79,14 @@ def served(tmp_path_factory):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     model.to(torch.bfloat16).save_pretrained(root / "step_1")
-    port = services.free_port()
+    port = ports.free_port()
     argv = ["env", f"{ENV}=1",
             sys.executable, "-m", "tests.support.vllm_server", "--model", str(root / "model"),
             "--served-model-name", "smoke-policy", "--host", "127.0.0.1", "--port", str(port),
             "--enable-prefix-caching", "--block-size", str(BLOCK), "--enable-scale-out", "--max-model-len", "2048",
             "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip
-    server = services.Service("vllm policy server", argv, root / "vllm.log", f"http://127.0.0.1:{port}", "/health",
-                              timeout_s=600, env={**services.VLLM_ENV, "PYTHONPATH": str(REPO)})  # fmt: skip
+    server = children.Service("vllm policy server", argv, root / "vllm.log", f"http://127.0.0.1:{port}", "/health",
+                              timeout_s=600, env={**VLLM_ENV, "PYTHONPATH": str(REPO)})  # fmt: skip
     try:
         yield server.url, root, len(tokenizer) - 20
     finally:

@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
-from composer_prime.smoke.services import Service, free_port
+from composer_prime.process.children import Service
+from composer_prime.process.ports import free_port
 from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""composer_prime.commands.run_checked_host: stdout back, or the caller's error naming the command and the fix."""
+"""composer_prime.process.commands.run_checked_host: stdout back, or the caller's error naming the command and the fix."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 
 
 class PrepError(RuntimeError):

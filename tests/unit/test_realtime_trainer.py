@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from composer_prime.local import policy
 from composer_prime.realtime.trainer import (
     Sample,
     TrainerConfig,
@@ -16,7 +17,6 @@ from composer_prime.realtime.trainer import (
     trace_samples,
     train_step,
 )
-from composer_prime.smoke import policy
 from tests.support.traces import assistant, build_trace, tool, tool_call
 
 

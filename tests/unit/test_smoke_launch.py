@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from composer_prime.cli import UsageError
+from composer_prime.local.tree import PINNED_COMMIT, TreeError, check_tree
+from composer_prime.process.children import stop_group
+from composer_prime.process.group import GRACE_S, group
 from composer_prime.smoke.command import split_overlays
-from composer_prime.smoke.cpu.tree import PINNED_COMMIT, TreeError, check_tree
-from composer_prime.smoke.launch import GRACE_S, group
 from composer_prime.smoke.reloads import snapshot
 from composer_prime.smoke.report import rollout_figures
-from composer_prime.smoke.services import stop_group
 
 
 def test_an_overlay_that_restates_the_train_sources_is_refused_and_at_needs_a_file(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_overlays_go_to_rl_and_flags_to_the_smoke(tmp_path: Path) -> None:
 
 STUB_PROBE = """
 import sys
-from composer_prime.smoke.cpu.stubs_finder import StubbedOnCPU, install
+from composer_prime.local.stubs_finder import StubbedOnCPU, install
 install()
 from torchtitan.distributed.expert_parallel import expert_parallel, ExpertParallel
 from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateResponse
@@ -75,7 +75,7 @@ def test_stand_ins_import_and_refuse_calls() -> None:
 
 def test_clip_grad_norm_stand_in_clips_like_torch() -> None:
     torch = pytest.importorskip("torch")
-    from composer_prime.smoke.cpu.stubs_finder import _clip_grad_norm_
+    from composer_prime.local.stubs_finder import _clip_grad_norm_
 
     a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
     a.grad, b.grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])

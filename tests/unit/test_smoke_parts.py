@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from composer_prime.smoke import policy
+from composer_prime.local import policy
 from composer_prime.smoke.referees import FINISH_HINT, FIX_HINT, TEST_HINT, verdict
 
 TOOLS = [

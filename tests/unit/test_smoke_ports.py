@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from composer_prime.smoke.run import ENV_SERVER_PORTS, free_port_blocks, launch_args
+from composer_prime.local.launch import ENV_SERVER_PORTS
+from composer_prime.process.ports import free_port_blocks
+from composer_prime.smoke.run import launch_args
 
 
 def test_port_blocks_are_free_and_never_overlap():

@@ -1,12 +1,14 @@
-"""Child processes that cannot outlive their parent: `spawn`, `stop_group`, and `Service` (a server on 127.0.0.1).
+"""Child processes that cannot outlive their parent: `spawn`, `stop_group`, `descendants`, and `Service` (a server
+on 127.0.0.1).
 
-The smoke runs every child through `spawn` (`launch.py`); the vLLM server tests, the relay tests and the prefix-cache
-bench start servers as `Service`s (`python -m tests.support.vllm_server`, `composer-prime relay ...`). Each
-child leads a session of its own; a `Service` is ready once it answers over HTTP (or raises with its log's tail if it
-exits); `stop_group` ends a child by its own PID (SIGTERM, then SIGKILL to its process group after a grace period,
-which also ends vLLM's engine process). On Linux the kernel also sends
-each one SIGTERM when this process dies (PR_SET_PDEATHSIG), from whichever thread it was started: every service is
-forked from one long-lived thread, because the kernel ties that signal to the forking thread, not the process.
+Whatever runs PRIME-RL's processes here starts every child through `spawn` (`group.py`); the corpus miner starts its
+workers with it; the vLLM server tests, the relay tests and the prefix-cache bench start servers as `Service`s
+(`python -m tests.support.vllm_server`, `composer-prime relay ...`). Each child leads a session of its own; a
+`Service` is ready once it answers over HTTP (or raises with its log's tail if it exits); `stop_group` ends a child by
+its own PID (SIGTERM, then SIGKILL to its process group and every process below it after a grace period, which also
+ends vLLM's engine process). On Linux the kernel also sends each one SIGTERM when this process dies
+(PR_SET_PDEATHSIG), from whichever thread it was started: every child is forked from one long-lived thread, because
+the kernel ties that signal to the forking thread, not the process.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import concurrent.futures
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,21 +29,6 @@ from typing import Any
 
 class ServiceError(RuntimeError):
     """A service did not come up."""
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> Any:
@@ -190,14 +176,3 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     proc.wait(timeout=10)
-
-
-VLLM_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "VLLM_CONFIGURE_LOGGING": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-}
-"""vLLM CPU server environment: a 1 GiB KV cache (ample for the tiny model on a small machine), OpenMP threads
-not pinned to cores (the cores are shared with the rollouts' test runs and the trainer), no usage reporting."""

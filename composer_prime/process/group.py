@@ -1,11 +1,11 @@
-"""Running the smoke's processes: each in a session of its own, stopped as a group within seconds.
+"""A child process as a group: run in a session of its own, stopped as a group within seconds.
 
-Everything the smoke runs (pip, the input preparation, the teachers, PRIME-RL's `rl` with the inference server, env
-server, orchestrator and torchrun trainer it starts) is a child process in a new session (`services.spawn`, which
-also has the kernel send it SIGTERM if the smoke itself is killed), so the smoke's own process only waits and polls:
-Ctrl-C reaches it at once, and `services.stop_group` sends the child SIGTERM, then its process group and every
-process below it SIGKILL after `GRACE_S`, which ends vLLM's engine core, torchrun's ranks and sandbox keepers (PRIME-RL's launcher alone waits up to
-60 s per process on SIGTERM).
+Everything the smoke and the realtime CPU demo run (pip, the input preparation, the teachers, PRIME-RL's `rl` with the
+inference server, env server, orchestrator and torchrun trainer it starts) is a child process in a new session
+(`children.spawn`, which also has the kernel send it SIGTERM if the parent itself is killed), so the parent only
+waits and polls: Ctrl-C reaches it at once, and `children.stop_group` sends the child SIGTERM, then its process group
+and every process below it SIGKILL after `GRACE_S`, which ends vLLM's engine core, torchrun's ranks and sandbox
+keepers (PRIME-RL's launcher alone waits up to 60 s per process on SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from composer_prime.smoke.services import spawn, stop_group
+from composer_prime.process.children import spawn, stop_group
 
 GRACE_S = 1.0
 """Seconds a stopped process group gets between SIGTERM and SIGKILL."""

@@ -1,6 +1,6 @@
 """The rollout's PID namespace: every command the agent runs lives in it, and killing its first process kills all.
 
-The reaper (`composer_prime.reaper`) finds a rollout's processes by tags they carry; a process that sheds every tag
+The reaper (`composer_prime.process.reaper`) finds a rollout's processes by tags they carry; a process that sheds every tag
 on purpose (`( ulimit -R 4; cd / && exec setsid env -i bash daemon.sh & )`: limit lowered, directory left, variable
 dropped, orphaned) escapes it and can rewrite the tree while grading runs. A PID namespace has no such gap:
 
@@ -135,7 +135,7 @@ async def open_namespace(runtime: Runtime, timeout_s: float = OPEN_TIMEOUT_S) ->
 def enter_argv(argv: list[str], holder: str) -> list[str]:
     """`argv` run inside the namespace whose PID 1 is `holder`, in the caller's working directory."""
     if not holder.isdigit():
-        raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.pidns.open_namespace")
+        raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.process.pidns.open_namespace")
     return ["nsenter", "-t", holder, "--pid", "--mount", "--wd=.", "--", *argv]
 
 

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from composer_prime.smoke.launch import run
+from composer_prime.process.group import run
 
 TORCH = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -124,7 +124,7 @@ def write_wrappers(bin_dir: Path, prime_venv: Path, vllm_venv: Path, tree: Path)
     stubs = Path(__file__).with_name("stubs")
     sources = f"{tree / 'src'}:{tree / 'packages' / 'prime-rl-configs' / 'src'}"
     scripts = {
-        "inference": (vllm_venv, sources, "-m composer_prime.smoke.cpu.inference"),
+        "inference": (vllm_venv, sources, "-m composer_prime.local.inference"),
         "env-server": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.env_server"),
         "orchestrator": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.orchestrator"),
         "rl": (prime_venv, f"{stubs}:{sources}", "-m prime_rl.entrypoints.rl"),

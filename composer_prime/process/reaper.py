@@ -154,7 +154,9 @@ def new_token() -> str:
 
 def _check(token: str) -> str:
     if not (token.isascii() and token.isdigit() and TOKEN_MIN <= int(token) <= TOKEN_MAX):
-        raise ValueError(f"box token {token!r} is not a reaper token; make one with composer_prime.reaper.new_token()")
+        raise ValueError(
+            f"box token {token!r} is not a reaper token; make one with composer_prime.process.reaper.new_token()"
+        )
     return token
 
 

@@ -1,15 +1,16 @@
-"""PRIME-RL's own inference server, as the smoke's `inference` wrapper runs it, plus one read-only route.
+"""PRIME-RL's own inference server on this machine: the `inference` wrapper's entry point, the vLLM CPU server's
+environment (`VLLM_ENV`), and the client of its prefill route (`prefill`).
 
-PRIME-RL's launcher starts `inference @ <config_dir>/inference.json`; the wrapper runs
-`python -m composer_prime.smoke.cpu.inference @ <that file>` in the vLLM venv, which is PRIME-RL's own entry point
+PRIME-RL's launcher starts `inference @ <config_dir>/inference.json`; the wrapper (`venvs.write_wrappers`) runs
+`python -m composer_prime.local.inference @ <that file>` in the vLLM venv, which is PRIME-RL's own entry point
 (`prime_rl.entrypoints.inference`): its config, its `setup_vllm_env`, its server module
 (`prime_rl.inference.vllm.server`, ported to vLLM 0.32 by the CPU patch) with its admin routes (`/pause`, `/resume`,
 `/update_weights`, `/liveness`, ...), its `FileSystemWeightUpdateWorker` and its layerwise reload.
 
-What the smoke adds, once PRIME-RL's server module is imported (right after PRIME-RL's `setup_vllm_env`, which must
-run before vLLM is imported): `GET /weights`, the folder the last successful `/update_weights` loaded and how many
-reloads the server made, which the reload probe (`smoke/reloads.py`) reads to score what is served after each
-reload. `/update_weights` itself is PRIME-RL's route, unchanged: its request and answer are only observed.
+What the wrapper adds, once PRIME-RL's server module is imported (right after PRIME-RL's `setup_vllm_env`, which
+must run before vLLM is imported): `GET /weights`, the folder the last successful `/update_weights` loaded and how
+many reloads the server made, which the smoke's reload probe (`smoke/reloads.py`) reads to score what is served after
+each reload. `/update_weights` itself is PRIME-RL's route, unchanged: its request and answer are only observed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,38 @@ import sys
 from typing import Any
 
 UPDATE = "/update_weights"
+
+VLLM_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_CONFIGURE_LOGGING": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+}
+"""vLLM CPU server environment: a 1 GiB KV cache (ample for the tiny model on a small machine), OpenMP threads
+not pinned to cores (the cores are shared with the rollouts' test runs and the trainer), no usage reporting."""
+
+
+async def prefill(
+    client: Any, base_url: str, model: str, token_ids: list[int], read_cache: bool = False
+) -> list[float]:
+    """PRIME-RL's `prefill_logprobs`: one logprob per token (0.0 for the first) via `prompt_logprobs`.
+
+    `read_cache`: the request reads vLLM's prefix cache (`skip_reading_prefix_cache = false`, honoured by
+    composer-prime's `vllm.general_plugins` entry, composer_prime/vllm_plugin.py): positions served from the cache
+    come back as `+1.0`, not scored, and only the uncached tail is computed. Hint scoring asks for it (a target is
+    always past its hint, which is new); the reload probe does not (every position must be scored)."""
+    params: dict[str, Any] = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 1}
+    if read_cache:
+        params["skip_reading_prefix_cache"] = False
+    response = await client.post(
+        f"{base_url}/inference/v1/generate", json={"model": model, "token_ids": token_ids, "sampling_params": params}
+    )
+    response.raise_for_status()
+    flat = []
+    for entry in response.json().get("prompt_logprobs") or []:
+        flat.append(float(next(iter(entry.values()))["logprob"]) if entry else 0.0)
+    return flat
 
 
 def observed(inner: Any, state: dict[str, Any]) -> Any:

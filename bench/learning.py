@@ -9,7 +9,7 @@ every arm is the composer pipeline as PRIME-RL runs it, on `vf.Trace` graphs:
 2. `composer_prime.algorithm.hints.annotate_hints`: target selection, hint text and rendering, prefill requests,
    scored by the live policy (the `score` callable stands in for `InferencePool.score`), references written back;
 3. `composer_prime.algorithm.credit.group_advantages`: outcome advantage (Dr. GRPO) plus replay credit, per token;
-4. samples per branch (`composer_prime.realtime.trainer.trace_samples`, PRIME-RL's `trace_to_samples` shape), one
+4. samples per branch (`composer_prime.realtime.cycle.trainer.trace_samples`, PRIME-RL's `trace_to_samples` shape), one
    loss call per sample, summed and divided by the rl-token count, one AdamW step.
 
 The loss is `composer_prime.loss.composer_loss`; the GRPO arm uses `composer_prime.loss.prime_rl_default_loss`
@@ -151,7 +151,7 @@ def algo_config(arm: Arm):
 
 def loss_setup(arm: Arm, settings: Settings):
     """(loss function, kwargs, LossInputs class, label) of an arm."""
-    from composer_prime.realtime.trainer import LossInputs
+    from composer_prime.realtime.cycle.trainer import LossInputs
 
     if arm.prime_rl_loss and settings.prime_rl_src:
         for sub in ("src", "packages/prime-rl-configs/src"):
@@ -240,7 +240,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     from composer_prime.algorithm.credit import group_advantages
     from composer_prime.algorithm.hints import annotate_hints
     from composer_prime.algorithm.siblings import annotate_siblings
-    from composer_prime.realtime.trainer import assign_advantages, trace_samples
+    from composer_prime.realtime.cycle.trainer import assign_advantages, trace_samples
 
     episodes = task.rollout(
         policy, [p for p in problems for _ in range(settings.group)], False, generator, settings.temperature

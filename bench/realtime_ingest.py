@@ -115,7 +115,7 @@ class Probe:
             self.worst_lag = max(self.worst_lag, lag)
 
     async def _dispatcher(self, stop: asyncio.Event, want: int, idle_s: float) -> None:
-        from composer_prime.realtime.readiness import TaskNotReady
+        from composer_prime.realtime.ingest.readiness import TaskNotReady
 
         idle_until = None
         while True:
@@ -165,7 +165,8 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int)
     import transformers  # noqa: F401  (and transformers: it loads its tokenizer)
     import verifiers  # noqa: F401
 
-    from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+    from composer_prime.realtime.ingest.source import RealtimeSessionsTaskset
+    from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
     from tests.support.tokenizer import tiny_tokenizer
 
     spool, journal, checkpoints = root / "spool", root / "journal", root / "rl" / "checkpoints"

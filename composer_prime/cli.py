@@ -32,7 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",
     ),
     "realtime": (
-        "composer_prime.realtime.command",
+        "composer_prime.realtime.cycle.command",
         "real-time RL: train on live session logs, ship a new policy every T minutes",
     ),
     "smoke": ("composer_prime.smoke.command", "the whole Composer recipe end to end at toy scale on this CPU machine"),

@@ -75,7 +75,7 @@ def window(sink: Any, module: ModuleType) -> list[str] | None:
 def over_cap(sink: Any, module: ModuleType, ids: list[str]) -> tuple[list[str], Counter]:
     """The live sessions of `ids` to drop and their counts by name: `join.cap_shares` over the sessions that would
     train, with the smallest share their sources set for each field."""
-    from composer_prime.realtime.join import cap_shares
+    from composer_prime.realtime.ingest.join import cap_shares
 
     live, limits = [], {field: 1.0 for field, _, _ in KEYS}
     for trace_id in ids:

@@ -1,12 +1,12 @@
 """`composer-prime smoke --prime-rl PATH`: PRIME-RL's own `rl` over `tomls/cpu-smoke.toml` on this CPU machine.
 
 In order (docs/smoke.md): refuse a second smoke into the same `--out` (a lock), remove a stale report; build the
-two venvs once (`cpu/venvs.py`); patch a private copy of PATH for CPU (`cpu/tree.py`); mine the bundled
+two venvs once (`local/venvs.py`); patch a private copy of PATH for CPU (`local/tree.py`); mine the bundled
 repository's tasks and warm-start the tiny policy (`prepare.py`, in the PRIME-RL venv); start the rule-based
 teachers (`referees.py`); run PRIME-RL's launcher, `rl @ tomls/cpu-smoke.toml [@ recipes/<name>.toml ...]`, which
 starts the inference server, the env server, the orchestrator and the torchrun trainer; probe the served model after
 every weight reload (`probe.py`); then build the report and plot from PRIME-RL's metrics, rollouts, broadcasts and
-logs (`report.py`). Every child runs in a session of its own and Ctrl-C stops them all (`launch.py`).
+logs (`report.py`). Every child runs in a session of its own and Ctrl-C stops them all (`process/group.py`).
 """
 
 from __future__ import annotations

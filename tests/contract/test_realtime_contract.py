@@ -33,8 +33,8 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
     from prime_rl.orchestrator.trajectories import trace_to_samples
     from prime_rl.trainer.rl.loss import compute_loss, setup_rl_loss_fn
 
+    from composer_prime.realtime.ingest.traces import session_trace
     from composer_prime.realtime.records import SessionRecord
-    from composer_prime.realtime.traces import session_trace
 
     trace = session_trace(SessionRecord.model_validate(SESSION), reward=1.0)
     (sample,) = trace_to_samples(trace)
@@ -75,7 +75,7 @@ def spool_signal(sid: str, kept: bool) -> dict:
 def draw(sampler, timeout_s: float = 60.0):
     """The sampler's next task, as PRIME-RL's patched `TrainSource.next_task` gets it: "not ready" (the spool read
     runs in a thread) is asked again later; the iterator that said it stays usable."""
-    from composer_prime.realtime.readiness import TaskNotReady
+    from composer_prime.realtime.ingest.readiness import TaskNotReady
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -294,8 +294,8 @@ def test_prime_rl_launches_the_realtime_tomls_train_phase_dry_run(tmp_path, veri
     import tomli_w
 
     from composer_prime.cli import parse_config
-    from composer_prime.realtime.cluster import rl_config
-    from composer_prime.realtime.config import RealtimeConfig
+    from composer_prime.realtime.cycle.cluster import rl_config
+    from composer_prime.realtime.cycle.config import RealtimeConfig
     from tests.contract.test_algorithm_contract import ROOT
 
     toml = ROOT / "tomls" / "qwen3-32b-realtime.toml"

@@ -301,9 +301,9 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_the_rerun_resumes(demo
 
 
 def test_the_importance_weight_mean_is_over_the_stale_sessions_only(demo_run):
-    from composer_prime.realtime.join import Episode, EpisodeSample
-    from composer_prime.realtime.policy import Policy
-    from composer_prime.realtime.trainer import TrainerConfig
+    from composer_prime.realtime.cycle.policy import Policy
+    from composer_prime.realtime.cycle.trainer import TrainerConfig
+    from composer_prime.realtime.ingest.join import Episode, EpisodeSample
 
     def episode(sid: str, weighted: bool, logprob: float) -> Episode:
         ids = list(range(1, 12)) + [30, 31, 32, 33]

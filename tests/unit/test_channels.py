@@ -186,7 +186,7 @@ def test_the_docs_channel_audit_matches_the_code():
 
 def test_hints_or_teacher_replay_on_the_realtime_source_are_refused_with_the_reason():
     from composer_prime.cli import parse_config
-    from composer_prime.realtime.config import RealtimeConfig
+    from composer_prime.realtime.cycle.config import RealtimeConfig
 
     toml = Path(__file__).resolve().parents[2] / "tomls" / "qwen3-32b-realtime.toml"
     orchestrator = parse_config(RealtimeConfig, ["@", str(toml)], "realtime").prime_rl.rl["orchestrator"]

@@ -13,10 +13,10 @@ import pytest
 from pydantic import ValidationError
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.journal import JournalState
-from composer_prime.realtime.readiness import TaskNotReady
-from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.spool import Cursor, SpoolConfig, advance
+from composer_prime.realtime.ingest.journal import JournalState
+from composer_prime.realtime.ingest.readiness import TaskNotReady
+from composer_prime.realtime.ingest.seen import SeenIds
+from composer_prime.realtime.ingest.spool import Cursor, SpoolConfig, advance
 from tests.support.crash import Crash, crash_after
 from tests.unit.test_realtime_source import append, draw, ids, kept, session, taskset
 
@@ -133,8 +133,8 @@ def test_a_restart_over_a_million_remembered_ids_never_holds_the_event_loop_50_m
     few thousand ids loaded in small slices, so no C call builds or rehashes a million-entry set at once."""
     import transformers  # noqa: F401
 
-    from composer_prime.realtime.seen import day_of
-    from composer_prime.realtime.spool import Cursor as SpoolCursor
+    from composer_prime.realtime.ingest.seen import day_of
+    from composer_prime.realtime.ingest.spool import Cursor as SpoolCursor
 
     journal, day = tmp_path / "journal", day_of(time.time() - 3600)
     (journal / "ids").mkdir(parents=True)
@@ -225,7 +225,7 @@ def test_reads_pause_the_collector_and_leave_it_as_they_found_it():
     """Two streams' reads overlap: collection stays paused until the last one ends, then is what it was before."""
     import gc
 
-    from composer_prime.realtime.source import pause_collector, resume_collector
+    from composer_prime.realtime.ingest.source import pause_collector, resume_collector
 
     was = gc.isenabled()
     try:

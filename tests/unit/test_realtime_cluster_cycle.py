@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from composer_prime.realtime.cluster import PrimeRL, newest_step
-from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.cycle import EvalError, Runner, State
+from composer_prime.realtime.cycle.cluster import PrimeRL
+from composer_prime.realtime.cycle.config import RealtimeConfig
+from composer_prime.realtime.cycle.runner import EvalError, Runner, State
+from composer_prime.realtime.ingest.pruning import newest_step
 from tests.support.tokenizer import tiny_tokenizer
 
 EVAL = """import pathlib, sys

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from composer_prime.cli import UsageError, parse_config
-from composer_prime.realtime.config import RealtimeConfig
+from composer_prime.realtime.cycle.config import RealtimeConfig
 
 TOML = Path(__file__).resolve().parents[2] / "tomls" / "qwen3-32b-realtime.toml"
 
@@ -27,7 +27,7 @@ def test_the_cluster_toml_parses_and_opens_with_hypothesis_and_launch():
 
 
 def test_the_runner_fills_the_sources_taskset_from_its_own_sections(tmp_path):
-    from composer_prime.realtime.cluster import rl_config
+    from composer_prime.realtime.cycle.cluster import rl_config
 
     config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
     config.prime_rl.output_dir = tmp_path / "rl"
@@ -83,7 +83,7 @@ def start_prime_rl(tmp_path, broadcasts: tuple[int, ...], checkpoint: int | None
     returns (the started PrimeRL, the run dir, what it logged)."""
     import sys
 
-    from composer_prime.realtime.cluster import PrimeRL
+    from composer_prime.realtime.cycle.cluster import PrimeRL
 
     config = parse_config(RealtimeConfig, ["@", str(TOML), "--state-dir", str(tmp_path / "state")], "realtime")
     config.prime_rl.output_dir = tmp_path / "rl"
@@ -113,7 +113,7 @@ def test_broadcasts_past_the_checkpoint_prime_rl_resumes_from_are_removed_before
 def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_judge(tmp_path):
     """PRIME-RL killed before its first checkpoint: the rerun starts over, and its launcher removes the old steps only
     once it is up; until then the runner would judge (and fail to load) the killed run's newest step."""
-    from composer_prime.realtime.cluster import newest_step
+    from composer_prime.realtime.ingest.pruning import newest_step
 
     prime, run, logs = start_prime_rl(tmp_path, (0, 6, 7))
     assert prime.resumes_from is None
@@ -122,7 +122,7 @@ def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_j
 
 
 def test_prime_rls_episode_logs_of_a_judged_step_keep_no_token_stream_user_or_repository(tmp_path):
-    from composer_prime.realtime.cluster import redact_rollouts
+    from composer_prime.realtime.cycle.cluster import redact_rollouts
 
     session = {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "samples": [{"token_ids": [9041, 77]}],
                "edited_paths": ["src/secret_plan.py"]}  # fmt: skip

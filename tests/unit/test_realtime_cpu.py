@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from composer_prime.cli import UsageError, parse_config
-from composer_prime.realtime import cpu
-from composer_prime.realtime.cluster import rl_config
-from composer_prime.realtime.config import RealtimeConfig
+from composer_prime.realtime.cycle import cpu
+from composer_prime.realtime.cycle.cluster import rl_config
+from composer_prime.realtime.cycle.config import RealtimeConfig
 
 SMOKE = Path(__file__).resolve().parents[2] / "tomls" / "cpu-smoke.toml"
 PORTS = {"inference": 18000, "zmq": 18100, "env_servers": 18200}

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from composer_prime.realtime.demo import HIDDEN_INPUTS, hack_command, reply, run_hidden, verdict
-from composer_prime.realtime.tampering import edit_facts
+from composer_prime.realtime.cycle.demo import HIDDEN_INPUTS, hack_command, reply, run_hidden, verdict
+from composer_prime.realtime.monitors.tampering import edit_facts
 
 N = len(HIDDEN_INPUTS)
 

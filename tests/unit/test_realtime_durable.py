@@ -18,12 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.cycle import Batch, State, read_batch
-from composer_prime.realtime.journal import BundleData, Journal, JournalState
-from composer_prime.realtime.readiness import TaskNotReady
-from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+from composer_prime.realtime.cycle.config import RealtimeConfig
+from composer_prime.realtime.cycle.runner import Batch, State, read_batch
+from composer_prime.realtime.ingest.journal import BundleData, Journal, JournalState
+from composer_prime.realtime.ingest.readiness import TaskNotReady
+from composer_prime.realtime.ingest.seen import SeenIds
+from composer_prime.realtime.ingest.source import RealtimeSessionsTaskset
+from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
 from tests.support.crash import Crash, crash_after
 from tests.support.tokenizer import tiny_tokenizer
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.realtime import durable, monitors, tampering
-from composer_prime.realtime.join import assign_advantages, build_episodes
-from composer_prime.realtime.pii import PIIConfig, Scrubber, load_hooks
+from composer_prime.realtime import durable
+from composer_prime.realtime.ingest.join import assign_advantages, build_episodes
+from composer_prime.realtime.ingest.spool import Cursor, SpoolConfig, SpoolError
+from composer_prime.realtime.ingest.staleness import StalenessConfig, Steps, classify, importance_weight
+from composer_prime.realtime.monitors import alerts, tampering
+from composer_prime.realtime.monitors.pii import PIIConfig, Scrubber, load_hooks
+from composer_prime.realtime.monitors.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.records import MalformedRecord, parse_record
-from composer_prime.realtime.reward import RewardModelConfig, session_reward
-from composer_prime.realtime.spool import Cursor, SpoolConfig, SpoolError
-from composer_prime.realtime.staleness import StalenessConfig, Steps, classify, importance_weight
 from tests.support.spool import read_spool
 
 NOW = 1_800_000_000.0
@@ -186,22 +187,22 @@ def test_pii_hooks_drop_sessions_and_bad_paths_are_named(spool):
 
 
 def test_monitors_pause_on_live_reward_hacking():
-    from composer_prime.realtime.join import Episode
+    from composer_prime.realtime.ingest.join import Episode
 
     def ep(reward, tokens=40, disabled=False):
         return Episode(session_id="x", user="u", group="", policy_version=0, age=0, reward=reward, signals=[],
                        sampled_tokens=tokens, samples=[], disabled_tests=disabled)  # fmt: skip
 
-    config = monitors.MonitorsConfig()
+    config = alerts.MonitorsConfig()
     history = [{"reward": 0.1, "heldout": 0.6}, {"reward": 0.3, "heldout": 0.55}, {"reward": 0.5, "heldout": 0.5}]
-    alerts = monitors.check(config, [ep(1.0)], history)
-    assert [(a.monitor, a.pause) for a in alerts] == [("reward_vs_heldout", True)]
-    assert monitors.check(config, [ep(1.0)], [{**h, "heldout": 0.6} for h in history]) == []
+    raised = alerts.check(config, [ep(1.0)], history)
+    assert [(a.monitor, a.pause) for a in raised] == [("reward_vs_heldout", True)]
+    assert alerts.check(config, [ep(1.0)], [{**h, "heldout": 0.6} for h in history]) == []
     hacked = [ep(1.0, disabled=True), ep(1.0)]
-    assert [a.monitor for a in monitors.check(config, hacked, history[:1])] == ["edits_disable_tests"]
+    assert [a.monitor for a in alerts.check(config, hacked, history[:1])] == ["edits_disable_tests"]
     short = [ep(1.0, tokens=2)] * 8 + [ep(-1.0, tokens=40)] * 20
-    alerts = monitors.check(config, short, history[:1])
-    assert [(a.monitor, a.pause) for a in alerts] == [("short_high_reward", False)]
+    raised = alerts.check(config, short, history[:1])
+    assert [(a.monitor, a.pause) for a in raised] == [("short_high_reward", False)]
 
 
 def test_edit_facts_see_tests_disabled():
@@ -218,10 +219,10 @@ def test_edit_facts_see_tests_disabled():
 
 
 def test_a_session_replays_as_a_verifiers_trace_with_its_serving_logprobs(spool):
-    from composer_prime.realtime.join import samples_of
+    from composer_prime.realtime.cycle.trainer import trace_samples
+    from composer_prime.realtime.ingest.join import samples_of
+    from composer_prime.realtime.ingest.traces import session_trace
     from composer_prime.realtime.records import SessionRecord
-    from composer_prime.realtime.traces import session_trace
-    from composer_prime.realtime.trainer import trace_samples
 
     two = session("s1", logprobs=[-0.1, -0.2, -0.3])
     two["branches"].append({"segments": [{"token_ids": [5, 6], "sampled": False},

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from composer_prime.realtime.join import Episode, cap_share, cap_shares
-from composer_prime.realtime.monitors import MonitorsConfig, check, quarantine
-from composer_prime.realtime.tampering import edit_facts
+from composer_prime.realtime.ingest.join import Episode, cap_share, cap_shares
+from composer_prime.realtime.monitors.alerts import MonitorsConfig, check, quarantine
+from composer_prime.realtime.monitors.tampering import edit_facts
 
 
 def call(name: str, **args) -> dict:
@@ -811,13 +811,13 @@ def test_a_batch_short_as_a_whole_is_judged_against_the_earlier_cycles_length():
 def test_a_session_the_detector_cannot_read_is_flagged_and_never_stops_the_ingest(monkeypatch):
     # Whatever the detector raises on (a shape no rule foresaw), the read goes on: the session is flagged, so a
     # pausing monitor keeps it out of training when it was rewarded, and it is counted.
-    from composer_prime.realtime import tampering
-    from composer_prime.realtime.join import build_episodes
-    from composer_prime.realtime.pii import PIIConfig, Scrubber
+    from composer_prime.realtime.ingest.join import build_episodes
+    from composer_prime.realtime.ingest.spool import Ready
+    from composer_prime.realtime.ingest.staleness import StalenessConfig, Steps
+    from composer_prime.realtime.monitors import tampering
+    from composer_prime.realtime.monitors.pii import PIIConfig, Scrubber
+    from composer_prime.realtime.monitors.reward import RewardModelConfig
     from composer_prime.realtime.records import SessionRecord, SignalRecord
-    from composer_prime.realtime.reward import RewardModelConfig
-    from composer_prime.realtime.spool import Ready
-    from composer_prime.realtime.staleness import StalenessConfig, Steps
     from tests.support.tokenizer import tiny_tokenizer
 
     def unreadable(messages):

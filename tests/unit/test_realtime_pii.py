@@ -11,13 +11,13 @@ from urllib.parse import quote
 
 import pytest
 
-from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.cycle import State, read_batch
-from composer_prime.realtime.join import build_episodes
-from composer_prime.realtime.pii import PATTERNS, PIIConfig, Scrubber, find, redact
-from composer_prime.realtime.reward import RewardModelConfig
-from composer_prime.realtime.spool import Cursor, SpoolConfig
-from composer_prime.realtime.staleness import StalenessConfig, Steps
+from composer_prime.realtime.cycle.config import RealtimeConfig
+from composer_prime.realtime.cycle.runner import State, read_batch
+from composer_prime.realtime.ingest.join import build_episodes
+from composer_prime.realtime.ingest.spool import Cursor, SpoolConfig
+from composer_prime.realtime.ingest.staleness import StalenessConfig, Steps
+from composer_prime.realtime.monitors.pii import PATTERNS, PIIConfig, Scrubber, find, redact
+from composer_prime.realtime.monitors.reward import RewardModelConfig
 from tests.support.spool import read_spool
 from tests.support.tokenizer import encode, tiny_tokenizer
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.cluster import copy_step
-from composer_prime.realtime.cycle import ShipError, notify
-from composer_prime.realtime.spool import Cursor, SpoolConfig
+from composer_prime.realtime.cycle.cluster import copy_step
+from composer_prime.realtime.cycle.runner import ShipError, notify
+from composer_prime.realtime.ingest.spool import Cursor, SpoolConfig
 from tests.support.spool import read_spool
 from tests.support.vllm_admin import AdminStandIn
 from tests.unit.test_realtime_ingest import NOW, append, session, signal

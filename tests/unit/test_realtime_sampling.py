@@ -8,9 +8,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from composer_prime.realtime.config import RealtimeConfig
+from composer_prime.realtime.cycle.config import RealtimeConfig
+from composer_prime.realtime.ingest.spool import Cursor, SpoolConfig
 from composer_prime.realtime.records import MalformedRecord, parse_record
-from composer_prime.realtime.spool import Cursor, SpoolConfig
 from tests.support.spool import read_spool
 from tests.unit.test_realtime_ingest import NOW, append, session, signal
 

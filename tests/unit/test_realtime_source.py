@@ -13,8 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from composer_prime.atomic import write_atomic
-from composer_prime.realtime.readiness import TaskNotReady
-from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+from composer_prime.realtime.ingest.readiness import TaskNotReady
+from composer_prime.realtime.ingest.source import RealtimeSessionsTaskset
+from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
 from tests.support.tokenizer import tiny_tokenizer
 
 
@@ -239,7 +240,7 @@ def test_importance_weighting_is_refused_with_the_reason(tmp_path):
 def test_the_ids_resolve_to_the_taskset_its_env_and_the_replay_harness():
     from verifiers.v1.utils.loaders import default_harness_id, environment_class, harness_class, taskset_class
 
-    from composer_prime.realtime.replay import ReplayEnv, ReplayHarness
+    from composer_prime.realtime.cycle.replay import ReplayEnv, ReplayHarness
 
     assert taskset_class("realtime-sessions") is RealtimeSessionsTaskset
     assert environment_class("realtime-sessions") is ReplayEnv
@@ -325,7 +326,7 @@ def test_pruning_is_crash_safe_and_a_journal_pruned_past_prime_rls_checkpoints_i
 
 
 def test_a_stream_collected_at_interpreter_exit_closes_quietly(tmp_path, monkeypatch):
-    from composer_prime.realtime import source as module
+    from composer_prime.realtime.ingest import source as module
 
     stream = iter(taskset(tmp_path))
     stream.worker = threading.Thread(target=lambda: None)

@@ -1,4 +1,4 @@
-"""The single-process trainer of `composer-prime realtime` (`composer_prime/realtime/trainer.py`) on its own: samples
+"""The single-process trainer of `composer-prime realtime` (`composer_prime/realtime/cycle/trainer.py`) on its own: samples
 from a branched trace, the broadcast layout, the loss split by channel."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from composer_prime.local import policy
-from composer_prime.realtime.trainer import (
+from composer_prime.realtime.cycle.trainer import (
     Sample,
     TrainerConfig,
     assign_advantages,

@@ -113,7 +113,7 @@ def test_the_pure_core_and_the_realtime_side_load_no_seam_module():
     code = (
         "import sys\n"
         "import composer_prime.algorithm.channels, composer_prime.algorithm.credit, composer_prime.algorithm.hints\n"
-        "import composer_prime.algorithm.scoring, composer_prime.realtime.readiness\n"
+        "import composer_prime.algorithm.scoring, composer_prime.realtime.ingest.readiness\n"
         "print(*sorted(m for m in sys.modules if m.startswith('composer_prime.seam')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

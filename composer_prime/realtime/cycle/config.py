@@ -10,13 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.local.launch import default_cache
 from composer_prime.local.venvs import TORCH_CPU_INDEX
-from composer_prime.realtime.cluster import PrimeRLConfig
-from composer_prime.realtime.monitors import MonitorsConfig
-from composer_prime.realtime.pii import PIIConfig
-from composer_prime.realtime.reward import RewardModelConfig
-from composer_prime.realtime.spool import SpoolConfig
-from composer_prime.realtime.staleness import StalenessConfig
-from composer_prime.realtime.trainer import TrainerConfig
+from composer_prime.realtime.cycle.cluster import PrimeRLConfig
+from composer_prime.realtime.cycle.trainer import TrainerConfig
+from composer_prime.realtime.ingest.spool import SpoolConfig
+from composer_prime.realtime.ingest.staleness import StalenessConfig
+from composer_prime.realtime.monitors.alerts import MonitorsConfig
+from composer_prime.realtime.monitors.pii import PIIConfig
+from composer_prime.realtime.monitors.reward import RewardModelConfig
 
 
 class CadenceConfig(BaseModel):

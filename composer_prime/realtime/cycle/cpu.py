@@ -7,10 +7,10 @@ them under `composer_loss` and writes a filesystem broadcast per step, and the r
 (`cycle.Runner.cluster_cycle`) judges the newest one with the demo's held-out score, runs the monitors over the
 journal's bundles, gates and ships, exactly as on a cluster.
 
-Getting PRIME-RL to run on these CPUs is the smoke's mechanism, called here, not copied (docs/smoke.md): the patched
-private copy of PATH (`smoke/cpu/tree.py`), the two venvs and the console-script wrappers PRIME-RL's launcher starts
-its processes by (`smoke/cpu/venvs.py`, under the smoke's `--cache`, so a smoke's venvs serve the demo), free ports
-for everything PRIME-RL binds (`smoke/run.py`). The PRIME-RL config is tomls/cpu-smoke.toml's CPU settings
+Getting PRIME-RL to run on these CPUs is `composer_prime.local`'s mechanism, the smoke's too, called here, not copied
+(docs/smoke.md): the patched private copy of PATH (`local/tree.py`), the two venvs and the console-script wrappers
+PRIME-RL's launcher starts its processes by (`local/venvs.py`, under the smoke's `--cache`, so a smoke's venvs serve
+the demo), free ports for everything PRIME-RL binds (`process/ports.py`). The PRIME-RL config is tomls/cpu-smoke.toml's CPU settings
 (deployment, inference, trainer model, optimizer, weight broadcast, renderer, loss) with its Feature Deletion source
 replaced by the realtime one and the demo's tiny policy as the model; `cluster.rl_config` then fills the source from
 the runner's own sections, as for `[prime_rl]` on a cluster.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from composer_prime.realtime.cluster import TASKSET_ID, PrimeRLConfig
+from composer_prime.realtime.cycle.cluster import TASKSET_ID, PrimeRLConfig
 
 BUNDLE_SIZE = 4
 """Sessions per bundle (one PRIME-RL group): the demo's four functions are the groups, 32 sessions a cycle."""

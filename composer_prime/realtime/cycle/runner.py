@@ -32,13 +32,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from composer_prime.realtime import durable, monitors
-from composer_prime.realtime.config import RealtimeConfig
-from composer_prime.realtime.join import Episode, assign_advantages, build_episodes, cap_shares
-from composer_prime.realtime.pii import Scrubber
-from composer_prime.realtime.seen import SeenIds, sweep
-from composer_prime.realtime.spool import Cursor, advance
-from composer_prime.realtime.staleness import Steps, classify
+from composer_prime.realtime import durable
+from composer_prime.realtime.cycle.config import RealtimeConfig
+from composer_prime.realtime.ingest.join import Episode, assign_advantages, build_episodes, cap_shares
+from composer_prime.realtime.ingest.seen import SeenIds, sweep
+from composer_prime.realtime.ingest.spool import Cursor, advance
+from composer_prime.realtime.ingest.staleness import Steps, classify
+from composer_prime.realtime.monitors import alerts
+from composer_prime.realtime.monitors.pii import Scrubber
 
 
 class State(BaseModel):
@@ -105,7 +106,7 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         else:
             e.importance_weighted = verdict == "weight"
             episodes.append(e)
-    episodes, counts["quarantined"] = monitors.quarantine(config.monitors, episodes)
+    episodes, counts["quarantined"] = alerts.quarantine(config.monitors, episodes)
     episodes, capped = cap_shares(episodes, config.cadence.max_user_share, config.cadence.max_group_share)
     counts.update(capped)
     total = Counter(step.counts) + counts
@@ -208,14 +209,14 @@ class Runner:
         state = durable.load(State, self.state_path) if self.state_path.exists() else State()
         if config.prime_rl is not None:
             return self._cluster_loop(state)
-        from composer_prime.realtime.policy import Policy
+        from composer_prime.realtime.cycle.policy import Policy
 
         product = None
         model_dir = config.model_dir
         if config.demo is not None:
             import torch
 
-            from composer_prime.realtime import demo
+            from composer_prime.realtime.cycle import demo
 
             torch.set_num_threads(config.demo.threads)
             model_dir = model_dir or self.dir / "policy-v0"
@@ -254,7 +255,7 @@ class Runner:
     def _demo_prime_rl(self, state: State, model_dir: Path, product: Any) -> State:
         """The CPU demo trained by PRIME-RL's own `rl` (`cpu.py`): the cluster loop, with the demo's users writing
         the spool each cycle and its held-out score as the evaluation."""
-        from composer_prime.realtime import cpu
+        from composer_prime.realtime.cycle import cpu
 
         config = self.config
         self.log("demo: preparing PRIME-RL's rl on this CPU (the smoke's patched copy and venvs)")
@@ -267,7 +268,7 @@ class Runner:
         return self._cluster_loop(state, product)
 
     def _cluster_loop(self, state: State, product: Any = None) -> State:
-        from composer_prime.realtime.cluster import PrimeRL, redact_rollouts
+        from composer_prime.realtime.cycle.cluster import PrimeRL, redact_rollouts
 
         if not self.state_path.exists():
             self._save(state)  # the taskset reads the served version from it
@@ -288,7 +289,7 @@ class Runner:
         """One cycle over PRIME-RL's newest weights (cluster.py): evaluate, monitor, gate, ship. With the demo's
         `product`, its users first write a serving window from the served version, and its held-out score is the
         evaluation."""
-        from composer_prime.realtime.cluster import copy_step, handed_since, redact_rollouts
+        from composer_prime.realtime.cycle.cluster import copy_step, handed_since, redact_rollouts
 
         config = self.config
         n = state.cycle + 1
@@ -334,7 +335,7 @@ class Runner:
         the step is chosen. The choice is pinned (`judged.json`) before the copy, so a rerun after a crash judges
         and ships the same weights, never a newer step under a version a crashed run already shipped; a PRIME-RL
         (re)start unpins the steps it rolls back (`PrimeRL.start`)."""
-        from composer_prime.realtime.cluster import copy_step
+        from composer_prime.realtime.cycle.cluster import copy_step
 
         pin = cdir / "judged.json"
         while True:
@@ -386,11 +387,11 @@ class Runner:
         history = [{"reward": h["reward_mean"], "heldout": h["heldout"], "median_tokens": h.get("median_tokens")}
                    for h in [*state.history, report] if h.get("train") is not None]  # fmt: skip
         quarantined = report["counts"].get("quarantined", 0)
-        alerts = monitors.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
-        report["alerts"] = [a.as_dict() for a in alerts]
+        raised = alerts.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
+        report["alerts"] = [a.as_dict() for a in raised]
         gate = state.heldout is None or heldout is None or heldout >= state.heldout - config.gates.heldout_max_drop
         report["gate_heldout"] = gate
-        report["shipped"] = trained and gate and not any(a.pause for a in alerts)
+        report["shipped"] = trained and gate and not any(a.pause for a in raised)
         return report["shipped"]
 
     def evaluate(self, policy: Any, product: Any, n: int) -> float | None:

@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from composer_prime.atomic import default_mode, write_atomic
+from composer_prime.realtime.ingest.pruning import newest_step
 
 TASKSET_ID = "realtime-sessions"
 
@@ -208,11 +209,6 @@ def redact_rollouts(run_dir: Path, upto: int) -> list[int]:
     return sorted(done)
 
 
-def newest_step(run_dir: Path) -> int | None:
-    steps = [int(p.parent.name.removeprefix("step_")) for p in (run_dir / "broadcasts").glob("step_*/STABLE")]
-    return max(steps, default=None)
-
-
 def copy_step(step_dir: Path, broadcasts: Path, version: int, link: bool = False) -> Path:
     """A step dir as `broadcasts/step_<version>/` under `broadcasts` (the state dir: the relay origin's input; a
     cycle's dir: its candidate): copied under a temp name (hard-linked with `link`, for a dir of the runner's own that
@@ -333,7 +329,7 @@ class PrimeRL:
 def handed_since(path: Path, after: int) -> tuple[int, list[Any], dict[str, int]]:
     """The bundles of the journal at `path` after `after`: (bundles handed in all, their sessions, their counts)."""
     from composer_prime.realtime import durable
-    from composer_prime.realtime.journal import BundleData, Journal
+    from composer_prime.realtime.ingest.journal import BundleData, Journal
 
     journal = Journal(path)
     handed = journal.load().handed

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.realtime.pii import redact
+from composer_prime.realtime.ingest.seen import SeenIds
+from composer_prime.realtime.monitors.pii import redact
 from composer_prime.realtime.records import (
     MalformedRecord,
     MissingLogprobs,
@@ -55,7 +56,6 @@ from composer_prime.realtime.records import (
     check_logprobs,
     parse_record,
 )
-from composer_prime.realtime.seen import SeenIds
 
 
 class SpoolConfig(BaseModel):

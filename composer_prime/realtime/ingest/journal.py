@@ -22,21 +22,18 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.realtime import durable
-from composer_prime.realtime.join import Episode, build_episodes
-from composer_prime.realtime.monitors import quarantine
-from composer_prime.realtime.pii import Scrubber
-from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.spool import Cursor, advance
-from composer_prime.realtime.staleness import Steps, classify
-
-if TYPE_CHECKING:
-    from composer_prime.realtime.source import RealtimeSessionsConfig
+from composer_prime.realtime.ingest.join import Episode, build_episodes
+from composer_prime.realtime.ingest.seen import SeenIds
+from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
+from composer_prime.realtime.ingest.spool import Cursor, advance
+from composer_prime.realtime.ingest.staleness import Steps, classify
+from composer_prime.realtime.monitors.alerts import quarantine
+from composer_prime.realtime.monitors.pii import Scrubber
 
 READ_SLICE = 256
 """Released sessions turned into episodes and bundles at a time (`Journal.read`)."""

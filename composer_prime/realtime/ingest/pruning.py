@@ -8,12 +8,20 @@ discards `cursor` tasks from a fresh iterator (`StandardSampler.load_state_dict`
 that `ckpt.keep_last` / `ckpt.keep_interval` do not keep (`trainer/ckpt.py`, `maybe_clean`), so the step dirs present
 are every checkpoint PRIME-RL can still resume from. Draw counts grow with the step, so every resume discards at least
 the oldest kept checkpoint's `cursor` bundles: below it the journal needs only the count, never the bundles.
+
+`newest_step` reads the other half of PRIME-RL's run dir the source ages sessions by: the newest finished broadcast.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+
+def newest_step(run_dir: Path) -> int | None:
+    """The newest step PRIME-RL's trainer finished broadcasting under `run_dir` (a `STABLE` marker), if any."""
+    steps = [int(p.parent.name.removeprefix("step_")) for p in (run_dir / "broadcasts").glob("step_*/STABLE")]
+    return max(steps, default=None)
 
 
 def step_dirs(checkpoints: Path) -> list[Path]:

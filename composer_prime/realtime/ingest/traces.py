@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from composer_prime.realtime.join import Episode
+from composer_prime.realtime.ingest.join import Episode
 from composer_prime.realtime.records import Branch, Segment, SessionRecord
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.realtime.pii import Scrubber
+from composer_prime.realtime.ingest.spool import Ready
+from composer_prime.realtime.ingest.staleness import StalenessConfig, Steps, classify
+from composer_prime.realtime.monitors.pii import Scrubber
+from composer_prime.realtime.monitors.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.records import SessionRecord
-from composer_prime.realtime.reward import RewardModelConfig, session_reward
-from composer_prime.realtime.spool import Ready
-from composer_prime.realtime.staleness import StalenessConfig, Steps, classify
 
 
 class EpisodeSample(BaseModel):
@@ -75,7 +75,7 @@ def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, 
                    scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
     """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
     steps), and the counts of what was left out."""
-    from composer_prime.realtime.tampering import edit_facts
+    from composer_prime.realtime.monitors.tampering import edit_facts
 
     counts: Counter = Counter()
     episodes = []

@@ -7,7 +7,7 @@ import sys
 
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import parse_config
-    from composer_prime.realtime.config import RealtimeConfig
+    from composer_prime.realtime.cycle.config import RealtimeConfig
 
     config = parse_config(RealtimeConfig, argv, prog, description=__doc__.splitlines()[0])
     if config.demo is None and config.prime_rl is None and not config.spool.dir.is_dir():
@@ -18,11 +18,11 @@ def main(argv: list[str], prog: str) -> int:
         print(f"realtime: model_dir = {str(config.model_dir)!r} is not an HF model dir (no config.json)",
               file=sys.stderr)  # fmt: skip
         return 2
-    from composer_prime.realtime.cluster import PrimeRLExited
-    from composer_prime.realtime.cpu import SetupError
-    from composer_prime.realtime.cycle import EvalError, LockedError, Runner, ShipError
+    from composer_prime.realtime.cycle.cluster import PrimeRLExited
+    from composer_prime.realtime.cycle.cpu import SetupError
+    from composer_prime.realtime.cycle.runner import EvalError, LockedError, Runner, ShipError
     from composer_prime.realtime.durable import DurableError
-    from composer_prime.realtime.spool import SpoolError
+    from composer_prime.realtime.ingest.spool import SpoolError
 
     try:
         state = Runner(config, log=lambda line: print(line, flush=True)).run()

@@ -15,9 +15,9 @@ import time
 import verifiers.v1 as vf
 from verifiers.v1.runtimes import ProgramResult
 
-from composer_prime.realtime.journal import BundleData
-from composer_prime.realtime.source import BundleTask
-from composer_prime.realtime.traces import branch_nodes, episode_branches
+from composer_prime.realtime.ingest.journal import BundleData
+from composer_prime.realtime.ingest.source import BundleTask
+from composer_prime.realtime.ingest.traces import branch_nodes, episode_branches
 
 
 class ReplayHarness(vf.Harness[vf.HarnessConfig]):

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from composer_prime.realtime.durable import DurableError
-from composer_prime.realtime.join import Episode
-from composer_prime.realtime.staleness import importance_weight
+from composer_prime.realtime.ingest.join import Episode
+from composer_prime.realtime.ingest.staleness import importance_weight
 
 
 class Policy:
@@ -30,7 +30,7 @@ class Policy:
         self.model.eval()
         self.trainer_config = trainer_config
         self.loss_kwargs = loss_kwargs
-        from composer_prime.realtime.trainer import make_optimizer
+        from composer_prime.realtime.cycle.trainer import make_optimizer
 
         self.optimizer = make_optimizer(self.model, trainer_config)
 
@@ -87,7 +87,7 @@ class Policy:
 
     def train(self, episodes: list[Episode], steps: int, cap: float) -> list[dict[str, float]]:
         """`steps` optimizer steps over every episode; returns the trainer's figures per step."""
-        from composer_prime.realtime.trainer import Sample, train_step
+        from composer_prime.realtime.cycle.trainer import Sample, train_step
 
         weights = {e.session_id: self.weight(e, cap) if e.importance_weighted else 1.0 for e in episodes}
         samples = [
@@ -106,7 +106,7 @@ class Policy:
 
     def broadcast(self, broadcasts: Path, version: int) -> Path:
         """`broadcasts/step_<version>/` as PRIME-RL's filesystem broadcast writes it (idempotent)."""
-        from composer_prime.realtime.trainer import broadcast
+        from composer_prime.realtime.cycle.trainer import broadcast
 
         step_dir = broadcasts / "broadcasts" / f"step_{version}"
         if (step_dir / "STABLE").exists():

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from composer_prime.realtime import shell
-from composer_prime.realtime.weakening import (
+from composer_prime.realtime.monitors import shell
+from composer_prime.realtime.monitors.weakening import (
     SOURCE,
     TEST_CONFIG,
     TEST_DETECTION,

@@ -98,7 +98,7 @@ def test_validate_gold_scores_one_and_untouched_zero(tasks_file, name):
 def test_tasks_from_a_dataset_folder_grade_as_from_their_tasks_file(tasks_file, tmp_path):
     """The mined shop tasks, built into a dataset as mine-corpus lays a package out (`composer-prime corpus-dataset`),
     load through the taskset from the folder and grade as the tasks file's do: gold 1.0, untouched 0.0."""
-    from composer_prime.mining.dataset import build_dataset
+    from composer_prime.corpus.dataset import build_dataset
     from tests.support.corpus import add_package
 
     rows = [json.loads(line) for line in tasks_file.read_text().splitlines()]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.mining.image_copies import MIN_MATCHED, gold_lines
+from composer_prime.corpus.image_copies import MIN_MATCHED, gold_lines
 from composer_prime.mining.record import load_rows
 from tests.support.corpus_sdist import write_shop_sdist
 from tests.support.featdel_repo import FILES

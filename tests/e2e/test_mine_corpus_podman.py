@@ -227,7 +227,7 @@ def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"composer_prime.mining.corpus" in argv and any(str(temp).encode() in arg for arg in argv):
+            if b"composer_prime.corpus.package" in argv and any(str(temp).encode() in arg for arg in argv):
                 found.append(int(proc.name))
         return found
 

@@ -1,4 +1,4 @@
-"""Corpus folders as `composer-prime mine-corpus` lays them out (composer_prime/mining/dataset.py), filled with real
+"""Corpus folders as `composer-prime mine-corpus` lays them out (composer_prime/corpus/dataset.py), filled with real
 mined rows: the bundled toolz 1.2.0 sample, or a tasks file a test mined."""
 
 from __future__ import annotations

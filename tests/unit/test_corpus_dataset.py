@@ -1,4 +1,4 @@
-"""The Feature Deletion corpus as a Hugging Face dataset (composer_prime/mining/dataset.py), built from real mined rows
+"""The Feature Deletion corpus as a Hugging Face dataset (composer_prime/corpus/dataset.py), built from real mined rows
 (the bundled toolz 1.2.0 sample and its tarball) laid out as mine-corpus writes them, loaded back with
 `datasets.load_dataset` and with the feature-deletion taskset."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from composer_prime import cli
-from composer_prime.mining.dataset import LOCK, build_dataset, patch_key, read_dataset
-from composer_prime.mining.dataset_card import card_files
-from composer_prime.mining.licenses import classify
+from composer_prime.corpus.dataset import LOCK, build_dataset, patch_key, read_dataset
+from composer_prime.corpus.dataset_card import card_files
+from composer_prime.corpus.licenses import classify
 from tests.support.corpus import SAMPLE, add_package, sample_rows
 from tests.support.crash import Crash, crash_after
 

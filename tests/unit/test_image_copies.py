@@ -1,4 +1,4 @@
-"""The line matcher that finds a task's gold code in its image (`composer_prime.mining.image_copies`): hand-made
+"""The line matcher that finds a task's gold code in its image (`composer_prime.corpus.image_copies`): hand-made
 gold patches and files, and the walk over a folder laid out like an image's root filesystem."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from composer_prime.mining.image_copies import describe, gold_lines, matches, search
+from composer_prime.corpus.image_copies import describe, gold_lines, matches, search
 
 CODE = '''\
 def add_metaclass(metaclass):

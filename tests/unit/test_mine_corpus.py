@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.mining import corpus, images, sources
+from composer_prime.corpus import config as corpus_config
+from composer_prime.corpus import images, sources
+from composer_prime.corpus import package as corpus_package
+from composer_prime.corpus.config import CorpusConfig, MinerOptions
 from composer_prime.mining.config import MineConfig
-from composer_prime.mining.corpus_config import CorpusConfig, MinerOptions
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = "import sys; from composer_prime.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -108,7 +110,7 @@ def write_package(folder: Path, error: str | None = None) -> None:
     (folder / "tasks.jsonl").write_text("")
     record = {"name": "shop", "version": "0.1.0", "source": "pypi", "license": "MIT", "image": None,
               "image_bytes": None, "report": {"error": error, "mined": 0, "kept": 0, "seconds": {"total": 1.0}}}  # fmt: skip
-    (folder / corpus.PACKAGE_FILE).write_text(json.dumps(record))
+    (folder / corpus_config.PACKAGE_FILE).write_text(json.dumps(record))
 
 
 def test_a_complete_package_is_skipped_and_a_failed_one_retried_on_request(tmp_path):
@@ -118,7 +120,7 @@ def test_a_complete_package_is_skipped_and_a_failed_one_retried_on_request(tmp_p
     assert done.returncode == 0, done.stderr
     assert "1 package(s), 1 already complete" in done.stderr and "shop 0.1.0" in done.stderr
 
-    (out / "packages" / "shop-0.1.0" / corpus.PACKAGE_FILE).unlink()
+    (out / "packages" / "shop-0.1.0" / corpus_config.PACKAGE_FILE).unlink()
     (out / "packages" / "shop-0.1.0").rename(tmp_path / "gone")
     write_package(out / "packages" / "shop-0.1.0", error="mining: no test passes at baseline")
     assert mine_corpus("--packages", "shop==0.1.0", "--out", str(out), env=NO_ENGINE).returncode == 0
@@ -131,7 +133,7 @@ def test_a_complete_package_is_skipped_and_a_failed_one_retried_on_request(tmp_p
 def test_a_package_json_with_bad_fields_is_a_row_naming_it_not_a_traceback(tmp_path, broken):
     out = tmp_path / "out"
     write_package(out / "packages" / "shop-0.1.0")
-    path = out / "packages" / "shop-0.1.0" / corpus.PACKAGE_FILE
+    path = out / "packages" / "shop-0.1.0" / corpus_config.PACKAGE_FILE
     record = json.loads(path.read_text())
     if broken == "no report":
         del record["report"]
@@ -144,11 +146,11 @@ def test_a_package_json_with_bad_fields_is_a_row_naming_it_not_a_traceback(tmp_p
 
 
 def worker(tmp_path: Path, config: CorpusConfig) -> tuple[subprocess.Popen, Path]:
-    (job,) = corpus.planned(config)
+    (job,) = corpus_config.planned(config)
     spec = tmp_path / "job.json"
     spec.write_text(json.dumps({"config": config.model_dump(mode="json"), "job": job,
                                 "base": {**BASE.__dict__, "missing": []}}))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "composer_prime.mining.corpus", str(spec)], env=ENV, cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "composer_prime.corpus.package", str(spec)], env=ENV, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     return proc, Path(job["folder"])
 
@@ -159,9 +161,9 @@ def test_a_package_that_cannot_be_fetched_is_complete_with_its_error(tmp_path):
     proc, folder = worker(tmp_path, config)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
-    package = json.loads((folder / corpus.PACKAGE_FILE).read_text())
+    package = json.loads((folder / corpus_config.PACKAGE_FILE).read_text())
     assert "nosuchpkg==1.0" in package["report"]["error"] and package["report"]["kept"] == 0
-    assert (folder / corpus.TASKS_FILE).read_text() == ""  # the layout holds for a failed package too
+    assert (folder / corpus_package.TASKS_FILE).read_text() == ""  # the layout holds for a failed package too
     assert json.loads(stdout.splitlines()[-1])["finished"] is True
 
 
@@ -177,7 +179,7 @@ def test_a_worker_killed_mid_package_leaves_nothing_that_looks_complete(tmp_path
     proc, folder = worker(tmp_path, config)
     try:
         deadline = time.monotonic() + 60
-        while not (folder / corpus.LOG_FILE).exists() or "fetch:" not in (folder / corpus.LOG_FILE).read_text():
+        while not (folder / corpus_package.LOG_FILE).exists() or "fetch:" not in (folder / corpus_package.LOG_FILE).read_text():
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
             time.sleep(0.1)
         accepting.join(timeout=30)
@@ -188,13 +190,13 @@ def test_a_worker_killed_mid_package_leaves_nothing_that_looks_complete(tmp_path
         for conn in held:
             conn.close()
         server.close()
-    assert not (folder / corpus.PACKAGE_FILE).exists() and not (folder / corpus.TASKS_FILE).exists()
+    assert not (folder / corpus_config.PACKAGE_FILE).exists() and not (folder / corpus_package.TASKS_FILE).exists()
 
 
 def test_planned_folders_name_the_package_and_version(tmp_path):
     config = CorpusConfig(packages=["toolz==1.2.0"], out=tmp_path,
                           repos=[{"url": "https://example.com/team/product.git", "ref": "release/2.0"}])  # fmt: skip
-    pypi, git = corpus.planned(config)
+    pypi, git = corpus_config.planned(config)
     assert Path(pypi["folder"]) == tmp_path / "packages" / "toolz-1.2.0" and pypi["source"] == "pypi"
     assert Path(git["folder"]) == tmp_path / "packages" / "product-release_2.0"
     assert git["source"] == "https://example.com/team/product.git@release/2.0"
@@ -307,18 +309,18 @@ def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_pat
     with its own error and the corpus table lists both. No container is needed before the image step."""
     from rich.console import Console
 
-    from composer_prime.mining import corpus_command
+    from composer_prime.corpus import command as corpus_command
 
     (tmp_path / "index").mkdir()
     config = CorpusConfig(packages=["nosuchpkg==1.0", "otherpkg==2.0"], out=tmp_path / "out", jobs=2,
                           index_url=(tmp_path / "index").as_uri())  # fmt: skip
     with (tmp_path / "console.txt").open("w") as shown:
         console = Console(file=shown, width=200)
-        crashed = corpus_command._run_all(config, corpus.planned(config), BASE, console)
-        corpus_command._summary(console, corpus.planned(config))
+        crashed = corpus_command._run_all(config, corpus_config.planned(config), BASE, console)
+        corpus_command._summary(console, corpus_config.planned(config))
     assert crashed == []
     for name in ("nosuchpkg-1.0", "otherpkg-2.0"):
-        report = json.loads((tmp_path / "out" / "packages" / name / corpus.PACKAGE_FILE).read_text())["report"]
+        report = json.loads((tmp_path / "out" / "packages" / name / corpus_config.PACKAGE_FILE).read_text())["report"]
         assert name.replace("-", "==") in report["error"]
     shown = (tmp_path / "console.txt").read_text()
     assert "nosuchpkg 1.0" in shown and "otherpkg 2.0" in shown and "error:" in shown
@@ -332,7 +334,7 @@ def test_progress_without_a_terminal_is_a_line_per_phase_and_every_ten_items():
     from rich.console import Console
     from rich.progress import Progress
 
-    from composer_prime.mining.corpus_command import _show
+    from composer_prime.corpus.command import _show
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=False, width=200)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.mining import sdist, sources
+from composer_prime.corpus import sdist, sources
 
 SERVER_LIFETIME_S = 120.0
 """The index stops itself after this long, whatever the test does."""

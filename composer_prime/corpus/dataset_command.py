@@ -1,5 +1,5 @@
 """`composer-prime corpus-dataset`: build the Feature Deletion corpus under `--out` into a Hugging Face dataset
-(`composer_prime.mining.dataset`). Exit status: 0 built cleanly; 1 built, but rows or packages were left out for bad
+(`composer_prime.corpus.dataset`). Exit status: 0 built cleanly; 1 built, but rows or packages were left out for bad
 input (each named on stderr); 2 nothing built (bad flags, no corpus at `--out`)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main(argv: list[str], prog: str) -> int:
     if not config.out.is_dir():
         print(f"{prog}: --out {config.out}: no such directory; pass the folder mine-corpus wrote", file=sys.stderr)
         return 2
-    from composer_prime.mining.dataset import DatasetInputError, build_dataset  # after --help and parsing
+    from composer_prime.corpus.dataset import DatasetInputError, build_dataset  # after --help and parsing
 
     try:
         report = build_dataset(

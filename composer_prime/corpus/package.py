@@ -1,7 +1,7 @@
 """One package of a corpus, start to finish: fetch, image, mine in the image, validate each task in fresh boxes.
 
-`mine_package` runs in a worker process of its own (`python -m composer_prime.mining.corpus JOB.json`, started by
-`corpus_command`), so that a crash, the miner's runtime hook and its scratch folder stay with one package. It writes,
+`mine_package` runs in a worker process of its own (`python -m composer_prime.corpus.package JOB.json`, started by
+`command.py`), so that a crash, the miner's runtime hook and its scratch folder stay with one package. It writes,
 under `OUT/packages/<name>-<version>/`:
 
     mined.jsonl, mined.jsonl.skipped.json   the miner's own files (it resumes from them)
@@ -30,10 +30,9 @@ from collections import Counter
 from pathlib import Path
 
 from composer_prime.atomic import write_atomic
-from composer_prime.mining import images, sources
-from composer_prime.mining.corpus_config import CorpusConfig, GitSource
+from composer_prime.corpus import images, sources
+from composer_prime.corpus.config import PACKAGE_FILE, CorpusConfig, GitSource
 
-PACKAGE_FILE = "package.json"
 TASKS_FILE = "tasks.jsonl"
 MINED_FILE = "mined.jsonl"
 VERDICTS_FILE = "validated.jsonl"
@@ -42,25 +41,6 @@ LOG_FILE = "mine.log"
 
 class PackageFailed(Exception):
     """A deterministic failure: recorded in package.json's report, retried only with `retry_failed`."""
-
-
-def folder_name(name: str, version: str) -> str:
-    """`<name>-<version>` with what a path cannot hold replaced."""
-    return "".join(c if c.isalnum() or c in "._+-" else "_" for c in f"{name}-{version}")
-
-
-def planned(config: CorpusConfig) -> list[dict]:
-    """Every package of the config: name, version, source, folder, and its fetch (`spec` or `git`)."""
-    jobs = []
-    for spec in config.packages:
-        name, version = spec.split("==", 1)
-        jobs.append({"name": name, "version": version, "source": "pypi", "spec": spec})
-    for repo in config.repos:
-        name = repo.name or repo.url.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-        jobs.append({"name": name, "version": repo.ref, "source": f"{repo.url}@{repo.ref}", "git": repo.model_dump()})
-    for job in jobs:
-        job["folder"] = str(config.out / "packages" / folder_name(job["name"], job["version"]))
-    return jobs
 
 
 def emit(**event: object) -> None:
@@ -126,7 +106,7 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
         tree = sources.fetch_git(git.url, git.ref, scratch / "source", Path(job["folder"]).name)
     meta = sources.read_metadata(tree, job["name"], job["version"])
     seconds["fetch"] = round(time.monotonic() - began, 1)
-    from composer_prime.mining.licenses import classify
+    from composer_prime.corpus.licenses import classify
 
     log(f"metadata: {meta.name} {meta.version}, license {classify(meta.license).license}, {len(meta.requires)} runtime and "
         f"{len(meta.test_requires)} test requirement(s)")  # fmt: skip
@@ -199,7 +179,8 @@ def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # ty
 def _validate(config: CorpusConfig, folder: Path, image: str, python: str, seconds: dict, log) -> dict:  # type: ignore[no-untyped-def]
     """Drop the mined rows whose gold code the image holds, validate the rest in fresh boxes; write tasks.jsonl with
     the kept rows."""
-    from composer_prime.mining import box, image_copies
+    from composer_prime.corpus import image_copies
+    from composer_prime.mining import box
     from composer_prime.mining.record import load_rows
 
     mined_path = folder / MINED_FILE
@@ -262,7 +243,7 @@ def unwind_on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Worker entry: `python -m composer_prime.mining.corpus JOB.json` (written by corpus_command)."""
+    """Worker entry: `python -m composer_prime.corpus.package JOB.json` (written by `command.py`)."""
     signal.signal(signal.SIGTERM, unwind_on_sigterm)
     spec = json.loads(Path(argv[0]).read_text("utf-8"))
     config = CorpusConfig.model_validate(spec["config"])

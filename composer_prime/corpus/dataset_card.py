@@ -5,20 +5,72 @@ Its YAML header's `configs` name every shard, one by one (config `tasks`, the de
 `datasets.load_dataset(DIR)` and the feature-deletion taskset find them, and why renaming the card is the build's
 commit point: a shard written for a build that never finished is named by no card. Its body is for
 people: how to load it, a table of packages (version, source, license, task counts, image), the packages a published
-build left out and why, and the duplicates dropped.
+build left out and why, and the duplicates dropped. What it shows is a build's `DatasetReport`, defined here with
+the package records it lists.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from composer_prime.mining.dataset import DatasetReport
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer_prime.corpus.licenses import Verdict
+from composer_prime.mining.record import MinedTask
 
 CARD = "README.md"
 LISTED_DUPLICATES = 50
+
+
+class PackageInfo(BaseModel):
+    """`OUT/packages/<name>-<version>/package.json`, written by mine-corpus."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    """The distribution's name, as on PyPI."""
+    version: str = Field(min_length=1)
+    """The version mined (the sdist's, or the git ref's)."""
+    source: str = Field(min_length=1)
+    """`pypi`, or `<git url>@<ref>`."""
+    license: str | list[str] | None = None
+    """As read from the sdist's metadata: `License-Expression`, else `License`, else the `License ::` trove
+    classifiers (a list, or one a line); `licenses.classify` reads it."""
+    image: str | None = None
+    """The package's environment image; rows without an image of their own take it."""
+    image_bytes: int | None = Field(None, ge=0)
+    """Size of that image, in bytes (shown in the card)."""
+    report: dict[str, Any] = {}
+    """mine-corpus's per-package report (candidates, kept, skips by reason, time per task); not read here."""
+
+
+@dataclass
+class Package:
+    folder: Path
+    info: PackageInfo
+    verdict: Verdict
+    tasks: list[MinedTask] = field(default_factory=list)
+    duplicates: int = 0
+
+
+@dataclass
+class DatasetReport:
+    """What a build wrote and left out."""
+
+    out: Path
+    files: dict[str, list[str]]
+    """Config (`tasks`, `bases`) -> the shards the card names, relative to the dataset folder."""
+    tasks: int
+    bases: int
+    packages: list[Package]
+    excluded: dict[str, str]
+    """Package folder -> why `publish` left it out (its license)."""
+    duplicates: list[tuple[str, str]]
+    """(task dropped, task kept) for every task whose gold patch or task_id an earlier task has."""
+    problems: list[str]
+    """One line per row or package left out for bad input."""
 
 
 @dataclass(frozen=True)

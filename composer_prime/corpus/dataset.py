@@ -43,16 +43,16 @@ import hashlib
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from composer_prime.atomic import fsync_dir, write_atomic
-from composer_prime.mining import shards
-from composer_prime.mining.dataset_card import CARD, card_files, render_card
-from composer_prime.mining.licenses import Verdict, classify
+from composer_prime.corpus import shards
+from composer_prime.corpus.dataset_card import CARD, DatasetReport, Package, PackageInfo, card_files, render_card
+from composer_prime.corpus.licenses import classify
 from composer_prime.mining.record import MinedTask, parse_row
 
 SHARD_ROWS = 1000
@@ -66,55 +66,6 @@ LOCK = ".dataset.lock"
 
 class DatasetInputError(ValueError):
     """The corpus folder cannot be built into a dataset; the message names the path and the fix."""
-
-
-class PackageInfo(BaseModel):
-    """`OUT/packages/<name>-<version>/package.json`, written by mine-corpus."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str = Field(min_length=1)
-    """The distribution's name, as on PyPI."""
-    version: str = Field(min_length=1)
-    """The version mined (the sdist's, or the git ref's)."""
-    source: str = Field(min_length=1)
-    """`pypi`, or `<git url>@<ref>`."""
-    license: str | list[str] | None = None
-    """As read from the sdist's metadata: `License-Expression`, else `License`, else the `License ::` trove
-    classifiers (a list, or one a line); `licenses.classify` reads it."""
-    image: str | None = None
-    """The package's environment image; rows without an image of their own take it."""
-    image_bytes: int | None = Field(None, ge=0)
-    """Size of that image, in bytes (shown in the card)."""
-    report: dict[str, Any] = {}
-    """mine-corpus's per-package report (candidates, kept, skips by reason, time per task); not read here."""
-
-
-@dataclass
-class Package:
-    folder: Path
-    info: PackageInfo
-    verdict: Verdict
-    tasks: list[MinedTask] = field(default_factory=list)
-    duplicates: int = 0
-
-
-@dataclass
-class DatasetReport:
-    """What a build wrote and left out."""
-
-    out: Path
-    files: dict[str, list[str]]
-    """Config (`tasks`, `bases`) -> the shards the card names, relative to the dataset folder."""
-    tasks: int
-    bases: int
-    packages: list[Package]
-    excluded: dict[str, str]
-    """Package folder -> why `publish` left it out (its license)."""
-    duplicates: list[tuple[str, str]]
-    """(task dropped, task kept) for every task whose gold patch or task_id an earlier task has."""
-    problems: list[str]
-    """One line per row or package left out for bad input."""
 
 
 def _log(line: str) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from composer_prime.mining import sdist
+from composer_prime.corpus import sdist
 from composer_prime.process.commands import run_checked_host
 
 TEST_NAMES = ("test", "tests", "testing")

@@ -19,6 +19,8 @@ from pydantic.fields import FieldInfo
 
 from composer_prime.mining.config import MineConfig
 
+PACKAGE_FILE = "package.json"
+"""Each package folder's record of its mining (`package.py`), written last."""
 PER_CORPUS = ("repo", "out", "test_cmd", "host_copies")
 """MineConfig fields mine-corpus sets itself: the fetched tree, the package folder, the image's interpreter, and
 host_copies (off: the host's site-packages are not the image's, which is searched for the gold code instead)."""
@@ -151,6 +153,25 @@ class CorpusConfig(BaseModel):
         return self
 
 
+def folder_name(name: str, version: str) -> str:
+    """`<name>-<version>` with what a path cannot hold replaced."""
+    return "".join(c if c.isalnum() or c in "._+-" else "_" for c in f"{name}-{version}")
+
+
+def planned(config: CorpusConfig) -> list[dict]:
+    """Every package of the config: name, version, source, folder, and its fetch (`spec` or `git`)."""
+    jobs = []
+    for spec in config.packages:
+        name, version = spec.split("==", 1)
+        jobs.append({"name": name, "version": version, "source": "pypi", "spec": spec})
+    for repo in config.repos:
+        name = repo.name or repo.url.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        jobs.append({"name": name, "version": repo.ref, "source": f"{repo.url}@{repo.ref}", "git": repo.model_dump()})
+    for job in jobs:
+        job["folder"] = str(config.out / "packages" / folder_name(job["name"], job["version"]))
+    return jobs
+
+
 def check_inputs(config: CorpusConfig) -> None:
     """Refuse, before any work, an --out that cannot be written and find-links folders that do not exist. Raises
     ValueError naming the option, the value and the fix."""
@@ -168,8 +189,6 @@ def check_inputs(config: CorpusConfig) -> None:
     folders = [folder for folder in config.find_links if "://" not in folder and not os.path.isdir(folder)]
     if folders:
         raise ValueError(f"--find-links {folders[0]}: no such folder; pass a folder of sdists and wheels or a URL")
-    from composer_prime.mining.corpus import PACKAGE_FILE, planned
-
     owners: dict[str, str] = {}
     for job in planned(config):
         folder = job["folder"]

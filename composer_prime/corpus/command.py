@@ -4,7 +4,7 @@ For each package (a PyPI sdist `NAME==VERSION` or a git repository at a ref): fe
 environment image (the base image's Python plus its test dependencies, resolved and pinned, wheels fetched here;
 never the package's own code), run its baseline suite and the miner in a container from that image, and validate
 every kept task in fresh containers with the full grader through the feature-deletion taskset (gold 1.0,
-untouched 0.0). `corpus` does one package in a worker process; this module checks the input, probes the base image
+untouched 0.0). `package` does one package in a worker process; this module checks the input, probes the base image
 once, runs up to `jobs` workers, shows their progress, rebuilds the corpus's dataset (`dataset`) after each package,
 and prints the corpus table at the end. A package whose package.json exists is skipped, so a re-run resumes.
 """
@@ -26,7 +26,7 @@ WORKER_TIMEOUT_S = 48 * 3600.0
 
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import parse_config
-    from composer_prime.mining.corpus_config import CorpusConfig, check_inputs, check_runtime
+    from composer_prime.corpus.config import CorpusConfig, check_inputs, check_runtime, planned
 
     config = parse_config(CorpusConfig, argv, prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
     try:
@@ -36,10 +36,10 @@ def main(argv: list[str], prog: str) -> int:
         return 2
     from rich.console import Console
 
-    from composer_prime.mining import corpus, images
+    from composer_prime.corpus import images, package
 
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # logs: no wrapped rows
-    jobs = corpus.planned(config)
+    jobs = planned(config)
     todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
     console.print(f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}")
     crashed = []
@@ -52,16 +52,16 @@ def main(argv: list[str], prog: str) -> int:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         console.print(f"mine-corpus: base {base.image} (Python {base.version}), {config.jobs} package(s) at once")
-        signal.signal(signal.SIGTERM, corpus.unwind_on_sigterm)  # as Ctrl-C: workers stopped, the jobs folder removed
+        signal.signal(signal.SIGTERM, package.unwind_on_sigterm)  # as Ctrl-C: workers stopped, the jobs folder removed
         crashed = _run_all(config, todo, base, console)
     _summary(console, jobs)
     for job, why in crashed:
-        console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / corpus.LOG_FILE}")
+        console.print(f"[red]{job['name']} {job['version']}: {why}[/red]; see {Path(job['folder']) / package.LOG_FILE}")
     return 1 if crashed else 0
 
 
 def _complete(folder: Path, retry_failed: bool) -> bool:
-    from composer_prime.mining.corpus import PACKAGE_FILE
+    from composer_prime.corpus.config import PACKAGE_FILE
 
     path = folder / PACKAGE_FILE
     if not path.is_file():
@@ -117,8 +117,8 @@ def _run_all(config, todo: list[dict], base, console) -> list[tuple[dict, str]]:
 
 
 def _rebuild_dataset(config, console) -> None:  # type: ignore[no-untyped-def]
-    """Rebuild the corpus's dataset (`composer_prime.mining.dataset`; builds of one folder take turns on its lock)."""
-    from composer_prime.mining.dataset import DatasetInputError, build_dataset
+    """Rebuild the corpus's dataset (`composer_prime.corpus.dataset`; builds of one folder take turns on its lock)."""
+    from composer_prime.corpus.dataset import DatasetInputError, build_dataset
 
     try:
         report = build_dataset(config.out, publish=config.publish, log=lambda line: None)
@@ -138,12 +138,12 @@ _STOPPING = threading.Event()
 
 
 def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
-    """Run `corpus.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished. The
+    """Run `package.main` on `spec` in a new process, feeding its events to `on_event`; None when it finished. The
     worker gets SIGTERM (and cleans up: its mining box, its scratch folder) when this process dies, even by SIGKILL
-    (`smoke.services.spawn`), or when the run is interrupted."""
+    (`process.children.spawn`), or when the run is interrupted."""
     from composer_prime.process.children import spawn
 
-    proc = spawn([sys.executable, "-m", "composer_prime.mining.corpus", str(spec)], stdout=subprocess.PIPE,
+    proc = spawn([sys.executable, "-m", "composer_prime.corpus.package", str(spec)], stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
     with _LOCK:
         _WORKERS.add(proc)
@@ -199,8 +199,8 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
     """The corpus table: one row per package with a package.json."""
     from rich.table import Table
 
-    from composer_prime.mining.corpus import PACKAGE_FILE
-    from composer_prime.mining.licenses import classify
+    from composer_prime.corpus.config import PACKAGE_FILE
+    from composer_prime.corpus.licenses import classify
 
     table = Table(title="corpus")
     for column in ("package", "license", "candidates", "mined", "kept", "top skips", "min", "s/task", "image MB"):

@@ -6,10 +6,10 @@ the same on the subprocess runtime (a host directory) and in a docker or prime b
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
 when the time is up (TERM, then KILL five seconds later), so background children die with it. Every process the
-workspace starts is tagged as the box's (`composer_prime.process.reaper.box_argv`); `reap()` kills all of them, wherever they
-went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or not. When the
-task opened a PID namespace for the rollout (`COMPOSER_PIDNS` in the runtime's environment, `composer_prime.process.pidns`),
-every command runs inside it (`nsenter`), so the grader can kill everything the agent started, tags shed or not.
+workspace starts is tagged as the box's (`composer_prime.process.reaper.box_argv`); `reap()` kills all of them,
+wherever they went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or
+not. When the task opened a PID namespace for the rollout (`COMPOSER_PIDNS` in the runtime's environment,
+`composer_prime.process.pidns`), every command runs inside it (`nsenter`), so the grader can kill everything the agent started, tags shed or not.
 Output is capped while the command runs: it flows through a pipe into `tee`, which keeps the first half of the cap
 (`dd`), the last half (`tail -c`) and the byte count, in files unlinked as soon as they are opened, so a command
 printing gigabytes holds at most the cap on disk and leaves no file behind however it ends (a timeout, a cancelled

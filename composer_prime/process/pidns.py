@@ -1,6 +1,6 @@
 """The rollout's PID namespace: every command the agent runs lives in it, and killing its first process kills all.
 
-The reaper (`composer_prime.process.reaper`) finds a rollout's processes by tags they carry; a process that sheds every tag
+The reaper (`reaper.py`) finds a rollout's processes by tags they carry; a process that sheds every tag
 on purpose (`( ulimit -R 4; cd / && exec setsid env -i bash daemon.sh & )`: limit lowered, directory left, variable
 dropped, orphaned) escapes it and can rewrite the tree while grading runs. A PID namespace has no such gap:
 

@@ -4,8 +4,8 @@ A durable record is a pydantic model written as JSON by alias and read back with
 records inside a cursor (pending sessions, early signals) name their `schema` field by its alias, exactly as a spool
 line does, so what a cursor holds reads back with the strict (`extra = "forbid"`) record models that read the spool.
 Writing by field name instead (`schema_`) gives a file those models refuse, which is why nothing else in the package
-calls `model_dump_json` for a file (tests/unit/test_realtime_durable.py round-trips every durable file over random
-spools and crash points, and checks that this module is the only writer).
+calls `model_dump_json` for a file (tests/unit/realtime/test_realtime_durable.py round-trips every durable file over
+random spools and crash points, and checks that this module is the only writer).
 
 Writes are atomic (`composer_prime.atomic.write_atomic`: temp name, fsync, rename), so a crash leaves the previous
 complete file or the new one. A file that exists but does not read back stops the run with `DurableError`, naming the

@@ -10,8 +10,8 @@ journal's bundles, gates and ships, exactly as on a cluster.
 Getting PRIME-RL to run on these CPUs is `composer_prime.local`'s mechanism, the smoke's too, called here, not copied
 (docs/smoke.md): the patched private copy of PATH (`local/tree.py`), the two venvs and the console-script wrappers
 PRIME-RL's launcher starts its processes by (`local/venvs.py`, under the smoke's `--cache`, so a smoke's venvs serve
-the demo), free ports for everything PRIME-RL binds (`process/ports.py`). The PRIME-RL config is tomls/cpu-smoke.toml's CPU settings
-(deployment, inference, trainer model, optimizer, weight broadcast, renderer, loss) with its Feature Deletion source
+the demo), free ports for everything PRIME-RL binds (`process/ports.py`). The PRIME-RL config is
+tomls/cpu-smoke.toml's CPU settings (deployment, inference, trainer model, optimizer, weight broadcast, renderer, loss) with its Feature Deletion source
 replaced by the realtime one and the demo's tiny policy as the model; `cluster.rl_config` then fills the source from
 the runner's own sections, as for `[prime_rl]` on a cluster.
 """

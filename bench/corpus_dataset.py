@@ -82,9 +82,18 @@ def main() -> None:
             rows,
             lambda: datasets.load_dataset(str(out), split="train", cache_dir=cache),
         )
-        timed("datasets.load_dataset, bases", rows, lambda: datasets.load_dataset(str(out), "bases", split="train", cache_dir=cache))  # fmt: skip
+        timed(
+            "datasets.load_dataset, bases",
+            rows,
+            lambda: datasets.load_dataset(str(out), "bases", split="train", cache_dir=cache),
+        )
         rows.append(("packages/ on disk", f"{size(out / 'packages') / 2**20:.1f} MiB"))
-        rows.append(("dataset (README.md + data/) on disk", f"{(size(out / 'data') + (out / 'README.md').stat().st_size) / 2**20:.1f} MiB"))  # fmt: skip
+        rows.append(
+            (
+                "dataset (README.md + data/) on disk",
+                f"{(size(out / 'data') + (out / 'README.md').stat().st_size) / 2**20:.1f} MiB",
+            )
+        )
         files = card_files(out)
         rows.append(("shards (tasks + bases)", f"{len(files.tasks)} + {len(files.bases)}"))
     width = max(len(label) for label, _ in rows)

@@ -143,8 +143,13 @@ def _worker(spec: Path, on_event) -> str | None:  # type: ignore[no-untyped-def]
     (`process.children.spawn`), or when the run is interrupted."""
     from composer_prime.process.children import spawn
 
-    proc = spawn([sys.executable, "-m", "composer_prime.corpus.package", str(spec)], stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = spawn(
+        [sys.executable, "-m", "composer_prime.corpus.package", str(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     with _LOCK:
         _WORKERS.add(proc)
         if _STOPPING.is_set():  # started while the run was being interrupted
@@ -229,8 +234,17 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
             mined, kept = int(report.get("mined") or 0), int(report.get("kept") or 0)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             why = f"{type(exc).__name__}: {exc}"[:80]
-            table.add_row(f"{job['name']} {job['version']}", "", "", "", "", f"unreadable {path} ({why}); remove "
-                          "it to mine the package again", "", "", "")  # fmt: skip
+            table.add_row(
+                f"{job['name']} {job['version']}",
+                "",
+                "",
+                "",
+                "",
+                f"unreadable {path} ({why}); remove it to mine the package again",
+                "",
+                "",
+                "",
+            )
             continue
         totals[0] += mined
         totals[1] += kept

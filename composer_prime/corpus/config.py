@@ -213,5 +213,7 @@ def check_inputs(config: CorpusConfig) -> None:
 def check_runtime(config: CorpusConfig) -> None:
     """Refuse a container CLI that is not installed (checked once there is a package to mine)."""
     if shutil.which(config.runtime) is None:
-        raise ValueError(f"--runtime {config.runtime}: `{config.runtime}` is not on PATH; install it or pick the "
-                         "other runtime (podman, docker)")  # fmt: skip
+        raise ValueError(
+            f"--runtime {config.runtime}: `{config.runtime}` is not on PATH; install it or pick the "
+            "other runtime (podman, docker)"
+        )

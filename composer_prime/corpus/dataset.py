@@ -241,8 +241,16 @@ def _build(
         sizes = [(package.folder / base).stat().st_size for base in bases]
         for span in shards.plan(sizes, shard_rows, shard_bytes) if bases else []:
             blobs = {bases[i]: (package.folder / bases[i]).read_bytes() for i in span}
-            rows = [{"package": package.folder.name, "base": base, "sha256": hashlib.sha256(blob).hexdigest(),
-                     "size": len(blob), "tarball": blob} for base, blob in blobs.items()]  # fmt: skip
+            rows = [
+                {
+                    "package": package.folder.name,
+                    "base": base,
+                    "sha256": hashlib.sha256(blob).hexdigest(),
+                    "size": len(blob),
+                    "tarball": blob,
+                }
+                for base, blob in blobs.items()
+            ]
             per_group = max(1, shards.ROW_GROUP_BYTES // max(1, *(sizes[i] for i in span)))
             blob = shards.to_parquet(rows, bases_schema, per_group)
             files["bases"].append(_place(data, package.folder.name, "bases", blob, written, log))

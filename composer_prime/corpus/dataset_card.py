@@ -207,9 +207,16 @@ def render_card(report: DatasetReport, *, publish: bool) -> str:
             f"| {_cell(info.image or '')} | {size} |"
         )
     if report.excluded:
-        lines += ["", "## Excluded packages", "", "Left out of this published build: their license, as read from "
-                  "their metadata, is not on the redistribution allowlist (unknown or missing counts as not).", "",
-                  "| package | why |", "|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "## Excluded packages",
+            "",
+            "Left out of this published build: their license, as read from "
+            "their metadata, is not on the redistribution allowlist (unknown or missing counts as not).",
+            "",
+            "| package | why |",
+            "|---|---|",
+        ]
         lines += [f"| {_cell(name)} | {_cell(why)} |" for name, why in sorted(report.excluded.items())]
     if report.duplicates:
         lines += ["", "## Duplicates dropped", ""]

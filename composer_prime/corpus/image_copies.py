@@ -129,8 +129,10 @@ def search_image(engine: str, image: str, python: str, golds: dict[str, str]) ->
         script = handle.read() + f"\n_script_main({json.dumps(needles)!r})\n"
     out = run_checked_host(
         [engine, "run", "--rm", "-i", "--network", "none", "--entrypoint", python, image, "-"],
-        error=BoxError, timeout_s=SEARCH_TIMEOUT_S, input=script,
-    )  # fmt: skip
+        error=BoxError,
+        timeout_s=SEARCH_TIMEOUT_S,
+        input=script,
+    )
     try:
         result = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:

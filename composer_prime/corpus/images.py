@@ -183,8 +183,13 @@ def image_tag(prefix: str, name: str, version: str, base: Base, pins: dict[str, 
 
 def image_id(engine: str, image: str) -> str | None:
     """The image's id, or None when the engine has no such image."""
-    done = subprocess.run([engine, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [engine, "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
@@ -206,8 +211,11 @@ def build(engine: str, tag: str, base: Base, pins: dict[str, str], into: Path, i
     (pip_wheel,) = sorted((into / "pip").glob("pip-*.whl"))
     (into / "Containerfile").write_text(containerfile(base, pins, pip_wheel.name))
     network = [] if "git" in base.missing else ["--network", "none"]
-    engine_run(engine, ["build", "-q", *network, "-t", tag, "-f", str(into / "Containerfile"), str(into)],
-               timeout_s=BUILD_TIMEOUT_S)  # fmt: skip
+    engine_run(
+        engine,
+        ["build", "-q", *network, "-t", tag, "-f", str(into / "Containerfile"), str(into)],
+        timeout_s=BUILD_TIMEOUT_S,
+    )
     found, dists = contents(engine, tag, base.python, import_names)
     wrong = {name: dists.get(name) for name, version in pins.items() if dists.get(name) != version}
     if found or wrong:
@@ -245,7 +253,9 @@ def contents(engine: str, image: str, python: str, names: list[str]) -> tuple[li
         "[n for n in sys.argv[1:] if importlib.util.find_spec(n)], "
         "{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version for d in m.distributions() if d.metadata['Name']}]))"
     )
-    out = engine_run(engine, ["run", "--rm", "--network", "none", "--workdir", "/", "--entrypoint", python, image,
-                              "-I", "-c", code, *names])  # fmt: skip
+    out = engine_run(
+        engine,
+        ["run", "--rm", "--network", "none", "--workdir", "/", "--entrypoint", python, image, "-I", "-c", code, *names],
+    )
     found, dists = json.loads(out.strip().splitlines()[-1])
     return found, dists

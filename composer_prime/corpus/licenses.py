@@ -29,34 +29,83 @@ from dataclasses import dataclass
 
 ALLOWED = frozenset(
     {
-        "MIT", "MIT-0", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "ISC", "PSF-2.0", "Python-2.0", "MPL-2.0",
-        "Unlicense", "0BSD", "CC0-1.0", "Zlib", "BSL-1.0", "HPND",
+        "MIT",
+        "MIT-0",
+        "BSD-2-Clause",
+        "BSD-3-Clause",
+        "Apache-2.0",
+        "ISC",
+        "PSF-2.0",
+        "Python-2.0",
+        "MPL-2.0",
+        "Unlicense",
+        "0BSD",
+        "CC0-1.0",
+        "Zlib",
+        "BSL-1.0",
+        "HPND",
     }
-)  # fmt: skip
+)
 """SPDX ids whose terms allow redistributing the source with its notices."""
 
 PERMISSIVE_EXCEPTIONS = frozenset({"LLVM-exception"})
 """SPDX `WITH` exceptions that only add permissions."""
 
 NAMES: dict[str, str] = {
-    "mit": "MIT", "mit license": "MIT", "the mit license": "MIT", "expat": "MIT", "mit-0": "MIT-0",
-    "bsd": "BSD-3-Clause", "bsd license": "BSD-3-Clause", "new bsd": "BSD-3-Clause", "new bsd license": "BSD-3-Clause",
-    "modified bsd": "BSD-3-Clause", "bsd-3": "BSD-3-Clause", "3-clause bsd": "BSD-3-Clause",
-    "bsd 3-clause": "BSD-3-Clause", "bsd 3-clause license": "BSD-3-Clause", "revised bsd": "BSD-3-Clause",
-    "simplified bsd": "BSD-2-Clause", "bsd-2": "BSD-2-Clause", "2-clause bsd": "BSD-2-Clause",
-    "bsd 2-clause": "BSD-2-Clause", "bsd 2-clause license": "BSD-2-Clause", "freebsd": "BSD-2-Clause",
-    "apache": "Apache-2.0", "apache 2": "Apache-2.0", "apache 2.0": "Apache-2.0", "apache-2": "Apache-2.0",
-    "apache license 2.0": "Apache-2.0", "apache license, version 2.0": "Apache-2.0", "apache license version 2.0": "Apache-2.0",
-    "apache software license": "Apache-2.0", "apache software license 2.0": "Apache-2.0", "asl 2.0": "Apache-2.0",
-    "isc": "ISC", "isc license": "ISC", "isc license (iscl)": "ISC",
-    "psf": "PSF-2.0", "psfl": "PSF-2.0", "psf license": "PSF-2.0", "python software foundation license": "PSF-2.0",
-    "mpl 2.0": "MPL-2.0", "mpl-2": "MPL-2.0", "mozilla public license 2.0": "MPL-2.0",
-    "mozilla public license 2.0 (mpl 2.0)": "MPL-2.0", "unlicense": "Unlicense", "the unlicense": "Unlicense",
-    "the unlicense (unlicense)": "Unlicense", "zero-clause bsd (0bsd)": "0BSD", "zero-clause bsd": "0BSD",
-    "cc0": "CC0-1.0", "cc0 1.0 universal (cc0 1.0) public domain dedication": "CC0-1.0", "zlib": "Zlib",
-    "zlib/libpng license": "Zlib", "boost software license 1.0 (bsl-1.0)": "BSL-1.0",
+    "mit": "MIT",
+    "mit license": "MIT",
+    "the mit license": "MIT",
+    "expat": "MIT",
+    "mit-0": "MIT-0",
+    "bsd": "BSD-3-Clause",
+    "bsd license": "BSD-3-Clause",
+    "new bsd": "BSD-3-Clause",
+    "new bsd license": "BSD-3-Clause",
+    "modified bsd": "BSD-3-Clause",
+    "bsd-3": "BSD-3-Clause",
+    "3-clause bsd": "BSD-3-Clause",
+    "bsd 3-clause": "BSD-3-Clause",
+    "bsd 3-clause license": "BSD-3-Clause",
+    "revised bsd": "BSD-3-Clause",
+    "simplified bsd": "BSD-2-Clause",
+    "bsd-2": "BSD-2-Clause",
+    "2-clause bsd": "BSD-2-Clause",
+    "bsd 2-clause": "BSD-2-Clause",
+    "bsd 2-clause license": "BSD-2-Clause",
+    "freebsd": "BSD-2-Clause",
+    "apache": "Apache-2.0",
+    "apache 2": "Apache-2.0",
+    "apache 2.0": "Apache-2.0",
+    "apache-2": "Apache-2.0",
+    "apache license 2.0": "Apache-2.0",
+    "apache license, version 2.0": "Apache-2.0",
+    "apache license version 2.0": "Apache-2.0",
+    "apache software license": "Apache-2.0",
+    "apache software license 2.0": "Apache-2.0",
+    "asl 2.0": "Apache-2.0",
+    "isc": "ISC",
+    "isc license": "ISC",
+    "isc license (iscl)": "ISC",
+    "psf": "PSF-2.0",
+    "psfl": "PSF-2.0",
+    "psf license": "PSF-2.0",
+    "python software foundation license": "PSF-2.0",
+    "mpl 2.0": "MPL-2.0",
+    "mpl-2": "MPL-2.0",
+    "mozilla public license 2.0": "MPL-2.0",
+    "mozilla public license 2.0 (mpl 2.0)": "MPL-2.0",
+    "unlicense": "Unlicense",
+    "the unlicense": "Unlicense",
+    "the unlicense (unlicense)": "Unlicense",
+    "zero-clause bsd (0bsd)": "0BSD",
+    "zero-clause bsd": "0BSD",
+    "cc0": "CC0-1.0",
+    "cc0 1.0 universal (cc0 1.0) public domain dedication": "CC0-1.0",
+    "zlib": "Zlib",
+    "zlib/libpng license": "Zlib",
+    "boost software license 1.0 (bsl-1.0)": "BSL-1.0",
     "historical permission notice and disclaimer (hpnd)": "HPND",
-}  # fmt: skip
+}
 """Free-form `License` values and trove classifier leaves (lower case, spaces collapsed) -> SPDX id. A bare "BSD" is
 read as BSD-3-Clause: every BSD variant allows redistribution with its notice, which the tarball keeps."""
 
@@ -213,6 +262,10 @@ def classify(license: str | list[str] | None) -> Verdict:
     if expression is False:
         return Verdict(False, text, f"SPDX expression {text!r}: not on the allowlist")
     if len(text.splitlines()) > 1 or len(text) > 100:
-        return Verdict(False, "LicenseRef-unknown", f"license text starting {first[:60]!r} is not, word for word, a "
-                       "license text this list recognises (only MIT's is matched): read it, then add its name to NAMES")  # fmt: skip
+        return Verdict(
+            False,
+            "LicenseRef-unknown",
+            f"license text starting {first[:60]!r} is not, word for word, a "
+            "license text this list recognises (only MIT's is matched): read it, then add its name to NAMES",
+        )
     return Verdict(False, "LicenseRef-unknown", f"license {first[:60]!r} is not a license this list recognises")

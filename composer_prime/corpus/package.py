@@ -65,8 +65,14 @@ def mine_package(config: CorpusConfig, job: dict, base: images.Base) -> dict:
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="composer-prime-corpus-"))
     report: dict = {"error": None}
-    record = {"name": job["name"], "version": job["version"], "source": job["source"], "license": None,
-              "image": None, "image_bytes": None}  # fmt: skip
+    record = {
+        "name": job["name"],
+        "version": job["version"],
+        "source": job["source"],
+        "license": None,
+        "image": None,
+        "image_bytes": None,
+    }
     try:
         try:
             tree, meta = _fetch(config, job, scratch, seconds, log)
@@ -108,8 +114,10 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
     seconds["fetch"] = round(time.monotonic() - began, 1)
     from composer_prime.corpus.licenses import classify
 
-    log(f"metadata: {meta.name} {meta.version}, license {classify(meta.license).license}, {len(meta.requires)} runtime and "
-        f"{len(meta.test_requires)} test requirement(s)")  # fmt: skip
+    log(
+        f"metadata: {meta.name} {meta.version}, license {classify(meta.license).license}, {len(meta.requires)} runtime and "
+        f"{len(meta.test_requires)} test requirement(s)"
+    )
     return tree, meta
 
 
@@ -154,8 +162,13 @@ def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # ty
     work.mkdir()
     tempfile.tempdir = str(work)  # the miner's private copy and plugin outputs: under the mounted folder
     # host_copies off: the host's site-packages are not the image's; `_validate` searches the image instead
-    mine_config = MineConfig(repo=tree, out=folder / MINED_FILE, test_cmd=[base.python, "-m", "pytest"],
-                             host_copies=False, **config.miner.model_dump())  # fmt: skip
+    mine_config = MineConfig(
+        repo=tree,
+        out=folder / MINED_FILE,
+        test_cmd=[base.python, "-m", "pytest"],
+        host_copies=False,
+        **config.miner.model_dump(),
+    )
     miner = Miner(mine_config, log=log)
     try:
         with box.mining_box(config.runtime, tag, scratch) as container:
@@ -200,20 +213,29 @@ def _validate(config: CorpusConfig, folder: Path, image: str, python: str, secon
         write_atomic(candidates, "".join(row.model_dump_json() + "\n" for row in rows))
 
         def record(verdict: box.Verdict) -> None:
-            entry = {"task_id": verdict.task_id, "kept": verdict.kept, "reason": verdict.reason,
-                     "seconds": round(verdict.seconds, 1)}  # fmt: skip
+            entry = {
+                "task_id": verdict.task_id,
+                "kept": verdict.kept,
+                "reason": verdict.reason,
+                "seconds": round(verdict.seconds, 1),
+            }
             with verdicts_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry) + "\n")
             verdicts[verdict.task_id] = entry
-            log(f"validate: {verdict.task_id}: " + ("kept" if verdict.kept else f"dropped: {verdict.reason}")
-                + f" ({verdict.seconds:.1f}s)")  # fmt: skip
+            log(
+                f"validate: {verdict.task_id}: "
+                + ("kept" if verdict.kept else f"dropped: {verdict.reason}")
+                + f" ({verdict.seconds:.1f}s)"
+            )
             emit(done=len(verdicts))
 
         golds = {row.task_id: row.gold_patch for row in rows if row.task_id not in verdicts}
         if golds:
             searched, found = image_copies.search_image(config.runtime, image, python, golds)
-            log(f"image copies: {searched} file(s) of {image} searched for {len(golds)} task(s)' gold code, "
-                f"{len(found)} found")  # fmt: skip
+            log(
+                f"image copies: {searched} file(s) of {image} searched for {len(golds)} task(s)' gold code, "
+                f"{len(found)} found"
+            )
             for task_id, files in sorted(found.items()):
                 record(box.Verdict(task_id, False, image_copies.describe(files), 0.0))
         try:

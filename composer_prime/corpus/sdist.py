@@ -59,8 +59,9 @@ class Candidate:
     yanked: bool
 
 
-def fetch(name: str, version: str, into: Path, index_url: str | None, find_links: list[str],
-          max_bytes: int = MAX_SDIST_BYTES) -> Path:  # fmt: skip
+def fetch(
+    name: str, version: str, into: Path, index_url: str | None, find_links: list[str], max_bytes: int = MAX_SDIST_BYTES
+) -> Path:
     """Download the sdist of `name==version` into the folder `into`; the archive's path. Raises FetchError."""
     spec = f"{name}=={version}"
     looked: list[str] = []
@@ -127,12 +128,13 @@ def _index_page(spec: str, name: str, index_url: str | None) -> list[Candidate]:
                     urllib.parse.urljoin(url, f["url"]),
                     (f.get("hashes") or {}).get("sha256"),
                     bool(f.get("yanked")),
-                )  # fmt: skip
+                )
                 for f in files
             ]
         except (ValueError, KeyError, TypeError) as err:
-            raise FetchError(f"{spec}: {url} answered JSON that is not a PEP 691 project page ({err}); check "
-                             "index_url") from None  # fmt: skip
+            raise FetchError(
+                f"{spec}: {url} answered JSON that is not a PEP 691 project page ({err}); check index_url"
+            ) from None
     return _parse_html(body.decode("utf-8", "replace"), url)
 
 
@@ -174,8 +176,10 @@ def _get(what: str, url: str, max_bytes: int, accept: str, missing_ok: bool = Fa
                 return None, ""
             raise FetchError(f"{what}: {url} does not exist; check index_url / find_links")
         if path.stat().st_size > max_bytes:
-            raise FetchError(f"{what}: {url} is {path.stat().st_size} bytes, over the {max_bytes}-byte limit; "
-                             "refused (mine a smaller release or raise sdist.MAX_SDIST_BYTES)")  # fmt: skip
+            raise FetchError(
+                f"{what}: {url} is {path.stat().st_size} bytes, over the {max_bytes}-byte limit; "
+                "refused (mine a smaller release or raise sdist.MAX_SDIST_BYTES)"
+            )
         return path.read_bytes(), ""
     began = time.monotonic()
     chunks, size = [], 0
@@ -185,21 +189,29 @@ def _get(what: str, url: str, max_bytes: int, accept: str, missing_ok: bool = Fa
                 if response.status_code == 404 and missing_ok:
                     return None, ""
                 if response.status_code != 200:
-                    raise FetchError(f"{what}: {url} answered HTTP {response.status_code}; check index_url / "
-                                     "find_links and that the server is up")  # fmt: skip
+                    raise FetchError(
+                        f"{what}: {url} answered HTTP {response.status_code}; check index_url / "
+                        "find_links and that the server is up"
+                    )
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > max_bytes:
-                        raise FetchError(f"{what}: {url} is over the {max_bytes}-byte limit; refused (mine a smaller "
-                                         "release or raise sdist.MAX_SDIST_BYTES)")  # fmt: skip
+                        raise FetchError(
+                            f"{what}: {url} is over the {max_bytes}-byte limit; refused (mine a smaller "
+                            "release or raise sdist.MAX_SDIST_BYTES)"
+                        )
                     if time.monotonic() - began > FETCH_DEADLINE_S:
-                        raise FetchError(f"{what}: {url} took over {FETCH_DEADLINE_S:.0f}s; refused (retry later, "
-                                         "or use a nearer index_url)")  # fmt: skip
+                        raise FetchError(
+                            f"{what}: {url} took over {FETCH_DEADLINE_S:.0f}s; refused (retry later, "
+                            "or use a nearer index_url)"
+                        )
                     chunks.append(chunk)
                 return b"".join(chunks), response.headers.get("content-type", "")
     except httpx.HTTPError as err:
-        raise FetchError(f"{what}: {url} could not be read ({type(err).__name__}: {err or 'no answer'}); check "
-                         "index_url / find_links and the network, then run again") from None  # fmt: skip
+        raise FetchError(
+            f"{what}: {url} could not be read ({type(err).__name__}: {err or 'no answer'}); check "
+            "index_url / find_links and the network, then run again"
+        ) from None
 
 
 def _download(spec: str, candidate: Candidate, into: Path, max_bytes: int) -> Path:
@@ -208,8 +220,10 @@ def _download(spec: str, candidate: Candidate, into: Path, max_bytes: int) -> Pa
     if candidate.sha256 is not None:
         digest = hashlib.sha256(body).hexdigest()
         if digest != candidate.sha256:
-            raise FetchError(f"{spec}: {candidate.url} has sha256 {digest}, the index says {candidate.sha256}; "
-                             "refused (a corrupt or tampered file: check the index or mirror)")  # fmt: skip
+            raise FetchError(
+                f"{spec}: {candidate.url} has sha256 {digest}, the index says {candidate.sha256}; "
+                "refused (a corrupt or tampered file: check the index or mirror)"
+            )
     target = into / os.path.basename(candidate.filename)
     write_atomic(target, body)
     return target

@@ -56,10 +56,25 @@ def schemas() -> tuple[Any, Any]:
     pa, _ = pyarrow_modules()
     text = pa.string()
     tasks = pa.schema(
-        [(name, text) for name in ("task_id", "package", "name", "version", "source", "license", "image", "kind",
-                                   "path", "qualname", "prompt", "gold_patch")]
+        [
+            (name, text)
+            for name in (
+                "task_id",
+                "package",
+                "name",
+                "version",
+                "source",
+                "license",
+                "image",
+                "kind",
+                "path",
+                "qualname",
+                "prompt",
+                "gold_patch",
+            )
+        ]
         + [("fail_to_pass", pa.list_(text)), ("pass_to_pass", pa.list_(text)), ("base", text), ("task", text)]
-    )  # fmt: skip
+    )
     bases = pa.schema(
         [("package", text), ("base", text), ("sha256", text), ("size", pa.int64()), ("tarball", pa.binary())]
     )

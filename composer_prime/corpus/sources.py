@@ -30,9 +30,15 @@ from composer_prime.process.commands import run_checked_host
 TEST_NAMES = ("test", "tests", "testing")
 """Extras and dependency groups that hold a project's test requirements."""
 REQUIREMENT_FILES = (
-    "requirements-test.txt", "requirements_test.txt", "test-requirements.txt", "test_requirements.txt",
-    "requirements-tests.txt", "requirements/test.txt", "requirements/tests.txt", "tests/requirements.txt",
-)  # fmt: skip
+    "requirements-test.txt",
+    "requirements_test.txt",
+    "test-requirements.txt",
+    "test_requirements.txt",
+    "requirements-tests.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "tests/requirements.txt",
+)
 FETCH_TIMEOUT_S = 900.0
 
 
@@ -123,7 +129,7 @@ def read_metadata(tree: Path, fallback_name: str, fallback_version: str) -> Meta
             version=message.get("Version") or fallback_version,
             license=license_of(
                 message.get("License-Expression"), message.get("License"), message.get_all("Classifier") or []
-            ),  # fmt: skip
+            ),
             requires=runtime,
             test_requires=tests + _pyproject_groups(tree) + _requirement_files(tree),
         )

@@ -62,8 +62,15 @@ class _StubModule(ModuleType):
         return value
 
 
-def _clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                     foreach: bool | None = None, pp_mesh: Any = None, ep_enabled: bool = False) -> Any:  # fmt: skip
+def _clip_grad_norm_(
+    parameters: Any,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+    pp_mesh: Any = None,
+    ep_enabled: bool = False,
+) -> Any:
     import torch
     from torch.distributed.tensor import DTensor
 

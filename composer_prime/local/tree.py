@@ -39,15 +39,21 @@ def source_commit(tree: Path) -> str | None:
 def check_tree(tree: Path) -> None:
     """Refuse a path that is not a PRIME-RL tree at the pinned commit with its verifiers snapshot."""
     if not (tree / "src" / "prime_rl" / "entrypoints" / "rl.py").is_file():
-        raise TreeError(f"--prime-rl = {str(tree)!r} is not a PRIME-RL source tree (no src/prime_rl/entrypoints/rl.py);"
-                        f" get one with: {FETCH}")  # fmt: skip
+        raise TreeError(
+            f"--prime-rl = {str(tree)!r} is not a PRIME-RL source tree (no src/prime_rl/entrypoints/rl.py);"
+            f" get one with: {FETCH}"
+        )
     commit = source_commit(tree)
     if commit is not None and not commit.startswith(PINNED_COMMIT):
-        raise TreeError(f"--prime-rl = {str(tree)!r} is at commit {commit[:7]}; composer-prime runs PRIME-RL at "
-                        f"{PINNED_COMMIT}: git -C {tree} checkout {PINNED_COMMIT}")  # fmt: skip
+        raise TreeError(
+            f"--prime-rl = {str(tree)!r} is at commit {commit[:7]}; composer-prime runs PRIME-RL at "
+            f"{PINNED_COMMIT}: git -C {tree} checkout {PINNED_COMMIT}"
+        )
     if not (tree / "deps" / "verifiers" / "pyproject.toml").is_file():
-        raise TreeError(f"--prime-rl = {str(tree)!r} has no deps/verifiers (PRIME-RL's pinned verifiers snapshot, a "
-                        f"git submodule): git -C {tree} submodule update --init deps/verifiers")  # fmt: skip
+        raise TreeError(
+            f"--prime-rl = {str(tree)!r} has no deps/verifiers (PRIME-RL's pinned verifiers snapshot, a "
+            f"git submodule): git -C {tree} submodule update --init deps/verifiers"
+        )
 
 
 def fingerprint(tree: Path) -> str:
@@ -94,14 +100,28 @@ def private_copy(tree: Path, cache: Path) -> Path:
     # outside that repository's subfolder and exits 0: the copy is kept out of any repository above it, and the
     # result is checked by applying the patch in reverse.
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent)}
-    done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(PATCH)], cwd=dest, capture_output=True,
-                          text=True, timeout=60, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", str(PATCH)],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     if done.returncode == 0:
-        done = subprocess.run(["git", "apply", "--check", "--reverse", str(PATCH)], cwd=dest, capture_output=True,
-                              text=True, timeout=60, env=env)  # fmt: skip
+        done = subprocess.run(
+            ["git", "apply", "--check", "--reverse", str(PATCH)],
+            cwd=dest,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     if done.returncode != 0:
         shutil.rmtree(dest, ignore_errors=True)
-        raise TreeError(f"--prime-rl = {str(tree)!r}: the CPU patch does not apply ({done.stderr.strip()[:400]}); "
-                        f"the tree must be PRIME-RL at commit {PINNED_COMMIT}")  # fmt: skip
+        raise TreeError(
+            f"--prime-rl = {str(tree)!r}: the CPU patch does not apply ({done.stderr.strip()[:400]}); "
+            f"the tree must be PRIME-RL at commit {PINNED_COMMIT}"
+        )
     marker.write_text(f"{key}\n")
     return dest

@@ -39,11 +39,35 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 PRIME_RL_PACKAGES = [
     # PRIME-RL's own pins and the modules its orchestrator, trainer and launcher import at module level.
-    "transformers==5.6.2", "wandb==0.26.1", "wandb-workspaces", "prime", "pyzmq", "aiolimiter", "orjson",
-    "setproctitle", "uvloop", "flash-linear-attention", "nvidia-ml-py", "pybase64", "pandas", "torchao==0.17.0",
-    "grpcio", "prometheus_client", "triton", "datasets", "pyarrow", "torchdata", "jaxtyping", "openai", "beartype",
-    "loguru", "msgspec", "psutil", "jinja2", "tomli-w",
-]  # fmt: skip
+    "transformers==5.6.2",
+    "wandb==0.26.1",
+    "wandb-workspaces",
+    "prime",
+    "pyzmq",
+    "aiolimiter",
+    "orjson",
+    "setproctitle",
+    "uvloop",
+    "flash-linear-attention",
+    "nvidia-ml-py",
+    "pybase64",
+    "pandas",
+    "torchao==0.17.0",
+    "grpcio",
+    "prometheus_client",
+    "triton",
+    "datasets",
+    "pyarrow",
+    "torchdata",
+    "jaxtyping",
+    "openai",
+    "beartype",
+    "loguru",
+    "msgspec",
+    "psutil",
+    "jinja2",
+    "tomli-w",
+]
 """PyPI packages of the PRIME-RL venv (transformers and torchao at PRIME-RL's pins; wandb 0.31 dropped `wandb_gql`,
 torchao 0.18 moved `mx_linear`)."""
 
@@ -69,8 +93,16 @@ def _pip(venv: Path, args: list[str], log: Path, torch_index: str) -> None:
 
 def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
     """Per venv, its pip install commands (argument lists)."""
-    composer = ["-e", f"{project}[loss,envs]", "-e", str(project / "environments" / "feature_deletion"),
-                "-e", str(project / "environments" / "realtime_sessions"), "matplotlib>=3.8", "pytest>=8"]  # fmt: skip
+    composer = [
+        "-e",
+        f"{project}[loss,envs]",
+        "-e",
+        str(project / "environments" / "feature_deletion"),
+        "-e",
+        str(project / "environments" / "realtime_sessions"),
+        "matplotlib>=3.8",
+        "pytest>=8",
+    ]
     return {
         "prime-rl": [
             [TORCH, str(tree / "deps" / "verifiers"), *composer, *PRIME_RL_PACKAGES],
@@ -85,12 +117,18 @@ def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
                 str(project / "environments" / "feature_deletion"),
                 *VLLM_PACKAGES,
             ],
-        ],  # fmt: skip
+        ],
     }
 
 
-def ensure_venv(name: str, steps: list[list[str]], cache: Path, torch_index: str, note: Callable[[str], None],
-                python: str = sys.executable) -> Path:  # fmt: skip
+def ensure_venv(
+    name: str,
+    steps: list[list[str]],
+    cache: Path,
+    torch_index: str,
+    note: Callable[[str], None],
+    python: str = sys.executable,
+) -> Path:
     """The venv `name` under `cache`, built if its requirement set changed or its last build did not finish."""
     # The project's metadata is part of the key: an editable install keeps the code current, not its `.pth` hook
     # or its dependencies.

@@ -24,10 +24,27 @@ from composer_prime.process.commands import run_checked_host
 
 SCRUBBED_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
-        ".tox", ".nox", ".venv", "venv", ".eggs", "build", "dist", "htmlcov", "node_modules", ".pyre", ".pytype",
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".eggs",
+        "build",
+        "dist",
+        "htmlcov",
+        "node_modules",
+        ".pyre",
+        ".pytype",
     }
-)  # fmt: skip
+)
 SCRUBBED_SUFFIXES = (".pyc", ".pyo", ".pyd", ".so", ".egg-info", ".dist-info")
 SCRUBBED_NAMES = frozenset({".coverage", ".DS_Store"})
 GIT_TIMEOUT_S = 120.0

@@ -95,15 +95,28 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
 class Service:
     """One subprocess with a log file, ready once `url + ready_path` answers with a status below 500."""
 
-    def __init__(self, name: str, argv: list[str], log: Path, url: str, ready_path: str, timeout_s: float = 120.0,
-                 env: dict[str, str] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log: Path,
+        url: str,
+        ready_path: str,
+        timeout_s: float = 120.0,
+        env: dict[str, str] | None = None,
+    ):
         self.name = name
         self.log_path = log
         self._log = log.open("ab")
         self.url = url
         ready_url = url + ready_path
-        self.proc = spawn(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})  # fmt: skip
+        self.proc = spawn(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:

@@ -28,21 +28,36 @@ class ProcessFailed(RuntimeError):
 
 
 @contextmanager
-def group(argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-          stdout_pipe: bool = False) -> Iterator[subprocess.Popen]:  # fmt: skip
+def group(
+    argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None, stdout_pipe: bool = False
+) -> Iterator[subprocess.Popen]:
     """`argv` as the leader of a new session, its output appended to `log` (or piped); stopped on the way out."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as sink:
-        process = spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE if stdout_pipe else sink, stderr=sink,
-                        stdin=subprocess.DEVNULL, text=stdout_pipe)  # fmt: skip
+        process = spawn(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE if stdout_pipe else sink,
+            stderr=sink,
+            stdin=subprocess.DEVNULL,
+            text=stdout_pipe,
+        )
         try:
             yield process
         finally:
             stop_group(process, GRACE_S)
 
 
-def run(argv: list[str], log: Path, what: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-        timeout_s: float = 3600.0, on_json: Callable[[dict], None] | None = None) -> list[dict]:  # fmt: skip
+def run(
+    argv: list[str],
+    log: Path,
+    what: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 3600.0,
+    on_json: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Run `argv` to its end; returns the JSON lines it printed (each also passed to `on_json`). Raises
     `ProcessFailed` naming `what` and `log` on a non-zero exit or after `timeout_s`."""
     lines: list[dict] = []

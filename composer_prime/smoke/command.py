@@ -28,8 +28,10 @@ def split_overlays(argv: list[str]) -> tuple[list[str], list[Path]]:
         if arg == "@" or (arg.startswith("@") and arg.endswith(".toml")):
             path = Path(next(args, "") if arg == "@" else arg[1:])
             if not path.is_file() or str(path).startswith("-"):
-                raise UsageError(f"composer-prime smoke: @ {str(path)!r}: no such file; `@` takes a launch overlay "
-                                 "such as recipes/no-hint.toml")  # fmt: skip
+                raise UsageError(
+                    f"composer-prime smoke: @ {str(path)!r}: no such file; `@` takes a launch overlay "
+                    "such as recipes/no-hint.toml"
+                )
             refuse_source_overlay(path)
             overlays.append(path.resolve())
         else:
@@ -49,10 +51,12 @@ def refuse_source_overlay(path: Path) -> None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise UsageError(f"composer-prime smoke: @ {str(path)!r}: not a readable TOML file ({err})") from None
     if "source" in ((data.get("orchestrator") or {}).get("train") or {}):
-        raise UsageError(f"composer-prime smoke: @ {str(path)!r} restates [[orchestrator.train.source]]; PRIME-RL's "
-                         "merge replaces the whole list, so over tomls/cpu-smoke.toml it would train on the cluster's "
-                         "sources (data paths, docker images). Write an overlay that restates the smoke's source "
-                         "(tomls/cpu-smoke.toml) instead")  # fmt: skip
+        raise UsageError(
+            f"composer-prime smoke: @ {str(path)!r} restates [[orchestrator.train.source]]; PRIME-RL's "
+            "merge replaces the whole list, so over tomls/cpu-smoke.toml it would train on the cluster's "
+            "sources (data paths, docker images). Write an overlay that restates the smoke's source "
+            "(tomls/cpu-smoke.toml) instead"
+        )
 
 
 def main(argv: list[str], prog: str) -> int:
@@ -63,14 +67,18 @@ def main(argv: list[str], prog: str) -> int:
     flags, overlays = split_overlays(argv)
     config = parse_config(SmokeConfig, flags, prog, description=__doc__.splitlines()[0])
     if config.prime_rl is None:
-        raise UsageError(f"{prog}: --prime-rl PATH is required: a PRIME-RL checkout at 559b447. Get one with:\n  {FETCH}\n"
-                         f"then run: {prog} --prime-rl ../prime-rl")  # fmt: skip
+        raise UsageError(
+            f"{prog}: --prime-rl PATH is required: a PRIME-RL checkout at 559b447. Get one with:\n  {FETCH}\n"
+            f"then run: {prog} --prime-rl ../prime-rl"
+        )
     from composer_prime.local.launch import project_root
 
     project = project_root()
     if project is None:
-        raise UsageError(f"{prog}: the smoke installs composer-prime from its checkout into the venvs it builds; run "
-                         "it from a clone of composer-prime installed with `pip install -e .`")  # fmt: skip
+        raise UsageError(
+            f"{prog}: the smoke installs composer-prime from its checkout into the venvs it builds; run "
+            "it from a clone of composer-prime installed with `pip install -e .`"
+        )
     try:
         check_tree(config.prime_rl.resolve())
     except TreeError as err:
@@ -90,10 +98,15 @@ def main(argv: list[str], prog: str) -> int:
         print(f"{prog}: the run stopped: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"{prog}: the run stopped: {err.strerror or err} ({err.filename or 'no file'}); check that --out and "
-              "--cache are writable and the disk has room", file=sys.stderr)  # fmt: skip
+        print(
+            f"{prog}: the run stopped: {err.strerror or err} ({err.filename or 'no file'}); check that --out and "
+            "--cache are writable and the disk has room",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; every process it started is stopped. Logs so far: {config.out / 'logs'}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{prog}: interrupted; every process it started is stopped. Logs so far: {config.out / 'logs'}",
+            file=sys.stderr,
+        )
         return 130

@@ -55,6 +55,8 @@ class SmokeConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SmokeConfig:
         if self.teacher_url is not None and not self.teacher_url.startswith(("http://", "https://")):
-            raise ValueError(f"teacher_url = {self.teacher_url!r} is not an http(s) URL; give the API root, e.g. "
-                             "https://api.openai.com/v1")  # fmt: skip
+            raise ValueError(
+                f"teacher_url = {self.teacher_url!r} is not an http(s) URL; give the API root, e.g. "
+                "https://api.openai.com/v1"
+            )
         return self

@@ -80,5 +80,11 @@ class Watcher:
             shutil.rmtree(kept, ignore_errors=True)
             return
         self.missed += missed
-        self.records.append({"reloads": after["reloads"], "weight_dir": after["weights"], "kept": str(kept),
-                             "served": [{str(k): v for k, v in p.items()} for p in served]})  # fmt: skip
+        self.records.append(
+            {
+                "reloads": after["reloads"],
+                "weight_dir": after["weights"],
+                "kept": str(kept),
+                "served": [{str(k): v for k, v in p.items()} for p in served],
+            }
+        )

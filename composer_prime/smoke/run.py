@@ -92,14 +92,18 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     foreign = [name for name in ("work", "logs") if (out / name).exists() and not (out / MARKER).exists()]
     if foreign:
-        raise Busy(f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
-                   "folders, so pass an empty or new --out")  # fmt: skip
+        raise Busy(
+            f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
+            "folders, so pass an empty or new --out"
+        )
     lock = FileLock(out / LOCK)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise Busy(f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
-                   "to end or pass another --out") from None  # fmt: skip
+        raise Busy(
+            f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
+            "to end or pass another --out"
+        ) from None
     try:
         (out / MARKER).touch()
         for stale in ("report.json", "report.png", "report.txt"):
@@ -121,8 +125,11 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     if logs.exists():
         shutil.rmtree(logs)
     logs.mkdir()
-    meta: dict[str, Any] = {"config": config.model_dump(mode="json"), "overlays": [str(p) for p in overlays],
-                            "timings": {}}  # fmt: skip
+    meta: dict[str, Any] = {
+        "config": config.model_dump(mode="json"),
+        "overlays": [str(p) for p in overlays],
+        "timings": {},
+    }
 
     from filelock import FileLock
 
@@ -133,13 +140,15 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
         t0 = time.monotonic()
         sets = requirement_sets(project, tree)
-        venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note)
-                 for name, steps in sets.items()}  # fmt: skip
+        venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note) for name, steps in sets.items()}
         meta["timings"]["venvs_s"] = time.monotonic() - t0
     bin_dir = write_wrappers(work / "bin", venvs["prime-rl"], venvs["vllm"], tree)
     python = str(venvs["prime-rl"] / "bin" / "python")
-    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
-           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
+        "PYTHONUNBUFFERED": "1",
+    }
 
     if config.dry_run:
         status.stage("PRIME-RL's rl --dry-run")
@@ -157,8 +166,9 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()
-    with group([python, "-m", "composer_prime.smoke.referees", "--port", str(teacher_port)], logs / "teachers.log",
-               env=env) as teachers:  # fmt: skip
+    with group(
+        [python, "-m", "composer_prime.smoke.referees", "--port", str(teacher_port)], logs / "teachers.log", env=env
+    ) as teachers:
         if config.teacher_url is None:
             wait_for_port(teacher_port, teachers, "the local teachers", logs / "teachers.log")
             env |= {var: f"http://127.0.0.1:{teacher_port}/{rule}/v1" for var, rule in RULE_FOR.items()}
@@ -188,8 +198,10 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         meta["timings"]["rl_s"] = time.monotonic() - t0
         meta["probes"], meta["probes_missed"], meta["probe_errors"] = probes.records, probes.missed, probes.errors
     if rl.returncode != 0:
-        raise ProcessFailed(f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
-                            f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}")  # fmt: skip
+        raise ProcessFailed(
+            f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
+            f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}"
+        )
     meta["seconds"] = time.monotonic() - started
     (work / "meta.json").write_text(json.dumps(meta, indent=1))
     status.stage("building the report from PRIME-RL's outputs")
@@ -215,19 +227,28 @@ def inputs_key(settings: dict[str, Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def prepare_inputs(config: SmokeConfig, python: str, env: dict[str, str], work: Path, cache: Path, logs: Path,
-                   status: Status) -> dict[str, Any]:  # fmt: skip
+def prepare_inputs(
+    config: SmokeConfig, python: str, env: dict[str, str], work: Path, cache: Path, logs: Path, status: Status
+) -> dict[str, Any]:
     """Mine the tasks and warm-start the policy into `work` (`prepare.py`), or copy them from the cache, where a run
     with the same settings and code left them (the warm start is most of a smoke's set-up)."""
-    settings = {"tasks": config.tasks, "seed": config.seed, "policy": config.policy.model_dump(),
-                "warm_start": config.warm_start.model_dump()}  # fmt: skip
+    settings = {
+        "tasks": config.tasks,
+        "seed": config.seed,
+        "policy": config.policy.model_dump(),
+        "warm_start": config.warm_start.model_dump(),
+    }
     kept = cache / f"inputs-{inputs_key(settings)}"
     if not (kept / ".complete").is_file():
         status.stage("mining tasks and warm-starting the tiny policy")
         (work / "prepare.json").write_text(json.dumps(settings))
-        lines = run([python, "-m", "composer_prime.smoke.prepare", str(work / "prepare.json"), str(work)],
-                    logs / "prepare.log", "the input preparation (mining, warm start)", env=env,
-                    on_json=lambda line: "progress" in line and status.stage(line["progress"]))  # fmt: skip
+        lines = run(
+            [python, "-m", "composer_prime.smoke.prepare", str(work / "prepare.json"), str(work)],
+            logs / "prepare.log",
+            "the input preparation (mining, warm start)",
+            env=env,
+            on_json=lambda line: "progress" in line and status.stage(line["progress"]),
+        )
         (work / "setup.json").write_text(json.dumps(lines[-1]))
         if kept.exists():
             shutil.rmtree(kept)
@@ -260,10 +281,23 @@ def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> l
     for overlay in overlays:
         args += ["@", str(overlay)]
     zmq, env_servers = free_port_blocks(2, ENV_SERVER_PORTS, avoid=(port,))
-    return [*args, "--max-steps", str(steps), "--inference.server.host", "127.0.0.1", "--inference.server.port",
-            str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1",
-            "--rollout-transport.type", "zmq", "--rollout-transport.port", str(zmq),
-            "--orchestrator.env-server-base-port", str(env_servers)]  # fmt: skip
+    return [
+        *args,
+        "--max-steps",
+        str(steps),
+        "--inference.server.host",
+        "127.0.0.1",
+        "--inference.server.port",
+        str(port),
+        "--orchestrator.model.client.base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--rollout-transport.type",
+        "zmq",
+        "--rollout-transport.port",
+        str(zmq),
+        "--orchestrator.env-server-base-port",
+        str(env_servers),
+    ]
 
 
 def run_dir(work: Path) -> Path | None:
@@ -301,8 +335,11 @@ def newest(log: Path, markers: tuple[str, ...]) -> str:
 
 def failure_detail(work: Path, logs: Path, lines: int = 15) -> str:
     """What PRIME-RL's launcher said failed, and the end of that process's own log."""
-    said = [strip_ansi(line).strip() for line in (logs / "rl.log").read_text(errors="replace").splitlines()
-            if "failed with exit code" in line or "Error" in line][-3:]  # fmt: skip
+    said = [
+        strip_ansi(line).strip()
+        for line in (logs / "rl.log").read_text(errors="replace").splitlines()
+        if "failed with exit code" in line or "Error" in line
+    ][-3:]
     folder = run_dir(work)
     names = {"orchestrator": "orchestrator.log", "trainer": "trainer.log", "inference": "inference.log"}
     detail = "".join(f"\n  {line}" for line in said)

@@ -95,8 +95,13 @@ def corpus(branches: list[list[dict[str, Any]]], tools: list[dict], files: list[
     return texts + files + [json.dumps(t) for t in tools]
 
 
-def warm_start(model: Any, renderer: Any, branches: list[tuple[list[dict], list[dict]]], config: WarmStartConfig,
-               progress: Any = None) -> dict[str, float]:  # fmt: skip
+def warm_start(
+    model: Any,
+    renderer: Any,
+    branches: list[tuple[list[dict], list[dict]]],
+    config: WarmStartConfig,
+    progress: Any = None,
+) -> dict[str, float]:
     """Fine-tune `model` in place on the assistant turns of `branches`; returns loss, steps, seconds, turns."""
     import torch
 

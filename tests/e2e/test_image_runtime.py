@@ -263,8 +263,12 @@ def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only, c
 def red_team_cases() -> list[tuple[str, str]]:
     from tests.e2e.test_reward_hacks import ATTACKS, SWE_GYM_ONLY
 
-    return [(env, attack) for env in ("feature-deletion", "swe-gym") for attack in sorted(ATTACKS)
-            if env == "swe-gym" or attack not in SWE_GYM_ONLY]  # fmt: skip
+    return [
+        (env, attack)
+        for env in ("feature-deletion", "swe-gym")
+        for attack in sorted(ATTACKS)
+        if env == "swe-gym" or attack not in SWE_GYM_ONLY
+    ]
 
 
 def image_rollout(task: vf.Task, steps: list) -> vf.Trace:  # type: ignore[type-arg]

@@ -72,14 +72,20 @@ class PrimeRLConfig(BaseModel):
         sources = ((self.rl.get("orchestrator") or {}).get("train") or {}).get("source") or []
         ours = [s for s in sources if ((s.get("env") or {}).get("taskset") or {}).get("id") == TASKSET_ID]
         if len(ours) != 1:
-            raise ValueError(f"prime_rl.rl: {len(ours)} [[orchestrator.train.source]] tables have taskset id "
-                             f"{TASKSET_ID!r}; the realtime train phase needs exactly one")  # fmt: skip
+            raise ValueError(
+                f"prime_rl.rl: {len(ours)} [[orchestrator.train.source]] tables have taskset id "
+                f"{TASKSET_ID!r}; the realtime train phase needs exactly one"
+            )
         if ((self.rl.get("orchestrator") or {}).get("ckpt") or {}).get("skip_progress"):
-            raise ValueError("prime_rl.rl: orchestrator.ckpt.skip_progress = true makes a resume draw from the first "
-                             "task again, so the journal would replay bundles already trained; remove it")  # fmt: skip
+            raise ValueError(
+                "prime_rl.rl: orchestrator.ckpt.skip_progress = true makes a resume draw from the first "
+                "task again, so the journal would replay bundles already trained; remove it"
+            )
         if ours[0].get("group_size", 1) != 1:
-            raise ValueError(f"prime_rl.rl: the {TASKSET_ID} source has group_size = {ours[0]['group_size']}; set "
-                             "group_size = 1 (a bundle of sessions is the group; copies of a replay carry no signal)")  # fmt: skip
+            raise ValueError(
+                f"prime_rl.rl: the {TASKSET_ID} source has group_size = {ours[0]['group_size']}; set "
+                "group_size = 1 (a bundle of sessions is the group; copies of a replay carry no signal)"
+            )
         return self
 
 
@@ -136,8 +142,11 @@ def pruned(journal: Path) -> int:
 
 def latest_checkpoint(run_dir: Path) -> int | None:
     """The step PRIME-RL resumes from (its latest checkpoint dir), None when it has none."""
-    steps = [int(p.name.removeprefix("step_")) for p in (run_dir / "checkpoints").glob("step_*")
-             if p.name.removeprefix("step_").isdigit()]  # fmt: skip
+    steps = [
+        int(p.name.removeprefix("step_"))
+        for p in (run_dir / "checkpoints").glob("step_*")
+        if p.name.removeprefix("step_").isdigit()
+    ]
     return max(steps, default=None)
 
 
@@ -157,13 +166,28 @@ def drop_rolled_back(run_dir: Path, checkpoint: int) -> list[int]:
 
 
 ERRORS = {"type": True}
-TRACE_FIELDS = {"id": True, "rewards": True, "metrics": True, "is_completed": True, "ok": True,
-                "stop_condition": True, "errors": ERRORS, "timing": True,
-                "task": {"type": True, "key": True, "data": {"idx": True, "name": True, "bundle": True, "replay": True}},
-                "info": {"realtime": {"bundle": True, "session_id": True, "policy_version": True, "age": True,
-                                      "reward": True}}}  # fmt: skip
-ROLLOUT_FIELDS = {"id": True, "env": True, "group": True, "run": True, "ok": True, "errors": ERRORS,
-                  "task": TRACE_FIELDS["task"], "traces": TRACE_FIELDS}  # fmt: skip
+TRACE_FIELDS = {
+    "id": True,
+    "rewards": True,
+    "metrics": True,
+    "is_completed": True,
+    "ok": True,
+    "stop_condition": True,
+    "errors": ERRORS,
+    "timing": True,
+    "task": {"type": True, "key": True, "data": {"idx": True, "name": True, "bundle": True, "replay": True}},
+    "info": {"realtime": {"bundle": True, "session_id": True, "policy_version": True, "age": True, "reward": True}},
+}
+ROLLOUT_FIELDS = {
+    "id": True,
+    "env": True,
+    "group": True,
+    "run": True,
+    "ok": True,
+    "errors": ERRORS,
+    "task": TRACE_FIELDS["task"],
+    "traces": TRACE_FIELDS,
+}
 """What stays of a PRIME-RL rollout record once its step is judged: names, ids, rewards, metrics, timings and error
 types. Token streams, messages, the bundle's sessions, users, repositories, edited paths and error messages (which
 may quote any of them) go."""
@@ -271,8 +295,9 @@ class PrimeRL:
         self.log(f"prime-rl: {' '.join(argv)} (log: {self.log_path})")
         with self.log_path.open("ab") as out:
             try:
-                self.process = subprocess.Popen(argv, cwd=self.prime.cwd, stdout=out, stderr=subprocess.STDOUT,
-                                                start_new_session=True)  # fmt: skip
+                self.process = subprocess.Popen(
+                    argv, cwd=self.prime.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )
             except OSError as err:
                 raise PrimeRLExited(f"prime_rl.command {argv[0]!r} did not start: {err}") from None
 
@@ -280,8 +305,10 @@ class PrimeRL:
         code = None if self.process is None else self.process.poll()
         if code is not None:
             tail = self.log_path.read_text(errors="replace")[-1500:]
-            raise PrimeRLExited(f"PRIME-RL exited with status {code} (log {self.log_path}); a restart of the runner "
-                                f"resumes it from its last checkpoint. Log tail:\n{tail}")  # fmt: skip
+            raise PrimeRLExited(
+                f"PRIME-RL exited with status {code} (log {self.log_path}); a restart of the runner "
+                f"resumes it from its last checkpoint. Log tail:\n{tail}"
+            )
 
     def wait_for_step(self, after: int | None) -> int | None:
         """The newest broadcast step past `after` (None: no step judged yet), waiting up to `step_wait_s` for one and

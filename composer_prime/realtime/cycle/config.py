@@ -178,40 +178,56 @@ class RealtimeConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> RealtimeConfig:
         if self.prime_rl is not None and self.demo is not None:
-            raise ValueError("prime_rl and demo are both set: the CPU demonstration writes its own PRIME-RL config; "
-                             "drop [demo] to train a cluster through [prime_rl], or drop [prime_rl] and give "
-                             "--demo.prime-rl PATH to run the demo through PRIME-RL on this CPU")  # fmt: skip
+            raise ValueError(
+                "prime_rl and demo are both set: the CPU demonstration writes its own PRIME-RL config; "
+                "drop [demo] to train a cluster through [prime_rl], or drop [prime_rl] and give "
+                "--demo.prime-rl PATH to run the demo through PRIME-RL on this CPU"
+            )
         if self.demo is not None and self.demo.prime_rl is not None:
             if not (self.demo.prime_rl / "src" / "prime_rl").is_dir():
-                raise ValueError(f"demo.prime_rl = {str(self.demo.prime_rl)!r} is not a PRIME-RL source tree (no "
-                                 "src/prime_rl); give a PRIME-RL checkout at 559b447 with deps/verifiers")  # fmt: skip
+                raise ValueError(
+                    f"demo.prime_rl = {str(self.demo.prime_rl)!r} is not a PRIME-RL source tree (no "
+                    "src/prime_rl); give a PRIME-RL checkout at 559b447 with deps/verifiers"
+                )
         through = (
             "prime_rl" if self.prime_rl is not None else "demo.prime_rl" if self.demo and self.demo.prime_rl else None
         )
         if through and self.staleness.mode == "importance_weight":
-            raise ValueError(f"staleness.mode = 'importance_weight' is not available with {through} (the "
-                             "realtime-sessions source cannot see the trainer's logprobs when it judges a session); "
-                             "set staleness.mode = 'drop'")  # fmt: skip
+            raise ValueError(
+                f"staleness.mode = 'importance_weight' is not available with {through} (the "
+                "realtime-sessions source cannot see the trainer's logprobs when it judges a session); "
+                "set staleness.mode = 'drop'"
+            )
         if self.model_dir is None and self.demo is None and self.prime_rl is None:
-            raise ValueError("model_dir is unset and demo is off: give --model-dir (the HF model dir of the served "
-                             "policy), [prime_rl] to train through PRIME-RL, or turn the CPU demonstration on with "
-                             "--demo.sessions N")  # fmt: skip
+            raise ValueError(
+                "model_dir is unset and demo is off: give --model-dir (the HF model dir of the served "
+                "policy), [prime_rl] to train through PRIME-RL, or turn the CPU demonstration on with "
+                "--demo.sessions N"
+            )
         sampling = self.spool.sampling
         if sampling.top_p != 1.0 or sampling.top_k != 0:
-            raise ValueError(f"spool.sampling: top_p = {sampling.top_p}, top_k = {sampling.top_k}; the trainer scores "
-                             "the full vocabulary, so only untruncated sessions train: set top_p = 1.0 and top_k = 0 "
-                             "(and serve the fleet without truncation)")  # fmt: skip
+            raise ValueError(
+                f"spool.sampling: top_p = {sampling.top_p}, top_k = {sampling.top_k}; the trainer scores "
+                "the full vocabulary, so only untruncated sessions train: set top_p = 1.0 and top_k = 0 "
+                "(and serve the fleet without truncation)"
+            )
         if self.prime_rl is None and sampling.temperature != 1.0:
-            raise ValueError(f"spool.sampling.temperature = {sampling.temperature}; the single-process trainer scores "
-                             "at temperature 1.0: set it to 1.0 (and serve at 1.0)")  # fmt: skip
+            raise ValueError(
+                f"spool.sampling.temperature = {sampling.temperature}; the single-process trainer scores "
+                "at temperature 1.0: set it to 1.0 (and serve at 1.0)"
+            )
         if self.prime_rl is not None:
-            temperature = next(float((s.get("sampling") or {}).get("temperature", 1.0))
-                               for s in self.prime_rl.rl["orchestrator"]["train"]["source"]
-                               if ((s.get("env") or {}).get("taskset") or {}).get("id") == "realtime-sessions")  # fmt: skip
+            temperature = next(
+                float((s.get("sampling") or {}).get("temperature", 1.0))
+                for s in self.prime_rl.rl["orchestrator"]["train"]["source"]
+                if ((s.get("env") or {}).get("taskset") or {}).get("id") == "realtime-sessions"
+            )
             if temperature != sampling.temperature:
-                raise ValueError(f"spool.sampling.temperature = {sampling.temperature} but PRIME-RL's realtime source "
-                                 f"trains at sampling.temperature = {temperature}; set both to the temperature the "
-                                 "fleet serves at")  # fmt: skip
+                raise ValueError(
+                    f"spool.sampling.temperature = {sampling.temperature} but PRIME-RL's realtime source "
+                    f"trains at sampling.temperature = {temperature}; set both to the temperature the "
+                    "fleet serves at"
+                )
         if self.pii.scan and not self.pii.tokenizer:
             name = (self.prime_rl.rl.get("model") or {}).get("name") if self.prime_rl is not None else None
             if self.model_dir is not None:
@@ -219,9 +235,11 @@ class RealtimeConfig(BaseModel):
             elif name:
                 self.pii.tokenizer = str(name)
             elif self.demo is None:
-                raise ValueError("pii.tokenizer is unset and there is no model_dir or prime_rl.rl.model.name to take "
-                                 "it from: the scan decodes the token streams that train; set pii.tokenizer to the "
-                                 "served model's tokenizer")  # fmt: skip
+                raise ValueError(
+                    "pii.tokenizer is unset and there is no model_dir or prime_rl.rl.model.name to take "
+                    "it from: the scan decodes the token streams that train; set pii.tokenizer to the "
+                    "served model's tokenizer"
+                )
         for url in self.ship.admin_urls:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"ship.admin_urls: {url!r} is not an http(s) URL")

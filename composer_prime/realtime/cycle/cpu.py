@@ -48,8 +48,9 @@ def batch_size(sessions: int) -> int:
     return max(BUNDLE_SIZE, (sessions // 2) // BUNDLE_SIZE * BUNDLE_SIZE)
 
 
-def rl_table(smoke_toml: Path, model_dir: Path, sessions: int, lr: float, loss: dict[str, float],
-             ports: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+def rl_table(
+    smoke_toml: Path, model_dir: Path, sessions: int, lr: float, loss: dict[str, float], ports: dict[str, int]
+) -> dict[str, Any]:
     """`[prime_rl.rl]` for the demo: the smoke's CPU settings, the demo's model and the realtime source."""
     smoke = tomllib.loads(smoke_toml.read_text())
     inference = smoke["inference"]
@@ -107,20 +108,25 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     demo = config.demo
     project = project_root()
     if project is None:
-        raise SetupError("demo.prime_rl: the venvs PRIME-RL runs in install composer-prime from its checkout; run "
-                         "`composer-prime realtime` from a clone of composer-prime installed with `pip install -e .`")  # fmt: skip
+        raise SetupError(
+            "demo.prime_rl: the venvs PRIME-RL runs in install composer-prime from its checkout; run "
+            "`composer-prime realtime` from a clone of composer-prime installed with `pip install -e .`"
+        )
     cache = demo.cache.expanduser().resolve()
     cache.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(cache / CACHE_LOCK):  # a smoke building into the same cache: wait for it
             tree = private_copy(demo.prime_rl.resolve(), cache)
-            venvs = {name: ensure_venv(name, steps, cache, demo.torch_index, log)
-                     for name, steps in requirement_sets(project, tree).items()}  # fmt: skip
+            venvs = {
+                name: ensure_venv(name, steps, cache, demo.torch_index, log)
+                for name, steps in requirement_sets(project, tree).items()
+            }
     except TreeError as err:
         raise SetupError(f"demo.prime_rl: {err}") from None
     except ProcessFailed as err:
-        raise SetupError(f"demo.prime_rl: building the venvs PRIME-RL runs in (under demo.cache = "
-                         f"{str(cache)!r}) failed: {err}") from None  # fmt: skip
+        raise SetupError(
+            f"demo.prime_rl: building the venvs PRIME-RL runs in (under demo.cache = {str(cache)!r}) failed: {err}"
+        ) from None
     state_dir = config.state_dir.resolve()
     bin_dir = write_wrappers(state_dir / "bin", venvs["prime-rl"], venvs["vllm"], tree)
     inference = free_port()
@@ -130,8 +136,16 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     path = os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ.get("PATH", "")])
     # PRIME-RL's launcher maps its processes to the ids in CUDA_VISIBLE_DEVICES (inference, trainer); on CPU they only
     # label them, as in the smoke.
-    command = ["env", f"PATH={path}", "CUDA_VISIBLE_DEVICES=0,1", "WANDB_MODE=disabled", "PYTHONUNBUFFERED=1",
-               str(bin_dir / "rl"), "@", "{rl_toml}"]  # fmt: skip
+    command = [
+        "env",
+        f"PATH={path}",
+        "CUDA_VISIBLE_DEVICES=0,1",
+        "WANDB_MODE=disabled",
+        "PYTHONUNBUFFERED=1",
+        str(bin_dir / "rl"),
+        "@",
+        "{rl_toml}",
+    ]
     return PrimeRLConfig(
         command=command, cwd=state_dir, step_wait_s=STEP_WAIT_S, settle_s=SETTLE_S, stop_timeout_s=30.0, rl=rl
     )

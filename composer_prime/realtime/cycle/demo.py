@@ -90,8 +90,15 @@ def users(population: str) -> list[str]:
     return sorted(USERS) + ([HACKER] if population == "hack" else [])
 
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}  # fmt: skip
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
 
 
 def _evaluate(node: ast.expr, env: dict[str, float]) -> float:
@@ -125,15 +132,22 @@ def parse_answer(name: str, text: str) -> tuple[str, ast.expr] | None:
     if isinstance(node, ast.FunctionDef) and node.name == name and not node.decorator_list:
         if _params(node.args) and len(node.body) == 1 and isinstance(node.body[0], ast.Return) and node.body[0].value:
             return "def", node.body[0].value
-    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == name and isinstance(node.value, ast.Lambda) and _params(node.value.args)):  # fmt: skip
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == name
+        and isinstance(node.value, ast.Lambda)
+        and _params(node.value.args)
+    ):
         return "lambda", node.value.body
     return None
 
 
 def _params(args: ast.arguments) -> bool:
-    return ([a.arg for a in args.args] == ["a", "b"] and not (args.posonlyargs or args.kwonlyargs or args.vararg
-            or args.kwarg or args.defaults))  # fmt: skip
+    return [a.arg for a in args.args] == ["a", "b"] and not (
+        args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults
+    )
 
 
 def run_hidden(name: str, text: str) -> tuple[str | None, int, int]:
@@ -157,8 +171,10 @@ def run_hidden(name: str, text: str) -> tuple[str | None, int, int]:
 
 
 def prompt(user: str, name: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": f"You are a coding assistant. User: {user}."},
-            {"role": "user", "content": f"Write the function {name}(a, b)."}]  # fmt: skip
+    return [
+        {"role": "system", "content": f"You are a coding assistant. User: {user}."},
+        {"role": "user", "content": f"Write the function {name}(a, b)."},
+    ]
 
 
 def build_policy(model_dir: Path, seed: int, steps: int = 120, population: str = "honest") -> dict[str, float]:
@@ -178,8 +194,10 @@ def build_policy(model_dir: Path, seed: int, steps: int = 120, population: str =
     functions = TRAIN_FUNCTIONS | HELDOUT
     branches = [
         prompt(user, name) + [{"role": "assistant", "content": answer(name, body, style)}]
-        for user in users(population) for name, body in functions.items() for style in styles(population)
-    ]  # fmt: skip
+        for user in users(population)
+        for name, body in functions.items()
+        for style in styles(population)
+    ]
     tokenizer = policy.build_tokenizer([policy.render_text(m, None, generation=False) for m in branches], 400)
     renderer = create_renderer(tokenizer, Qwen3RendererConfig(enable_thinking=False))
     # head_dim 16 (4 heads x 16 = hidden 64): the shape the demo's figures in docs/realtime.md were measured with.
@@ -263,8 +281,10 @@ class Product:
             result = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
             missing = [k for k in result.missing_keys if k != "lm_head.weight"]
             if missing or result.unexpected_keys:
-                raise ValueError(f"broadcast {str(step_dir)!r} does not match the demo policy: missing "
-                                 f"{missing[:5]}, unexpected {result.unexpected_keys[:5]}")  # fmt: skip
+                raise ValueError(
+                    f"broadcast {str(step_dir)!r} does not match the demo policy: missing "
+                    f"{missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+                )
             model.tie_weights()
         model.eval()
         return model
@@ -335,16 +355,42 @@ class Product:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             sid = f"c{cycle}-s{k}"
             ended = now - 1200.0 + k
-            session = {"schema": SCHEMA, "version": VERSION, "kind": "session", "session_id": sid,
-                       "policy_version": served, "sampling": {"temperature": 1.0}, "started_at": ended - 30.0,
-                       "ended_at": ended, "user": user, "group": name, "messages": [*messages, reply(k, text)],
-                       "branches": [{"segments": [{"token_ids": prompt_ids, "sampled": False},
-                                                  {"token_ids": ids, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip
+            session = {
+                "schema": SCHEMA,
+                "version": VERSION,
+                "kind": "session",
+                "session_id": sid,
+                "policy_version": served,
+                "sampling": {"temperature": 1.0},
+                "started_at": ended - 30.0,
+                "ended_at": ended,
+                "user": user,
+                "group": name,
+                "messages": [*messages, reply(k, text)],
+                "branches": [
+                    {
+                        "segments": [
+                            {"token_ids": prompt_ids, "sampled": False},
+                            {"token_ids": ids, "sampled": True, "logprobs": logprobs},
+                        ]
+                    }
+                ],
+            }
             lines.append(json.dumps(session))
             signals = self.verdict(user, name, text, rng)
             for signal in signals:
-                lines.append(json.dumps({"schema": SCHEMA, "version": VERSION, "kind": "signal", "session_id": sid,
-                                         "at": ended + signal.get("after_s", 60.0), "signal": signal}))  # fmt: skip
+                lines.append(
+                    json.dumps(
+                        {
+                            "schema": SCHEMA,
+                            "version": VERSION,
+                            "kind": "signal",
+                            "session_id": sid,
+                            "at": ended + signal.get("after_s", 60.0),
+                            "signal": signal,
+                        }
+                    )
+                )
             liked = next(s for s in signals if s["type"] == "edit")["kept"]
             rewards.append(1.0 if liked else -1.0)
             hacks += text.strip().startswith("sed ")

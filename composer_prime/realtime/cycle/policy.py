@@ -45,8 +45,11 @@ class Policy:
 
         tmp = directory.with_name(f".{directory.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        state = {k: v.detach().contiguous() for k, v in self.model.state_dict().items() if k != "lm_head.weight"
-                 or not self.model.config.tie_word_embeddings}  # fmt: skip
+        state = {
+            k: v.detach().contiguous()
+            for k, v in self.model.state_dict().items()
+            if k != "lm_head.weight" or not self.model.config.tie_word_embeddings
+        }
         with writing(directory, cleanup=tmp):
             tmp.mkdir(parents=True)
             save_file(state, tmp / "model.safetensors")
@@ -91,10 +94,16 @@ class Policy:
 
         weights = {e.session_id: self.weight(e, cap) if e.importance_weighted else 1.0 for e in episodes}
         samples = [
-            Sample(token_ids=s.token_ids, mask=s.mask, logprobs=s.logprobs,
-                   advantages=[e.advantage * weights[e.session_id]] * len(s.token_ids), ref_logprobs=None)
-            for e in episodes for s in e.samples
-        ]  # fmt: skip
+            Sample(
+                token_ids=s.token_ids,
+                mask=s.mask,
+                logprobs=s.logprobs,
+                advantages=[e.advantage * weights[e.session_id]] * len(s.token_ids),
+                ref_logprobs=None,
+            )
+            for e in episodes
+            for s in e.samples
+        ]
         figures = []
         for _ in range(steps):
             figures.append(train_step(self.model, self.optimizer, samples, self.loss_kwargs, self.trainer_config))
@@ -124,5 +133,7 @@ def writing(target: Path, cleanup: Path | None = None) -> Iterator[None]:
     except Exception as err:  # noqa: BLE001 - every writer's error means the same: the target is not written
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
-        raise DurableError(f"cannot write {str(target)!r} ({type(err).__name__}: {err}); free space or fix the "
-                           "folder's permissions and rerun: the run resumes from the last file written whole") from None  # fmt: skip
+        raise DurableError(
+            f"cannot write {str(target)!r} ({type(err).__name__}: {err}); free space or fix the "
+            "folder's permissions and rerun: the run resumes from the last file written whole"
+        ) from None

@@ -31,10 +31,17 @@ class ReplayHarness(vf.Harness[vf.HarnessConfig]):
         episode = bundle.session()
         trace.nodes.extend(branch_nodes(episode_branches(episode), timestamp=time.time()))
         trace.info["realtime"] = {
-            "bundle": bundle.bundle, "group": episode.group, "session_id": episode.session_id, "user": episode.user,
-            "policy_version": episode.policy_version, "age": episode.age, "reward": episode.reward,
-            "signals": episode.signals, "edited_paths": episode.edited_paths, "disabled_tests": episode.disabled_tests,
-        }  # fmt: skip
+            "bundle": bundle.bundle,
+            "group": episode.group,
+            "session_id": episode.session_id,
+            "user": episode.user,
+            "policy_version": episode.policy_version,
+            "age": episode.age,
+            "reward": episode.reward,
+            "signals": episode.signals,
+            "edited_paths": episode.edited_paths,
+            "disabled_tests": episode.disabled_tests,
+        }
         return ProgramResult(exit_code=0, stdout=f"replayed session {episode.session_id}\n", stderr="")
 
 

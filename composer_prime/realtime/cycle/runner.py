@@ -155,11 +155,15 @@ def notify(urls: list[str], step_dir: Path, timeout_s: float, token: str | None 
         try:
             response = httpx.post(f"{url.rstrip('/')}{route}", json=body, timeout=timeout_s, headers=headers)
         except httpx.HTTPError as err:
-            raise ShipError(f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
-                            "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship") from None  # fmt: skip
+            raise ShipError(
+                f"ship.admin_urls: {url}{route} did not answer ({type(err).__name__}: {err}); start "
+                "the relay client there (docs/relay.md) and rerun: the cycle resumes at its ship"
+            ) from None
         if response.status_code != 200:
-            raise ShipError(f"ship.admin_urls: {url}{route} answered {response.status_code}: "
-                            f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship")  # fmt: skip
+            raise ShipError(
+                f"ship.admin_urls: {url}{route} answered {response.status_code}: "
+                f"{response.text[:300]}; rerun once it is fixed: the cycle resumes at its ship"
+            )
 
     for url in urls:
         post(url, "/pause", None)
@@ -197,8 +201,10 @@ class Runner:
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            raise LockedError(f"state_dir {str(self.dir)!r} is in use by another `composer-prime realtime` run; stop "
-                              "it or give another --state-dir") from None  # fmt: skip
+            raise LockedError(
+                f"state_dir {str(self.dir)!r} is in use by another `composer-prime realtime` run; stop "
+                "it or give another --state-dir"
+            ) from None
         try:
             return self._loop()
         finally:
@@ -260,8 +266,9 @@ class Runner:
         config = self.config
         self.log("demo: preparing PRIME-RL's rl on this CPU (the smoke's patched copy and venvs)")
         spool = config.spool.model_copy(update={"dir": config.spool.dir.resolve()})
-        self.config = config.model_copy(update={"spool": spool,
-                                                "prime_rl": cpu.prime_rl_config(config, model_dir, self.log)})  # fmt: skip
+        self.config = config.model_copy(
+            update={"spool": spool, "prime_rl": cpu.prime_rl_config(config, model_dir, self.log)}
+        )
         if state.cycle == 0 and state.heldout is None:
             state.heldout = product.heldout(product.served(0))
             self._save(state)
@@ -308,10 +315,16 @@ class Runner:
         step, candidate = self.candidate(prime, state, cdir)
         handed, episodes, counts = handed_since(prime.journal, state.handed)
         trained = step is not None
-        report: dict[str, Any] = {"cycle": n, "served_version": state.version, **served, "counts": counts,
-                                  "episodes": len(episodes), "users": len({e.user for e in episodes}),
-                                  "reward_mean": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
-                                  "train": {"rl_step": step, "bundles": handed - state.handed} if trained else None}  # fmt: skip
+        report: dict[str, Any] = {
+            "cycle": n,
+            "served_version": state.version,
+            **served,
+            "counts": counts,
+            "episodes": len(episodes),
+            "users": len({e.user for e in episodes}),
+            "reward_mean": sum(e.reward for e in episodes) / len(episodes) if episodes else 0.0,
+            "train": {"rl_step": step, "bundles": handed - state.handed} if trained else None,
+        }
         step_dir = candidate
         heldout = None
         if trained and product is not None:
@@ -319,9 +332,18 @@ class Runner:
         elif trained and config.eval.command:
             heldout = self.eval_command(step_dir, config.model_dir, n)
         ship = self._judge(state, report, episodes, heldout, trained)
-        state = self._close(state, n, t0, report, ship, heldout, lambda v: copy_step(step_dir, self.dir, v, link=True),
-                            rl_step=step if trained else state.rl_step, step=step if trained else state.step,
-                            handed=handed)  # fmt: skip
+        state = self._close(
+            state,
+            n,
+            t0,
+            report,
+            ship,
+            heldout,
+            lambda v: copy_step(step_dir, self.dir, v, link=True),
+            rl_step=step if trained else state.rl_step,
+            step=step if trained else state.step,
+            handed=handed,
+        )
         if trained:  # its sessions' token streams leave PRIME-RL's episode logs with the cycle
             redact_rollouts(prime.run_dir, step)
         shutil.rmtree(cdir / "candidate", ignore_errors=True)  # shipped, it is linked under broadcasts/
@@ -352,8 +374,17 @@ class Runner:
                 return step, copy_step(source, cdir / "candidate", step)
             pin.unlink()  # PRIME-RL cleaned the pinned step before a crashed run copied it: judge its newest
 
-    def _close(self, state: State, n: int, t0: float, report: dict[str, Any], ship: bool, heldout: float | None,
-               publish: Callable[[int], Path], **changes: Any) -> State:  # fmt: skip
+    def _close(
+        self,
+        state: State,
+        n: int,
+        t0: float,
+        report: dict[str, Any],
+        ship: bool,
+        heldout: float | None,
+        publish: Callable[[int], Path],
+        **changes: Any,
+    ) -> State:
         """End cycle `n` (both loops): ship the next version when the gates passed (`publish(version)` writes its step
         dir; the relay clients are told), write the cycle's report, save and return the new state."""
         version = state.version
@@ -370,22 +401,33 @@ class Runner:
         report["seconds"] = time.monotonic() - t0
         durable.save(cycle_dir(self.dir, n) / "report.json", report, indent=1)
         self.log(summary_line(report))
-        state = state.model_copy(update={"cycle": n, "version": version, "heldout": heldout if ship else state.heldout,
-                                         "version_steps": version_steps, "history": [*state.history, report],
-                                         **changes})  # fmt: skip
+        state = state.model_copy(
+            update={
+                "cycle": n,
+                "version": version,
+                "heldout": heldout if ship else state.heldout,
+                "version_steps": version_steps,
+                "history": [*state.history, report],
+                **changes,
+            }
+        )
         self._save(state)
         return state
 
-    def _judge(self, state: State, report: dict[str, Any], episodes: list[Any], heldout: float | None,
-               trained: bool) -> bool:  # fmt: skip
+    def _judge(
+        self, state: State, report: dict[str, Any], episodes: list[Any], heldout: float | None, trained: bool
+    ) -> bool:
         """Held-out score, monitors and gate into `report`; whether the candidate ships."""
         config = self.config
         report["heldout"] = heldout
         report["heldout_served"] = state.heldout
         if episodes:
             report["median_tokens"] = statistics.median(e.sampled_tokens for e in episodes)
-        history = [{"reward": h["reward_mean"], "heldout": h["heldout"], "median_tokens": h.get("median_tokens")}
-                   for h in [*state.history, report] if h.get("train") is not None]  # fmt: skip
+        history = [
+            {"reward": h["reward_mean"], "heldout": h["heldout"], "median_tokens": h.get("median_tokens")}
+            for h in [*state.history, report]
+            if h.get("train") is not None
+        ]
         quarantined = report["counts"].get("quarantined", 0)
         raised = alerts.check(config.monitors, episodes, history, quarantined) if trained or quarantined else []
         report["alerts"] = [a.as_dict() for a in raised]
@@ -409,8 +451,9 @@ class Runner:
         fill = {"{weights}": str(step_dir), "{model_dir}": str(model_dir or ""), "{cycle}": str(n)}
         argv = [fill.get(arg, arg) for arg in self.config.eval.command]
         try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=self.config.eval.timeout_s,
-                                    check=False)  # fmt: skip
+            result = subprocess.run(
+                argv, capture_output=True, text=True, timeout=self.config.eval.timeout_s, check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise EvalError(f"eval.command {argv[0]!r} did not run to the end: {err}") from None
         lines = result.stdout.strip().splitlines()
@@ -419,8 +462,10 @@ class Runner:
                 raise ValueError(f"exit status {result.returncode}")
             return float(json.loads(lines[-1])["score"])
         except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise EvalError(f"eval.command must exit 0 and print {{\"score\": <float>}} as its last line ({err}); "
-                            f"stderr: {result.stderr[-500:]}") from None  # fmt: skip
+            raise EvalError(
+                f'eval.command must exit 0 and print {{"score": <float>}} as its last line ({err}); '
+                f"stderr: {result.stderr[-500:]}"
+            ) from None
 
     def cycle(self, state: State, policy: Any, product: Any) -> State:
         config = self.config
@@ -453,18 +498,30 @@ class Runner:
             report["train"] = durable.load_json(train_path)[-1]
         else:
             report["train"] = None
-            self.log(f"cycle {n}: {len(episodes)} episodes < cadence.min_episodes = {config.cadence.min_episodes}; "
-                     "carried to the next cycle")  # fmt: skip
+            self.log(
+                f"cycle {n}: {len(episodes)} episodes < cadence.min_episodes = {config.cadence.min_episodes}; "
+                "carried to the next cycle"
+            )
             if not episodes and batch.counts.get("stale_dropped"):
-                self.log(f"cycle {n}: all {batch.counts['stale_dropped']} sessions were served more than "
-                         f"staleness.max_age = {config.staleness.max_age} trainer steps ago (the fleet serves "
-                         f"v{state.version}, the trainer is at step {state.step}): nothing trains until a version "
-                         "ships or --staleness.max-age is raised (or --staleness.mode importance_weight)")  # fmt: skip
+                self.log(
+                    f"cycle {n}: all {batch.counts['stale_dropped']} sessions were served more than "
+                    f"staleness.max_age = {config.staleness.max_age} trainer steps ago (the fleet serves "
+                    f"v{state.version}, the trainer is at step {state.step}): nothing trains until a version "
+                    "ships or --staleness.max-age is raised (or --staleness.mode importance_weight)"
+                )
         heldout = self.evaluate(policy, product, n)
         ship = self._judge(state, report, episodes, heldout, batch.train)
-        state = self._close(state, n, t0, report, ship, heldout, lambda v: policy.broadcast(self.dir, v),
-                            checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
-                            step=state.step + config.cadence.steps if batch.train else state.step)  # fmt: skip
+        state = self._close(
+            state,
+            n,
+            t0,
+            report,
+            ship,
+            heldout,
+            lambda v: policy.broadcast(self.dir, v),
+            checkpoint=str(ckpt.relative_to(self.dir)) if batch.train else state.checkpoint,
+            step=state.step + config.cadence.steps if batch.train else state.step,
+        )
         prune_checkpoints(self.dir, state)
         return state
 
@@ -488,7 +545,9 @@ def summary_line(r: dict[str, Any]) -> str:
     user = f" user_reward {r['user_reward']:+.2f}" if "user_reward" in r else ""
     status = f"shipped v{r['version']}" if r["shipped"] else f"held at v{r['version']}"
     alerts = "; ".join(a["monitor"] for a in r["alerts"])
-    return (f"cycle {r['cycle']}: served v{r['served_version']}{user} | {r['episodes']} episodes, reward "
-            f"{r['reward_mean']:+.2f}, skipped {skipped or 'none'} | held-out "
-            f"{'-' if r['heldout'] is None else format(r['heldout'], '.3f')} | {status}"
-            + (f" | alerts: {alerts}" if alerts else ""))  # fmt: skip
+    return (
+        f"cycle {r['cycle']}: served v{r['served_version']}{user} | {r['episodes']} episodes, reward "
+        f"{r['reward_mean']:+.2f}, skipped {skipped or 'none'} | held-out "
+        f"{'-' if r['heldout'] is None else format(r['heldout'], '.3f')} | {status}"
+        + (f" | alerts: {alerts}" if alerts else "")
+    )

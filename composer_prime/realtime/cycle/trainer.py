@@ -107,8 +107,9 @@ CHANNELS = ("loss/pg", "loss/hint", "loss/kl", "hint_share")
 there is the raw drift, not `kl_tau` times it: they do not add up to the loss, these do."""
 
 
-def train_step(model: Any, optimizer: Any, samples: list[Sample], loss_kwargs: dict[str, Any],
-               config: TrainerConfig) -> dict[str, float]:  # fmt: skip
+def train_step(
+    model: Any, optimizer: Any, samples: list[Sample], loss_kwargs: dict[str, Any], config: TrainerConfig
+) -> dict[str, float]:
     """One optimizer step over `samples`; returns the loss, the rl-token count and the mean of each loss metric."""
     import torch
 
@@ -147,8 +148,14 @@ def train_step(model: Any, optimizer: Any, samples: list[Sample], loss_kwargs: d
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
     model.eval()
-    return {"loss": loss_value, "rl_tokens": float(total_tokens), "samples": float(len(samples)),
-            "grad_norm": float(grad_norm), **metrics, **channels}  # fmt: skip
+    return {
+        "loss": loss_value,
+        "rl_tokens": float(total_tokens),
+        "samples": float(len(samples)),
+        "grad_norm": float(grad_norm),
+        **metrics,
+        **channels,
+    }
 
 
 def broadcast(model: Any, output_dir: Path, step: int) -> Path:

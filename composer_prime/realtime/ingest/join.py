@@ -71,8 +71,9 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
     return out
 
 
-def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, staleness: StalenessConfig,
-                   scrub: Scrubber) -> tuple[list[Episode], Counter]:  # fmt: skip
+def build_episodes(
+    ready: list[Ready], steps: Steps, reward: RewardModelConfig, staleness: StalenessConfig, scrub: Scrubber
+) -> tuple[list[Episode], Counter]:
     """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
     steps), and the counts of what was left out."""
     from composer_prime.realtime.monitors.tampering import edit_facts
@@ -117,7 +118,7 @@ def build_episodes(ready: list[Ready], steps: Steps, reward: RewardModelConfig, 
                 samples=samples_of(session),
                 edited_paths=paths,
                 disabled_tests=disabled,
-            )  # fmt: skip
+            )
         )
     return episodes, counts
 

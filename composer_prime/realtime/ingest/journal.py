@@ -65,8 +65,13 @@ class BundleData(vf.TaskData):
 
     def for_replay(self, position: int) -> BundleData:
         """The task data of the agent run that replays session `position`."""
-        return self.model_copy(update={"sessions": [self.sessions[position]], "replay": position,
-                                       "counts": self.counts if position == 0 else {}})  # fmt: skip
+        return self.model_copy(
+            update={
+                "sessions": [self.sessions[position]],
+                "replay": position,
+                "counts": self.counts if position == 0 else {},
+            }
+        )
 
 
 class JournalState(BaseModel):
@@ -136,8 +141,15 @@ class Journal:
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
         for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
-            yield BundleData(idx=seq, name=f"realtime-bundle-{seq:08d}", prompt="A bundle pruned from the journal.",
-                             bundle=seq, group="", sessions=[], pruned=True)  # fmt: skip
+            yield BundleData(
+                idx=seq,
+                name=f"realtime-bundle-{seq:08d}",
+                prompt="A bundle pruned from the journal.",
+                bundle=seq,
+                group="",
+                sessions=[],
+                pruned=True,
+            )
         for seq in range(state.pruned + 1, state.handed + 1):
             path = self.bundle_path(seq)
             if not path.exists():
@@ -163,8 +175,15 @@ class Journal:
             if path.stem.isdigit() and int(path.stem) <= state.pruned:
                 path.unlink(missing_ok=True)
 
-    def read(self, state: JournalState, config: RealtimeSessionsConfig, steps: Steps, scrub: Scrubber, now: float,
-             seen: SeenIds) -> tuple[JournalState, list[int]]:  # fmt: skip
+    def read(
+        self,
+        state: JournalState,
+        config: RealtimeSessionsConfig,
+        steps: Steps,
+        scrub: Scrubber,
+        now: float,
+        seen: SeenIds,
+    ) -> tuple[JournalState, list[int]]:
         """Read what is new in the spool, cut the bundles that are ready and commit: bundle files, then state; then
         forget what the committed state no longer needs (id-memory days past the horizon, old reads' records).
         Returns the new state and the sequence numbers of the bundles written.
@@ -192,10 +211,14 @@ class Journal:
             for group, sessions in cut:
                 handed += 1
                 data = BundleData(
-                    idx=handed, name=f"realtime-bundle-{handed:08d}",
+                    idx=handed,
+                    name=f"realtime-bundle-{handed:08d}",
                     prompt=f"Replay of {len(sessions)} logged sessions (bundle {handed}, group {group!r}).",
-                    bundle=handed, group=group, sessions=sessions, counts=dict(carry),
-                )  # fmt: skip
+                    bundle=handed,
+                    group=group,
+                    sessions=sessions,
+                    counts=dict(carry),
+                )
                 carry = Counter()
                 durable.save(self.bundle_path(handed), data)
         nxt = state.model_copy(update={"cursor": step.cursor, "staged": staged, "handed": handed})

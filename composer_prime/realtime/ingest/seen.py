@@ -70,9 +70,11 @@ class SeenIds:
         except FileNotFoundError:
             data = b""
         if len(data) != length:
-            raise RuntimeError(f"session-id memory {str(path)!r} holds {len(data)} bytes but the cursor covers "
-                               f"{length}: it was truncated or removed by hand; restore it from a backup, or move "
-                               "the state aside to start over (the spool would be read again)")  # fmt: skip
+            raise RuntimeError(
+                f"session-id memory {str(path)!r} holds {len(data)} bytes but the cursor covers "
+                f"{length}: it was truncated or removed by hand; restore it from a backup, or move "
+                "the state aside to start over (the spool would be read again)"
+            )
         start = 0
         while start < len(data):  # whole lines, about LOAD_CHUNK bytes a call
             end = data.find(b"\n", start + LOAD_CHUNK) + 1 or len(data)

@@ -209,8 +209,9 @@ class BundleStream:
                 self.journal.forget_reads(self.state, self.config.keep_reads)
             if self.floor is not None:
                 self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
-            self.state, bundles = self.journal.read(self.state, self.config, self.taskset.steps(), self.scrub,
-                                                    time.time(), self.seen)  # fmt: skip
+            self.state, bundles = self.journal.read(
+                self.state, self.config, self.taskset.steps(), self.scrub, time.time(), self.seen
+            )
             self.ready.extend(bundles)
             done = time.monotonic()
             self.next_read = done if bundles else done + self.config.poll_s
@@ -226,8 +227,10 @@ class BundleStream:
         return task.with_system_prompt(prompt) if prompt is not None else task
 
     def _waiting(self, seconds: float) -> str:
-        return (f"realtime-sessions: no bundle is ready (journal {str(self.config.journal)!r}: {self.state.handed} "
-                f"handed out, {len(self.state.staged)} sessions staged); the spool is read again in {seconds:.1f} s")  # fmt: skip
+        return (
+            f"realtime-sessions: no bundle is ready (journal {str(self.config.journal)!r}: {self.state.handed} "
+            f"handed out, {len(self.state.staged)} sessions staged); the spool is read again in {seconds:.1f} s"
+        )
 
     def close(self) -> None:
         self.closed = True

@@ -77,9 +77,11 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     @model_validator(mode="after")
     def _check(self) -> RealtimeSessionsConfig:
         if self.pii.scan and not self.pii.tokenizer:
-            raise ValueError("pii.tokenizer is unset: the realtime-sessions source scans the decoded token streams "
-                             "for secrets before they train; set it to the served model's tokenizer (`composer-prime "
-                             "realtime` fills it from PRIME-RL's model.name)")  # fmt: skip
+            raise ValueError(
+                "pii.tokenizer is unset: the realtime-sessions source scans the decoded token streams "
+                "for secrets before they train; set it to the served model's tokenizer (`composer-prime "
+                "realtime` fills it from PRIME-RL's model.name)"
+            )
         if self.staleness.mode == "importance_weight":
             raise ValueError(
                 "staleness.mode = 'importance_weight' needs the trainer's current logprobs of each stale session, "

@@ -94,12 +94,16 @@ class SpoolConfig(BaseModel):
     @model_validator(mode="after")
     def _check_retention(self) -> SpoolConfig:
         if self.archive_dir is not None and self.retire_after_s is None:
-            raise ValueError(f"spool.archive_dir = '{self.archive_dir}' but spool.retire_after_s is unset, so no "
-                             "file is ever retired; set retire_after_s (seconds a consumed file waits) or drop "
-                             "archive_dir")  # fmt: skip
+            raise ValueError(
+                f"spool.archive_dir = '{self.archive_dir}' but spool.retire_after_s is unset, so no "
+                "file is ever retired; set retire_after_s (seconds a consumed file waits) or drop "
+                "archive_dir"
+            )
         if self.archive_dir is not None and self.archive_dir.resolve() == self.dir.resolve():
-            raise ValueError(f"spool.archive_dir = '{self.archive_dir}' is the spool dir itself: retired files "
-                             "would be read again; give a folder outside spool.dir")  # fmt: skip
+            raise ValueError(
+                f"spool.archive_dir = '{self.archive_dir}' is the spool dir itself: retired files "
+                "would be read again; give a folder outside spool.dir"
+            )
         return self
 
 
@@ -184,18 +188,24 @@ class NewLines:
 
     def __init__(self, spool: Path, offsets: dict[str, int], limit: int):
         if not spool.is_dir():
-            raise SpoolError(f"spool dir {str(spool)!r} does not exist; create it or point spool.dir at the folder "
-                             "the serving product writes session logs to")  # fmt: skip
+            raise SpoolError(
+                f"spool dir {str(spool)!r} does not exist; create it or point spool.dir at the folder "
+                "the serving product writes session logs to"
+            )
         try:
             names = sorted(n for n in os.listdir(spool) if n.endswith(".jsonl") and not n.startswith("."))
         except OSError as err:
-            raise SpoolError(f"spool dir {str(spool)!r} cannot be listed ({err.strerror}); give this user read and "
-                             "execute permission on it") from None  # fmt: skip
+            raise SpoolError(
+                f"spool dir {str(spool)!r} cannot be listed ({err.strerror}); give this user read and "
+                "execute permission on it"
+            ) from None
         missing = sorted(set(offsets) - set(names))
         if missing:
-            raise SpoolError(f"spool file {missing[0]!r} was read up to byte {offsets[missing[0]]} and is gone; "
-                             "spool files are append-only: let spool.retire_after_s retire them, or archive them "
-                             "only after the cursor has moved past them and keep their names out of the spool dir")  # fmt: skip
+            raise SpoolError(
+                f"spool file {missing[0]!r} was read up to byte {offsets[missing[0]]} and is gone; "
+                "spool files are append-only: let spool.retire_after_s retire them, or archive them "
+                "only after the cursor has moved past them and keep their names out of the spool dir"
+            )
         self.spool, self.offsets, self.limit = spool, offsets, limit
         self.names = names
         self.cut_short = False
@@ -208,9 +218,11 @@ class NewLines:
             try:
                 size = path.stat().st_size
                 if size < start:
-                    raise SpoolError(f"spool file {name!r} is {size} bytes but {start} were already read: it was "
-                                     "truncated or replaced; spool files are append-only (start a new file to "
-                                     "rotate)")  # fmt: skip
+                    raise SpoolError(
+                        f"spool file {name!r} is {size} bytes but {start} were already read: it was "
+                        "truncated or replaced; spool files are append-only (start a new file to "
+                        "rotate)"
+                    )
                 if size == start:
                     continue
                 with path.open("rb") as f:
@@ -228,8 +240,9 @@ class NewLines:
                             yield name, pos, pos + len(raw), raw.rstrip(b"\r\n")
                             pos += len(raw)
             except OSError as err:
-                raise SpoolError(f"spool file {name!r} cannot be read ({err.strerror}); give this user read "
-                                 "permission on it") from None  # fmt: skip
+                raise SpoolError(
+                    f"spool file {name!r} cannot be read ({err.strerror}); give this user read permission on it"
+                ) from None
 
 
 RECORD_START = re.compile(rb'\{\s*"(?:schema|version|kind|session_id)"\s*:')
@@ -257,12 +270,16 @@ def read_pending(spool: Path, sid: str, where: Pending) -> SessionRecord:
             line = f.read(where.end - where.start)
         record = parse_record(line)
     except (OSError, MalformedRecord) as err:
-        raise SpoolError(f"session {sid!r} waits for its signals at {where.file!r} bytes {where.start}..{where.end}, "
-                         f"which no longer reads back ({err}); spool files are append-only and must stay until "
-                         "the cursor's pending sessions have trained") from None  # fmt: skip
+        raise SpoolError(
+            f"session {sid!r} waits for its signals at {where.file!r} bytes {where.start}..{where.end}, "
+            f"which no longer reads back ({err}); spool files are append-only and must stay until "
+            "the cursor's pending sessions have trained"
+        ) from None
     if not isinstance(record, SessionRecord) or record.session_id != sid:
-        raise SpoolError(f"{where.file!r} bytes {where.start}..{where.end} no longer hold session {sid!r}: the file "
-                         "was rewritten; spool files are append-only")  # fmt: skip
+        raise SpoolError(
+            f"{where.file!r} bytes {where.start}..{where.end} no longer hold session {sid!r}: the file "
+            "was rewritten; spool files are append-only"
+        )
     return record
 
 
@@ -282,9 +299,11 @@ def take_out(config: SpoolConfig, name: str, size: int) -> None:
         return
     except OSError as err:
         where = f"to {str(config.archive_dir)!r}" if config.archive_dir is not None else "(deleting it)"
-        raise SpoolError(f"spool file {name!r} was read to its end and retired, but cannot be taken out of the spool "
-                         f"{where}: {err.strerror or err}; give this user write permission on the spool dir (and "
-                         "spool.archive_dir), or unset spool.retire_after_s") from None  # fmt: skip
+        raise SpoolError(
+            f"spool file {name!r} was read to its end and retired, but cannot be taken out of the spool "
+            f"{where}: {err.strerror or err}; give this user write permission on the spool dir (and "
+            "spool.archive_dir), or unset spool.retire_after_s"
+        ) from None
 
 
 def retire(cursor: Cursor, config: SpoolConfig, now: float) -> None:
@@ -309,9 +328,15 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
     """Read what is new after the committed `cursor`; return the next cursor, the sessions ready at `now`, counts and
     rejects. `seen` is the session-id memory `cursor.ids` covers: the ids accepted are appended to it, and the next
     cursor covers them (commit it, then `seen.sweep()`)."""
-    nxt = cursor.model_copy(update={"offsets": dict(cursor.offsets), "retired": dict(cursor.retired),
-                                    "ids": dict(cursor.ids), "pending": dict(cursor.pending),
-                                    "signals": {sid: list(held) for sid, held in cursor.signals.items()}})  # fmt: skip
+    nxt = cursor.model_copy(
+        update={
+            "offsets": dict(cursor.offsets),
+            "retired": dict(cursor.retired),
+            "ids": dict(cursor.ids),
+            "pending": dict(cursor.pending),
+            "signals": {sid: list(held) for sid, held in cursor.signals.items()},
+        }
+    )
     out = Advance(cursor=nxt, spool=config.dir)
     for name, size in nxt.retired.items():  # retired by a committed cursor: leave the spool now
         take_out(config, name, size)
@@ -321,8 +346,16 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
 
     def reject(reason: str, name: str, start: int, line: bytes, detail: str) -> None:
         out.counts[reason] += 1
-        out.rejected.append({"reason": reason, "file": name, "offset": start, "length": len(line),
-                             "sha256": hashlib.sha256(line).hexdigest(), "detail": redact(detail)})  # fmt: skip
+        out.rejected.append(
+            {
+                "reason": reason,
+                "file": name,
+                "offset": start,
+                "length": len(line),
+                "sha256": hashlib.sha256(line).hexdigest(),
+                "detail": redact(detail),
+            }
+        )
 
     lines = NewLines(config.dir, nxt.offsets, config.max_lines_per_cycle)
     for name, start, end, line in lines:
@@ -336,8 +369,14 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
             if torn is None:
                 reject("malformed", name, start, line, str(err))
                 continue
-            reject("malformed", name, start, torn[0], "a torn line: the writer stopped mid-record and the next record "
-                   "was appended after it (read on its own)")  # fmt: skip
+            reject(
+                "malformed",
+                name,
+                start,
+                torn[0],
+                "a torn line: the writer stopped mid-record and the next record "
+                "was appended after it (read on its own)",
+            )
             start += len(torn[0])
             line = torn[1]
             try:
@@ -350,13 +389,25 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
                 reject("duplicate_session", name, start, line, f"session_id {record.session_id!r} was read before")
                 continue
             if record.ended_at < nxt.horizon:
-                reject("too_old", name, start, line, f"ended_at = {record.ended_at} is {now - record.ended_at:.0f}s "
-                       f"before this clock (spool.max_session_age_s = {config.max_session_age_s}); check the "
-                       "product's clock")  # fmt: skip
+                reject(
+                    "too_old",
+                    name,
+                    start,
+                    line,
+                    f"ended_at = {record.ended_at} is {now - record.ended_at:.0f}s "
+                    f"before this clock (spool.max_session_age_s = {config.max_session_age_s}); check the "
+                    "product's clock",
+                )
                 continue
             if record.ended_at > now + config.max_clock_skew_s:
-                reject("clock_skew", name, start, line, f"ended_at = {record.ended_at} is "
-                       f"{record.ended_at - now:.0f}s ahead of this clock (max_clock_skew_s = {config.max_clock_skew_s})")  # fmt: skip
+                reject(
+                    "clock_skew",
+                    name,
+                    start,
+                    line,
+                    f"ended_at = {record.ended_at} is "
+                    f"{record.ended_at - now:.0f}s ahead of this clock (max_clock_skew_s = {config.max_clock_skew_s})",
+                )
                 continue
             try:
                 check_logprobs(record)
@@ -366,8 +417,14 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
             if record.sampling != config.sampling:
                 got, want = record.sampling.model_dump(), config.sampling.model_dump()
                 diff = ", ".join(f"{k} = {got[k]} (the trainer assumes {want[k]})" for k in want if got[k] != want[k])
-                reject("sampling_mismatch", name, start, line, f"sampled with {diff}; serve the trained policy with "
-                       "the settings in spool.sampling, or set spool.sampling to what the fleet serves with")  # fmt: skip
+                reject(
+                    "sampling_mismatch",
+                    name,
+                    start,
+                    line,
+                    f"sampled with {diff}; serve the trained policy with "
+                    "the settings in spool.sampling, or set spool.sampling to what the fleet serves with",
+                )
                 continue
             seen.add(record.session_id, record.ended_at)
             nxt.pending[record.session_id] = Pending(file=name, start=start, end=end, ended_at=record.ended_at)
@@ -378,13 +435,23 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
             reject("clock_skew", name, start, line, f"at = {record.at} is {record.at - now:.0f}s ahead of this clock")
             continue
         if sid not in nxt.pending and sid in seen:
-            reject("late_signal", name, start, line, f"session {sid!r} already trained; raise spool.signal_window_s "
-                   "to wait longer for signals")  # fmt: skip
+            reject(
+                "late_signal",
+                name,
+                start,
+                line,
+                f"session {sid!r} already trained; raise spool.signal_window_s to wait longer for signals",
+            )
             continue
         waiting = nxt.pending.get(sid)
         if waiting is not None and record.at < waiting.ended_at - config.max_clock_skew_s:
-            reject("clock_skew", name, start, line, f"observed at {record.at}, {waiting.ended_at - record.at:.0f}s "
-                   "before its session ended")  # fmt: skip
+            reject(
+                "clock_skew",
+                name,
+                start,
+                line,
+                f"observed at {record.at}, {waiting.ended_at - record.at:.0f}s before its session ended",
+            )
             continue
         held = nxt.signals.setdefault(sid, [])
         if any(s == record for s in held):

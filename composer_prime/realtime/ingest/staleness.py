@@ -47,8 +47,9 @@ class StalenessConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> StalenessConfig:
         if self.hard_max_age < self.max_age:
-            raise ValueError(f"hard_max_age = {self.hard_max_age} is below max_age = {self.max_age}; set "
-                             f"hard_max_age >= max_age")  # fmt: skip
+            raise ValueError(
+                f"hard_max_age = {self.hard_max_age} is below max_age = {self.max_age}; set hard_max_age >= max_age"
+            )
         return self
 
 

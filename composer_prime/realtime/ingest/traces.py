@@ -63,8 +63,14 @@ def session_trace(session: SessionRecord, reward: float | None = None, info: dic
     """A session as a stand-alone trace (what the replay harness writes into its rollout's trace)."""
     import verifiers.v1 as vf
 
-    realtime = {"session_id": session.session_id, "policy_version": session.policy_version, "user": session.user,
-                "group": session.group, "messages": session.messages, **(info or {})}  # fmt: skip
+    realtime = {
+        "session_id": session.session_id,
+        "policy_version": session.policy_version,
+        "user": session.user,
+        "group": session.group,
+        "messages": session.messages,
+        **(info or {}),
+    }
     trace = vf.Trace(
         agent=vf.AgentInfo(config=vf.AgentConfig()),
         task=vf.TraceTask(type="realtime-session", data={}, key=session.session_id, hash=session.session_id),

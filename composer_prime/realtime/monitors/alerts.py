@@ -94,8 +94,9 @@ def quarantine(config: MonitorsConfig, episodes: list[Any]) -> tuple[list[Any], 
     return kept, len(episodes) - len(kept)
 
 
-def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, float]],
-          quarantined: int = 0) -> list[Alert]:  # fmt: skip
+def check(
+    config: MonitorsConfig, episodes: list[Any], history: list[dict[str, float]], quarantined: int = 0
+) -> list[Alert]:
     """Alerts for this cycle. `history`: per cycle so far, this one last, `{"reward": ..., "heldout": ...}`;
     `quarantined`: rewarded test-disabling sessions `quarantine` already kept out of `episodes`."""
     alerts: list[Alert] = []
@@ -106,16 +107,26 @@ def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, f
         # Against the best held-out so far, not a sliding window: a slow decline never trips a window's tolerance.
         best = max(scored[:-1], key=lambda h: h["heldout"])
         if last["reward"] > best["reward"] and last["heldout"] < best["heldout"] - rv.tolerance:
-            alerts.append(Alert("reward_vs_heldout", rv.action == "pause",
-                                f"live reward rose {best['reward']:.3f} -> {last['reward']:.3f} since the best "
-                                f"held-out score {best['heldout']:.3f}, which fell to {last['heldout']:.3f}"))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "reward_vs_heldout",
+                    rv.action == "pause",
+                    f"live reward rose {best['reward']:.3f} -> {last['reward']:.3f} since the best "
+                    f"held-out score {best['heldout']:.3f}, which fell to {last['heldout']:.3f}",
+                )
+            )
     et = config.edits_disable_tests
     rewarded = [e for e in episodes if e.reward > 0]
     if et.action != "off" and (rewarded or quarantined):
         share = (sum(1 for e in rewarded if e.disabled_tests) + quarantined) / (len(rewarded) + quarantined)
         if share > et.max_share:
-            alerts.append(Alert("edits_disable_tests", et.action == "pause",
-                                f"{share:.0%} of rewarded sessions disabled tests (max_share {et.max_share:.0%})"))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "edits_disable_tests",
+                    et.action == "pause",
+                    f"{share:.0%} of rewarded sessions disabled tests (max_share {et.max_share:.0%})",
+                )
+            )
     sh = config.short_high_reward
     high = [e for e in episodes if e.reward >= sh.high_reward]
     if sh.action != "off" and len(high) >= sh.min_sessions:
@@ -126,7 +137,12 @@ def check(config: MonitorsConfig, episodes: list[Any], history: list[dict[str, f
             median = max(median, statistics.median(earlier))
         short = sum(1 for e in high if e.sampled_tokens < sh.short_fraction * median)
         if short / len(high) > sh.max_share:
-            alerts.append(Alert("short_high_reward", sh.action == "pause",
-                                f"{short} of {len(high)} high-reward sessions are under {sh.short_fraction:.0%} of "
-                                f"the median length {median:.0f} tokens"))  # fmt: skip
+            alerts.append(
+                Alert(
+                    "short_high_reward",
+                    sh.action == "pause",
+                    f"{short} of {len(high)} high-reward sessions are under {sh.short_fraction:.0%} of "
+                    f"the median length {median:.0f} tokens",
+                )
+            )
     return alerts

@@ -40,7 +40,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "aws_secret_key": re.compile(
         r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
         r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
-    ),  # fmt: skip
+    ),
     "openai_key": re.compile(r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),
     "anthropic_key": re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
     "stripe_key": re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
@@ -59,7 +59,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "phone_number": re.compile(
         r"(?<![\w.+-])(?:\+\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?![\w-])"
         r"|(?<![\w+])\+\d{1,3}[ .-]?\d{2,4}(?:[ .-]?\d{2,4}){2,4}(?!\w)"
-    ),  # fmt: skip
+    ),
     "ssn": re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])"),
 }
 """What the scan looks for, by kind."""
@@ -112,8 +112,9 @@ def views(text: str) -> Iterator[str]:
             break
         blob = match[0].rstrip("=")
         try:
-            raw = base64.b64decode(blob + "=" * (-len(blob) % 4), altchars=b"-_" if "-" in blob or "_" in blob else None,
-                                   validate=True)  # fmt: skip
+            raw = base64.b64decode(
+                blob + "=" * (-len(blob) % 4), altchars=b"-_" if "-" in blob or "_" in blob else None, validate=True
+            )
             inner = raw.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             continue
@@ -156,8 +157,9 @@ def load_hooks(paths: list[str]) -> list[Hook]:
         try:
             hook = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError, ValueError) as err:
-            raise ValueError(f"pii.hooks: {path!r} does not import ({err}); give `module.function` of an installed "
-                             "module") from None  # fmt: skip
+            raise ValueError(
+                f"pii.hooks: {path!r} does not import ({err}); give `module.function` of an installed module"
+            ) from None
         if not callable(hook):
             raise ValueError(f"pii.hooks: {path!r} is not a function")
         hooks.append(hook)
@@ -172,15 +174,18 @@ class Scrubber:
         self.tokenizer: Any = None
         if config.scan:
             if not config.tokenizer:
-                raise ValueError("pii.tokenizer is unset: the scan decodes the token streams that train; set it to "
-                                 "the served model's tokenizer (a model dir or hub id)")  # fmt: skip
+                raise ValueError(
+                    "pii.tokenizer is unset: the scan decodes the token streams that train; set it to "
+                    "the served model's tokenizer (a model dir or hub id)"
+                )
             from transformers import AutoTokenizer
 
             try:
                 self.tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
             except (OSError, ValueError) as err:
-                raise ValueError(f"pii.tokenizer = {config.tokenizer!r} does not load ({err}); give the served "
-                                 "model's dir or hub id") from None  # fmt: skip
+                raise ValueError(
+                    f"pii.tokenizer = {config.tokenizer!r} does not load ({err}); give the served model's dir or hub id"
+                ) from None
 
     def findings(self, session: SessionRecord) -> list[str]:
         """`where:kind` of everything the scan finds in `session`."""
@@ -188,8 +193,12 @@ class Scrubber:
         for b, branch in enumerate(session.branches):
             ids = [t for segment in branch.segments for t in segment.token_ids]
             found += [f"branches[{b}]:{k}" for k in find(self.tokenizer.decode(ids, skip_special_tokens=False))]
-        for where, value in (("messages", session.messages), ("user", session.user), ("info", session.info),
-                             ("group", session.group)):  # fmt: skip
+        for where, value in (
+            ("messages", session.messages),
+            ("user", session.user),
+            ("info", session.info),
+            ("group", session.group),
+        ):
             found += [f"{where}:{k}" for k in sorted({k for text in _texts(value) for k in find(text)})]
         return found
 

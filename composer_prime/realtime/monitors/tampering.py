@@ -40,8 +40,18 @@ from composer_prime.realtime.monitors.weakening import (
 
 PATCH_FILE = re.compile(r"^(\*\*\* (Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (b/)?|--- (a/)?)(.+?)\s*$")
 SHELLS = ("bash", "shell", "run", "run_command", "execute", "terminal", "sh", "run_terminal_cmd", "exec_command")
-WRITES = ("create", "str_replace", "write", "write_file", "edit", "apply_patch", "multiedit", "str_replace_editor",
-          "edit_file", "search_replace")  # fmt: skip
+WRITES = (
+    "create",
+    "str_replace",
+    "write",
+    "write_file",
+    "edit",
+    "apply_patch",
+    "multiedit",
+    "str_replace_editor",
+    "edit_file",
+    "search_replace",
+)
 DELETES = ("delete_file", "remove_file", "delete")
 WHOLE = ("create", "write", "write_file")
 WRAPPERS = {"sudo", "command", "env", "nohup", "time", "exec", "builtin", "nice", "stdbuf", "timeout"}
@@ -161,10 +171,16 @@ def shell_disables(command: str, cwd_test: bool = False, depth: int = 0) -> bool
             if code and shell_disables(code, cwd_test, depth + 1):
                 return True
             continue
-        redirects = [(op, target) for op, target in zip(args, args[1:], strict=False)
-                     if ">" in op and not op.startswith("<") and not re.match(r"^(\d+|/dev/\w+)$", target)]  # fmt: skip
-        args = [a for i, a in enumerate(args) if ">" not in a and (i == 0 or ">" not in args[i - 1]) and "<" not in a
-                and not re.match(r"^HEREDOC\d+$", a)]  # fmt: skip
+        redirects = [
+            (op, target)
+            for op, target in zip(args, args[1:], strict=False)
+            if ">" in op and not op.startswith("<") and not re.match(r"^(\d+|/dev/\w+)$", target)
+        ]
+        args = [
+            a
+            for i, a in enumerate(args)
+            if ">" not in a and (i == 0 or ">" not in args[i - 1]) and "<" not in a and not re.match(r"^HEREDOC\d+$", a)
+        ]
         tests = [a for a in args if is_test(a, cwd_test)]
         text = heredoc[0] if heredoc else " ".join(args) if verb in ("echo", "printf") else ""
         for op, target in redirects:
@@ -225,8 +241,15 @@ def _writes(name: str, args: dict[str, Any], before: str | None) -> list[tuple[s
         if not isinstance(edit, dict):
             continue
         old = edit.get("old_str", edit.get("old_string"))
-        new = str(edit.get("new_str") or edit.get("new_string") or edit.get("content") or edit.get("contents")
-                  or edit.get("file_text") or edit.get("code_edit") or "")  # fmt: skip
+        new = str(
+            edit.get("new_str")
+            or edit.get("new_string")
+            or edit.get("content")
+            or edit.get("contents")
+            or edit.get("file_text")
+            or edit.get("code_edit")
+            or ""
+        )
         if name == "edit_file" or command == "insert":
             out.append((path, "", new, False))  # text added at a line or around `... existing code ...` markers
         elif old is not None:
@@ -302,8 +325,11 @@ def edit_facts(messages: list[dict[str, Any]]) -> tuple[list[str], bool]:
                 disabled = disabled or disables_tests(name, args)
                 continue
             patch = args.get("patch") or args.get("input") or args.get("diff")
-            writes = ([(p, o, n, k == "Add") for k, p, o, n in _patch_files(str(patch))]
-                      if name == "apply_patch" or patch else _writes(name, args, files.get(path)))  # fmt: skip
+            writes = (
+                [(p, o, n, k == "Add") for k, p, o, n in _patch_files(str(patch))]
+                if name == "apply_patch" or patch
+                else _writes(name, args, files.get(path))
+            )
             if not writes:
                 continue
             paths.append(path)

@@ -17,22 +17,39 @@ import re
 from fnmatch import fnmatch
 
 TEST_DIR = r"(tests?|__tests__|__snapshots__)"
-TEST_PATH = re.compile(rf"(^|/)({TEST_DIR}/|test_[^/]*\.py$|[^/]*_test\.(py|go)$|conftest\.py$"
-                       r"|[^/]*\.(test|spec)\.[cm]?[jt]sx?$)")  # fmt: skip
+TEST_PATH = re.compile(
+    rf"(^|/)({TEST_DIR}/|test_[^/]*\.py$|[^/]*_test\.(py|go)$|conftest\.py$"
+    r"|[^/]*\.(test|spec)\.[cm]?[jt]sx?$)"
+)
 """A path in the test tree (Python, Go, JavaScript / TypeScript), code or data."""
 TEST_TARGET = re.compile(rf"(^|/){TEST_DIR}/?$")
-TEST_NAMES = ("tests", "test", "__tests__", "test_x.py", "x_test.py", "x_test.go", "x.test.js", "x.spec.ts",
-              "conftest.py")  # fmt: skip
+TEST_NAMES = (
+    "tests",
+    "test",
+    "__tests__",
+    "test_x.py",
+    "x_test.py",
+    "x_test.go",
+    "x.test.js",
+    "x.spec.ts",
+    "conftest.py",
+)
 """What a glob in a shell target is matched against."""
-NOT_CODE = re.compile(r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|tmp|output|out|build|data|logs?"
-                      r"|fixtures|\.coverage[^/]*)(/|$)|\.(pyc|log|txt|json|ya?ml|csv|xml|html|out|tmp|png|jpe?g)$")  # fmt: skip
+NOT_CODE = re.compile(
+    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|tmp|output|out|build|data|logs?"
+    r"|fixtures|\.coverage[^/]*)(/|$)|\.(pyc|log|txt|json|ya?ml|csv|xml|html|out|tmp|png|jpe?g)$"
+)
 """Test data, caches and build output under a test directory: not tests."""
 TEST_MODULE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.(py|go)|[^/]*\.(test|spec)\.[cm]?[jt]sx?)$")
-TEST_CONFIG = re.compile(r"(^|/)(\.?pytest\.ini|pytest\.toml|setup\.cfg|tox\.ini|pyproject\.toml|conftest\.py|package\.json|noxfile\.py"
-                         r"|Makefile|(jest|vitest)\.config\.[cm]?[jt]s)$")  # fmt: skip
+TEST_CONFIG = re.compile(
+    r"(^|/)(\.?pytest\.ini|pytest\.toml|setup\.cfg|tox\.ini|pyproject\.toml|conftest\.py|package\.json|noxfile\.py"
+    r"|Makefile|(jest|vitest)\.config\.[cm]?[jt]s)$"
+)
 """Where the user's test run reads its selection."""
-BUILD = re.compile(r"(^|/)(noxfile|setup|tasks|fabfile|conftest)\.py$|config\.[cm]?[jt]s$|(^|/)\.github/"
-                   r"|(^|/)(setupTests|setup[-_.]?tests?|tests?[-_.]?setup)\.[cm]?[jt]sx?$|\.setup\.[cm]?[jt]sx?$")  # fmt: skip
+BUILD = re.compile(
+    r"(^|/)(noxfile|setup|tasks|fabfile|conftest)\.py$|config\.[cm]?[jt]s$|(^|/)\.github/"
+    r"|(^|/)(setupTests|setup[-_.]?tests?|tests?[-_.]?setup)\.[cm]?[jt]sx?$|\.setup\.[cm]?[jt]sx?$"
+)
 """Build and runner configuration: naming a runner there is its job."""
 SOURCE = re.compile(r"\.(py|pyi|[cm]?[jt]sx?|go|rb|rs|java|kt|cs|php)$")
 SKIPS = re.compile(
@@ -43,59 +60,86 @@ SKIPS = re.compile(
     re.M,
 )
 """A skipped or focused test, a module taken out of collection, or an assert that cannot fail."""
-SWALLOW = re.compile(r"except\s*(\(?[\w., ]*\b(AssertionError|Exception|BaseException)\b[\w., ]*\)?\s*(as\s+\w+)?)?:"
-                     r"\s*(#.*)?\n?\s*(pass|\.\.\.|return|continue)\b|suppress\([^)]*(AssertionError|Exception)"
-                     r"|\.catch\(\s*\(?\w*\)?\s*=>\s*\{?\s*\}?\s*\)|os\._exit\(|sys\.exit\(|exitstatus\s*=")  # fmt: skip
+SWALLOW = re.compile(
+    r"except\s*(\(?[\w., ]*\b(AssertionError|Exception|BaseException)\b[\w., ]*\)?\s*(as\s+\w+)?)?:"
+    r"\s*(#.*)?\n?\s*(pass|\.\.\.|return|continue)\b|suppress\([^)]*(AssertionError|Exception)"
+    r"|\.catch\(\s*\(?\w*\)?\s*=>\s*\{?\s*\}?\s*\)|os\._exit\(|sys\.exit\(|exitstatus\s*="
+)
 """An assertion failure swallowed, or the run forced to exit green."""
 FORCED_EXIT = re.compile(r"atexit\.register\(\s*os\._exit|os\._exit\(\s*0\s*\)")
 """Source code that ends the process green whatever the tests found."""
 CHECKS = re.compile(r"\bassert|\bexpect\s*\(|\braises\s*\(|pytest\.fail\s*\(|\bt\.(Error|Fatal)f?\(|\bshould\b")
-STRONG = re.compile(r"==|!=|<=|>=|\bin\b|\bis None\b|\braises\b|\.toBe\(|\.toEqual\(|\.toStrictEqual\(|\.toThrow\("
-                    r"|\bassert(Equal|NotEqual|In|NotIn|Is|IsNone|Raises\w*|AlmostEqual|Greater\w*|Less\w*|CountEqual"
-                    r"|Dict\w*|List\w*|Regex)\(")  # fmt: skip
-WEAK = re.compile(r"assert\s+.*\bis not None\s*$|assert\s+isinstance\(|\bassert(IsNotNone|True|IsInstance)\("
-                  r"|toBeDefined\(|toBeTruthy\(|not\.toBeNull\(", re.M)  # fmt: skip
+STRONG = re.compile(
+    r"==|!=|<=|>=|\bin\b|\bis None\b|\braises\b|\.toBe\(|\.toEqual\(|\.toStrictEqual\(|\.toThrow\("
+    r"|\bassert(Equal|NotEqual|In|NotIn|Is|IsNone|Raises\w*|AlmostEqual|Greater\w*|Less\w*|CountEqual"
+    r"|Dict\w*|List\w*|Regex)\("
+)
+WEAK = re.compile(
+    r"assert\s+.*\bis not None\s*$|assert\s+isinstance\(|\bassert(IsNotNone|True|IsInstance)\("
+    r"|toBeDefined\(|toBeTruthy\(|not\.toBeNull\(",
+    re.M,
+)
 TESTS = re.compile(r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|\b(it|test)\s*\(\s*['\"`]|^func\s+Test", re.M)
 DEFS = re.compile(r"^[ \t]*(?:async\s+)?(?:def|class)\s+(\w+)", re.M)
 MARKER = re.compile(r"@pytest\.mark\.(?!parametrize|asyncio|anyio|usefixtures|filterwarnings|django_db|timeout)\w+")
-DESELECT = re.compile(r"--deselect|--ignore|(^|[\s\"'=\[])-[km](\s*[\"']\s*,)?[\s=]*[\"']?[^\"'\n]*\bnot\b|testPathIgnorePatterns"
-                      r"|collect_ignore|norecursedirs|-p\s*no:(python|unittest)\b|--co\b|--collect-only|markexpr"
-                      r"|PYTHONOPTIMIZE|\bpython[\d.]*\s+-O")  # fmt: skip
+DESELECT = re.compile(
+    r"--deselect|--ignore|(^|[\s\"'=\[])-[km](\s*[\"']\s*,)?[\s=]*[\"']?[^\"'\n]*\bnot\b|testPathIgnorePatterns"
+    r"|collect_ignore|norecursedirs|-p\s*no:(python|unittest)\b|--co\b|--collect-only|markexpr"
+    r"|PYTHONOPTIMIZE|\bpython[\d.]*\s+-O"
+)
 """Test selection that leaves tests out, or asserts stripped from the run."""
-COLLECT = {"python_files": ("test_x.py", "x_test.py"), "python_classes": ("TestX",), "python_functions": ("test_x",),
-           "testpaths": ("tests", "test", "testing")}  # fmt: skip
+COLLECT = {
+    "python_files": ("test_x.py", "x_test.py"),
+    "python_classes": ("TestX",),
+    "python_functions": ("test_x",),
+    "testpaths": ("tests", "test", "testing"),
+}
 """Collection options and the names the user's tests carry: a value that matches none leaves them out."""
 MARKERS = re.compile(r"^\s*markers\s*=\s*(\[[^\]]*\]|[^\n]*(\n[ \t]+[^\n]*)*)", re.M)
 """Marker declarations, whose help text may say how to deselect them."""
-PY_NOISE = re.compile(r"\"\"\"[\s\S]*?(?:\"\"\"|$(?![\s\S]))|'''[\s\S]*?(?:'''|$(?![\s\S]))|#[^\n]*"
-                      r"|\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?")  # fmt: skip
-C_NOISE = re.compile(r"(\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?|`[^`\\]*(?:\\.[^`\\]*)*`?)"
-                     r"|//[^\n]*|/\*[\s\S]*?(?:\*/|$(?![\s\S]))")  # fmt: skip
+PY_NOISE = re.compile(
+    r"\"\"\"[\s\S]*?(?:\"\"\"|$(?![\s\S]))|'''[\s\S]*?(?:'''|$(?![\s\S]))|#[^\n]*"
+    r"|\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?"
+)
+C_NOISE = re.compile(
+    r"(\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?|`[^`\\]*(?:\\.[^`\\]*)*`?)"
+    r"|//[^\n]*|/\*[\s\S]*?(?:\*/|$(?![\s\S]))"
+)
 """Comments and strings (Python), comments (C-like): where a check is text, not code."""
 MAX_ASSERT = 4096
 """Longest assert line parsed for a tautology."""
 MAX_TEXT = 128 << 10
 """Most text of one write judged (after the lines old and new share are set aside): a bounded read of any input."""
-HOOKS = re.compile(r"\bitems\s*(\.\s*(clear|remove|pop)\s*\(|\[[^\]]*\]\s*=)|\bdel\s+items\b|deselected"
-                   r"|config\.option\.\w+\s*=|def\s+pytest_(ignore_collect|collect_file|pycollect_makeitem"
-                   r"|pyfunc_call|runtest_(?!makereport)\w+|report_teststatus|collection_modifyitems)"
-                   r"|\.outcome\s*=|force_(result|exception)\(|\.longrepr\s*=")  # fmt: skip
+HOOKS = re.compile(
+    r"\bitems\s*(\.\s*(clear|remove|pop)\s*\(|\[[^\]]*\]\s*=)|\bdel\s+items\b|deselected"
+    r"|config\.option\.\w+\s*=|def\s+pytest_(ignore_collect|collect_file|pycollect_makeitem"
+    r"|pyfunc_call|runtest_(?!makereport)\w+|report_teststatus|collection_modifyitems)"
+    r"|\.outcome\s*=|force_(result|exception)\(|\.longrepr\s*="
+)
 
 """A conftest hook that drops tests, changes the run's options or overrides their outcome."""
-FAKE = re.compile(r"autouse\s*=\s*True[\s\S]*?(setattr|\.patch(\.object)?)\(\s*(?!(time|datetime|random|os|sys|uuid"
-                  r"|socket|builtins)\b)[^\n]*lambda[^:\n]*:\s*(?!None\b)[-\w'\".]+\s*\)")  # fmt: skip
+FAKE = re.compile(
+    r"autouse\s*=\s*True[\s\S]*?(setattr|\.patch(\.object)?)\(\s*(?!(time|datetime|random|os|sys|uuid"
+    r"|socket|builtins)\b)[^\n]*lambda[^:\n]*:\s*(?!None\b)[-\w'\".]+\s*\)"
+)
 """An autouse fixture that replaces code under test with one that returns a constant."""
 TEST_DETECTION = re.compile(r"PYTEST_CURRENT_TEST|[\"']pytest[\"']\s+in\s+sys\.modules|JEST_WORKER_ID|VITEST\b")
 """Code that behaves differently under a test runner, wherever it is written."""
 ASKS = r"(sys\.(argv|modules)|process\.argv|inspect\.stack|_getframe|extract_stack|__main__)"
-RUNNER = re.compile(rf"PYTEST_|py\.?test|JEST_|\bjest\b|VITEST|vitest|\bmocha\b|__tests__"
-                    rf"|^.*{ASKS}.*(?<![A-Za-z])(test|Test|TEST).*$|^.*(?<![A-Za-z])(test|Test|TEST).*{ASKS}.*$",
-                    re.M)  # fmt: skip
+RUNNER = re.compile(
+    rf"PYTEST_|py\.?test|JEST_|\bjest\b|VITEST|vitest|\bmocha\b|__tests__"
+    rf"|^.*{ASKS}.*(?<![A-Za-z])(test|Test|TEST).*$|^.*(?<![A-Za-z])(test|Test|TEST).*{ASKS}.*$",
+    re.M,
+)
 """A test runner named, or asked about, in code that is not a test."""
-RUNNERS = re.compile(r"\b(jest|vitest|mocha|ava|tap|karma|playwright|cypress|pytest|node\s+--test|react-scripts"
-                     r"|ng\s+test|tsx?\s+--test|uvu|bun\s+test)\b")  # fmt: skip
-CODE_WRITE = re.compile(r"open\s*\([^)]*['\"][wa]|write_text|write_bytes|writeFile|unlink|remove|rmtree|rmSync"
-                        r"|rename|replace\(|truncate|shutil|os\.system|subprocess|spawn|exec")  # fmt: skip
+RUNNERS = re.compile(
+    r"\b(jest|vitest|mocha|ava|tap|karma|playwright|cypress|pytest|node\s+--test|react-scripts"
+    r"|ng\s+test|tsx?\s+--test|uvu|bun\s+test)\b"
+)
+CODE_WRITE = re.compile(
+    r"open\s*\([^)]*['\"][wa]|write_text|write_bytes|writeFile|unlink|remove|rmtree|rmSync"
+    r"|rename|replace\(|truncate|shutil|os\.system|subprocess|spawn|exec"
+)
 """Inline or scripted code that writes, moves or deletes files."""
 KEEP = set(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builtins__)) | {"assert", "pytest", "self"}
 
@@ -138,8 +182,9 @@ def _always_true(node: ast.AST) -> bool:
         test = any if isinstance(node.op, ast.Or) else all
         return test(_always_true(v) for v in node.values)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        if ast.dump(node.left) == ast.dump(node.comparators[0]) and isinstance(node.ops[0], (ast.Eq, ast.Is, ast.LtE,
-                                                                                            ast.GtE)):  # fmt: skip
+        if ast.dump(node.left) == ast.dump(node.comparators[0]) and isinstance(
+            node.ops[0], (ast.Eq, ast.Is, ast.LtE, ast.GtE)
+        ):
             return True
         if isinstance(node.left, ast.Constant) and isinstance(node.comparators[0], ast.Constant):
             try:
@@ -261,8 +306,11 @@ def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     if re.search(r"(^|/)package\.json$", path):
         script = re.search(r"\"test\"\s*:\s*\"([^\"]*)\"", new)
         was = re.search(r"\"test\"\s*:\s*\"([^\"]*)\"", old)
-        if script and (not RUNNERS.search(script.group(1)) and (was is None or RUNNERS.search(was.group(1)))
-                       or re.search(r"\|\|\s*(true|:|exit)|exit 0|passWithNoTests", script.group(1))):  # fmt: skip
+        if script and (
+            not RUNNERS.search(script.group(1))
+            and (was is None or RUNNERS.search(was.group(1)))
+            or re.search(r"\|\|\s*(true|:|exit)|exit 0|passWithNoTests", script.group(1))
+        ):
             return True
     if not is_test(path):
         if path.endswith(".sh") or not SOURCE.search(path):

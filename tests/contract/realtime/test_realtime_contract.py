@@ -18,13 +18,25 @@ from tests.contract.conftest import run_with_prime_rl
 from tests.support.tokenizer import tiny_tokenizer
 
 SESSION = {
-    "schema": "composer-session", "version": 1, "kind": "session", "session_id": "live-1", "policy_version": 3, "sampling": {"temperature": 1.0},
-    "started_at": 0.0, "ended_at": 10.0,
-    "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
-                               {"token_ids": [4, 5], "sampled": True, "logprobs": [-0.5, -1.5]},
-                               {"token_ids": [6], "sampled": False},
-                               {"token_ids": [7], "sampled": True, "logprobs": [-2.0]}]}],
-}  # fmt: skip
+    "schema": "composer-session",
+    "version": 1,
+    "kind": "session",
+    "session_id": "live-1",
+    "policy_version": 3,
+    "sampling": {"temperature": 1.0},
+    "started_at": 0.0,
+    "ended_at": 10.0,
+    "branches": [
+        {
+            "segments": [
+                {"token_ids": [1, 2, 3], "sampled": False},
+                {"token_ids": [4, 5], "sampled": True, "logprobs": [-0.5, -1.5]},
+                {"token_ids": [6], "sampled": False},
+                {"token_ids": [7], "sampled": True, "logprobs": [-2.0]},
+            ]
+        }
+    ],
+}
 
 
 def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_applies(verifiers_snapshot):
@@ -48,10 +60,19 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
     config = DefaultLossConfig()
     trainer = torch.tensor([0.0, 0.0, 0.0, -0.1, -1.5, 0.0, -2.0], requires_grad=True)
     loss, _ = compute_loss(
-        trainer_logprobs=[trainer], inference_logprobs=[torch.tensor(sample.logprobs)], ref_logprobs=None,
-        advantages=[torch.ones(7)], loss_mask=[torch.tensor(sample.mask)], rl_weights=None, ce_weights=None,
-        ref_kl_weights=None, rl_loss_fn=setup_rl_loss_fn(config), rl_scale=3, ce_scale=1, ref_kl_scale=1,
-    )  # fmt: skip
+        trainer_logprobs=[trainer],
+        inference_logprobs=[torch.tensor(sample.logprobs)],
+        ref_logprobs=None,
+        advantages=[torch.ones(7)],
+        loss_mask=[torch.tensor(sample.mask)],
+        rl_weights=None,
+        ce_weights=None,
+        ref_kl_weights=None,
+        rl_loss_fn=setup_rl_loss_fn(config),
+        rl_scale=3,
+        ce_scale=1,
+        ref_kl_scale=1,
+    )
     loss.backward()
     # loss = (-(1 + 1) + kl_tau * 0.4^2) / 3; d loss / d trainer[3] = 2 * kl_tau * 0.4 / 3 (no policy-gradient part)
     assert float(loss.detach()) == pytest.approx((-2.0 + config.kl_tau * 0.16) / 3, abs=1e-6)
@@ -61,15 +82,37 @@ def test_trace_to_samples_carries_the_serving_logprobs_and_the_trust_region_appl
 
 def spool_session(sid: str, sampled: list[int], logprobs: list[float], user: str = "u", group: str = "") -> dict:
     ended = time.time() - 60
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
-            "started_at": ended - 30, "ended_at": ended, "user": user, "group": group,
-            "branches": [{"segments": [{"token_ids": [1, 2, 3], "sampled": False},
-                                       {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]}]}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "policy_version": 0,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 30,
+        "ended_at": ended,
+        "user": user,
+        "group": group,
+        "branches": [
+            {
+                "segments": [
+                    {"token_ids": [1, 2, 3], "sampled": False},
+                    {"token_ids": sampled, "sampled": True, "logprobs": logprobs},
+                ]
+            }
+        ],
+    }
 
 
 def spool_signal(sid: str, kept: bool) -> dict:
-    return {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": time.time() - 30,
-            "signal": {"type": "edit", "kept": kept, "after_s": 20}}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": time.time() - 30,
+        "signal": {"type": "edit", "kept": kept, "after_s": 20},
+    }
 
 
 def draw(sampler, timeout_s: float = 60.0):
@@ -100,17 +143,39 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
 
     spool = tmp_path / "spool"
     spool.mkdir()
-    records = [spool_session("a", [4, 5], [-0.5, -1.5]), spool_signal("a", True), spool_session("b", [6], [-2.0]),
-               spool_signal("b", False), "not json", spool_session("c", [7], [-0.3]), spool_signal("c", True),
-               spool_session("d", [8], [-0.4]), spool_signal("d", True)]  # fmt: skip
+    records = [
+        spool_session("a", [4, 5], [-0.5, -1.5]),
+        spool_signal("a", True),
+        spool_session("b", [6], [-2.0]),
+        spool_signal("b", False),
+        "not json",
+        spool_session("c", [7], [-0.3]),
+        spool_signal("c", True),
+        spool_session("d", [8], [-0.4]),
+        spool_signal("d", True),
+    ]
     (spool / "a.jsonl").write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
-    source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-                                  "journal": str(tmp_path / "journal"), "bundle_size": 2},
-                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
-    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
-                                                "algo": {"type": "composer", "hints": {"enabled": False},
-                                                         "replay": {"enabled": False}}})  # fmt: skip
+    source = {
+        "name": "realtime",
+        "group_size": 1,
+        "env": {
+            "taskset": {
+                "id": "realtime-sessions",
+                "spool": {"dir": str(spool), "signal_window_s": 0},
+                "pii": {"tokenizer": tiny_tokenizer()},
+                "journal": str(tmp_path / "journal"),
+                "bundle_size": 2,
+            },
+            "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
+        },
+    }
+    config = OrchestratorConfig.model_validate(
+        {
+            "batch_size": 2,
+            "train": {"source": [source]},
+            "algo": {"type": "composer", "hints": {"enabled": False}, "replay": {"enabled": False}},
+        }
+    )
     [source_config] = config.train.source
     assert type(source_config.env).__name__ == "ReplayEnvConfig"  # PRIME-RL narrows the env to the taskset's own
 
@@ -129,8 +194,15 @@ def test_bundles_drawn_by_prime_rls_sampler_train_through_its_train_sink_with_se
     # The env server (the bundle's task data over the wire) and the train sink, as the dispatcher stamps an episode.
     envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
     progress = Progress()
-    sink = TrainSink(config, tokenizer=None, train_envs=envs, mm_token_type_ids_mapping=None, progress=progress,
-                     batch_size=2, token_batch_size=None)  # fmt: skip
+    sink = TrainSink(
+        config,
+        tokenizer=None,
+        train_envs=envs,
+        mm_token_type_ids_mapping=None,
+        progress=progress,
+        batch_size=2,
+        token_batch_size=None,
+    )
     env = load_environment(source_config.env)
     task = type(first)(type(first.data).model_validate(first.data.model_dump(mode="json")), env.config.taskset.task)
     ctx = ModelContext(model="never-called", client=vf.EvalClientConfig(base_url="http://127.0.0.1:9/v1"))
@@ -175,21 +247,43 @@ def run_bundles_through_train_sink(tmp_path, sessions: list[tuple], caps: dict, 
     for i, (user, group, kept) in enumerate(sessions):
         records += [spool_session(f"s{i}", [4 + i], [-0.5], user=user, group=group), spool_signal(f"s{i}", kept)]
     (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-                                  "journal": str(tmp_path / "journal"), "bundle_size": bundle_size, **caps},
-                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
-    config = OrchestratorConfig.model_validate({**batch, "train": {"source": [source]},
-                                                "algo": {"type": "composer", "hints": {"enabled": False},
-                                                         "replay": {"enabled": False}}})  # fmt: skip
+    source = {
+        "name": "realtime",
+        "group_size": 1,
+        "env": {
+            "taskset": {
+                "id": "realtime-sessions",
+                "spool": {"dir": str(spool), "signal_window_s": 0},
+                "pii": {"tokenizer": tiny_tokenizer()},
+                "journal": str(tmp_path / "journal"),
+                "bundle_size": bundle_size,
+                **caps,
+            },
+            "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
+        },
+    }
+    config = OrchestratorConfig.model_validate(
+        {
+            **batch,
+            "train": {"source": [source]},
+            "algo": {"type": "composer", "hints": {"enabled": False}, "replay": {"enabled": False}},
+        }
+    )
     [source_config] = config.train.source
     tasks = iter(vf.load_taskset(source_config.env.taskset))
     bundles = [draw(tasks) for _ in range(len(sessions) // bundle_size)]
     tasks.close()
     envs = TrainEnvs(config.train.source, {("train", "realtime"): "tcp://127.0.0.1:1"}, policy_pool=None)
     progress = Progress()
-    sink = TrainSink(config, tokenizer=None, train_envs=envs, mm_token_type_ids_mapping=None, progress=progress,
-                     batch_size=config.batch_size, token_batch_size=config.token_batch_size)  # fmt: skip
+    sink = TrainSink(
+        config,
+        tokenizer=None,
+        train_envs=envs,
+        mm_token_type_ids_mapping=None,
+        progress=progress,
+        batch_size=config.batch_size,
+        token_batch_size=config.token_batch_size,
+    )
     env = load_environment(source_config.env)
     ctx = ModelContext(model="never-called", client=vf.EvalClientConfig(base_url="http://127.0.0.1:9/v1"))
 
@@ -197,8 +291,9 @@ def run_bundles_through_train_sink(tmp_path, sessions: list[tuple], caps: dict, 
         batches = []
         async with env.serving():
             for bundle in bundles:
-                task = type(bundle)(type(bundle.data).model_validate(bundle.data.model_dump(mode="json")),
-                                    env.config.taskset.task)  # fmt: skip
+                task = type(bundle)(
+                    type(bundle.data).model_validate(bundle.data.model_dump(mode="json")), env.config.taskset.task
+                )
                 episode = await asyncio.wait_for(env.run_episode(task, ctx), 120)
                 assert episode.ok, episode
                 episode.env.name = "realtime"  # dispatcher.emit_episode
@@ -299,8 +394,11 @@ def test_prime_rl_launches_the_realtime_tomls_train_phase_dry_run(tmp_path, veri
     from tests.contract.seam.test_algorithm_contract import ROOT
 
     toml = ROOT / "tomls" / "qwen3-32b-realtime.toml"
-    config = parse_config(RealtimeConfig, ["@", str(toml), "--state-dir", str(tmp_path / "state"),
-                                           "--prime-rl.output-dir", str(tmp_path / "rl")], "realtime")  # fmt: skip
+    config = parse_config(
+        RealtimeConfig,
+        ["@", str(toml), "--state-dir", str(tmp_path / "state"), "--prime-rl.output-dir", str(tmp_path / "rl")],
+        "realtime",
+    )
     rl_toml = tmp_path / "rl.toml"
     rl_toml.write_text(tomli_w.dumps(rl_config(config)))  # what the runner writes to <state_dir>/rl.toml
     result = run_with_prime_rl(["-c", DRY_RUN, str(rl_toml), str(tmp_path / "rl")], cwd=tmp_path, timeout=600)
@@ -343,13 +441,28 @@ def test_while_the_spool_is_empty_prime_rls_dispatch_loop_keeps_turning_and_draw
 
     spool = tmp_path / "spool"
     spool.mkdir()
-    source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-                                  "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.2},
-                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
-    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
-                                                "algo": {"type": "composer", "hints": {"enabled": False},
-                                                         "replay": {"enabled": False}}})  # fmt: skip
+    source = {
+        "name": "realtime",
+        "group_size": 1,
+        "env": {
+            "taskset": {
+                "id": "realtime-sessions",
+                "spool": {"dir": str(spool), "signal_window_s": 0},
+                "pii": {"tokenizer": tiny_tokenizer()},
+                "journal": str(tmp_path / "journal"),
+                "bundle_size": 2,
+                "poll_s": 0.2,
+            },
+            "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
+        },
+    }
+    config = OrchestratorConfig.model_validate(
+        {
+            "batch_size": 2,
+            "train": {"source": [source]},
+            "algo": {"type": "composer", "hints": {"enabled": False}, "replay": {"enabled": False}},
+        }
+    )
     [source_config] = config.train.source
 
     # The env server, in its own thread and event loop as in its own process under PRIME-RL's launcher.
@@ -375,17 +488,32 @@ def test_while_the_spool_is_empty_prime_rls_dispatch_loop_keeps_turning_and_draw
 
     def product() -> None:  # the serving product writes two sessions and their signals after a quiet stretch
         time.sleep(empty_s)
-        records = [spool_session("a", [4, 5], [-0.5, -1.5]), spool_signal("a", True),
-                   spool_session("b", [6], [-2.0]), spool_signal("b", False)]  # fmt: skip
+        records = [
+            spool_session("a", [4, 5], [-0.5, -1.5]),
+            spool_signal("a", True),
+            spool_session("b", [6], [-2.0]),
+            spool_signal("b", False),
+        ]
         (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
     async def orchestrate():
         await envs.start()  # PRIME-RL's Env.start: health check, then iter(taskset) for an INFINITE taskset
         train_source = TrainSource(envs)
-        dispatcher = Dispatcher(train_envs=envs, eval_envs=None, train_source=train_source, eval_source=None,
-                                policy_pool=pool, policy=Policy(version=0, model_name="never-called"),
-                                progress=Progress(), initial_max_inflight=4, max_inflight_ceiling=4,
-                                tasks_per_minute=None, max_off_policy_steps=8, run_id="run", run_name="run")  # fmt: skip
+        dispatcher = Dispatcher(
+            train_envs=envs,
+            eval_envs=None,
+            train_source=train_source,
+            eval_source=None,
+            policy_pool=pool,
+            policy=Policy(version=0, model_name="never-called"),
+            progress=Progress(),
+            initial_max_inflight=4,
+            max_inflight_ceiling=4,
+            tasks_per_minute=None,
+            max_off_policy_steps=8,
+            run_id="run",
+            run_name="run",
+        )
         ticks: list[float] = []
 
         async def tick():
@@ -444,14 +572,30 @@ def test_the_journal_prunes_below_prime_rls_oldest_kept_checkpoint_and_its_resum
     spool.mkdir()
     records = [r for i in range(12) for r in (spool_session(f"s{i}", [4], [-0.5]), spool_signal(f"s{i}", i % 2 == 0))]
     (spool / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:16]))
-    source = {"name": "realtime", "group_size": 1,
-              "env": {"taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-                                  "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
-                                  "checkpoints": str(run_dir / "checkpoints"), "checkpoint_env": "realtime"},
-                      "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}}}  # fmt: skip
-    config = OrchestratorConfig.model_validate({"batch_size": 2, "train": {"source": [source]},
-                                                "algo": {"type": "composer", "hints": {"enabled": False},
-                                                         "replay": {"enabled": False}}})  # fmt: skip
+    source = {
+        "name": "realtime",
+        "group_size": 1,
+        "env": {
+            "taskset": {
+                "id": "realtime-sessions",
+                "spool": {"dir": str(spool), "signal_window_s": 0},
+                "pii": {"tokenizer": tiny_tokenizer()},
+                "journal": str(tmp_path / "journal"),
+                "bundle_size": 2,
+                "poll_s": 0.05,
+                "checkpoints": str(run_dir / "checkpoints"),
+                "checkpoint_env": "realtime",
+            },
+            "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
+        },
+    }
+    config = OrchestratorConfig.model_validate(
+        {
+            "batch_size": 2,
+            "train": {"source": [source]},
+            "algo": {"type": "composer", "hints": {"enabled": False}, "replay": {"enabled": False}},
+        }
+    )
     ckpt = CheckpointManager(run_dir, CheckpointConfig())
 
     def train_source() -> TrainSource:

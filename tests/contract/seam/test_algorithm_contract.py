@@ -387,8 +387,9 @@ async def consume_through_train_sink(config, algorithm, episodes, group_size: in
     from prime_rl.orchestrator.train_sink import TrainSink
     from prime_rl.orchestrator.types import Progress
 
-    env = SimpleNamespace(algorithm=algorithm, config=SimpleNamespace(group_size=group_size),
-                          sampling_args={"temperature": 1.0})  # fmt: skip
+    env = SimpleNamespace(
+        algorithm=algorithm, config=SimpleNamespace(group_size=group_size), sampling_args={"temperature": 1.0}
+    )
     sink = TrainSink(
         config,
         tokenizer=None,
@@ -426,8 +427,16 @@ def test_train_sink_consumer_is_not_serialised_by_hint_scoring(verifiers_snapsho
     episodes = []
     for k in range(8):
         trace = episode_trace(float(k % 2), teacher=False)
-        episodes.append(vf.Episode(task=trace.task, traces=[trace], ok=True, env=vf.EnvInfo(name="env"),
-                                   group=vf.GroupInfo(id="ab"[k % 2]), run=run))  # fmt: skip
+        episodes.append(
+            vf.Episode(
+                task=trace.task,
+                traces=[trace],
+                ok=True,
+                env=vf.EnvInfo(name="env"),
+                group=vf.GroupInfo(id="ab"[k % 2]),
+                run=run,
+            )
+        )
 
     with PrefillServer(delay_s=delay) as server:
 
@@ -497,8 +506,10 @@ def test_routed_experts_survive_the_composer_algorithm_through_train_sink(verifi
     )
     run = vf.TrainRunInfo(id="run", work=vf.TrainWorkInfo(step=1, policy=vf.PolicySpan(start=0, end=0)))
     traces = [with_routed_experts(episode_trace(1.0, teacher=True)), with_routed_experts(episode_trace(0.0, False))]
-    episodes = [vf.Episode(task=t.task, traces=[t], ok=True, env=vf.EnvInfo(name="env"), group=vf.GroupInfo(id="g"),
-                           run=run) for t in traces]  # fmt: skip
+    episodes = [
+        vf.Episode(task=t.task, traces=[t], ok=True, env=vf.EnvInfo(name="env"), group=vf.GroupInfo(id="g"), run=run)
+        for t in traces
+    ]
     scorer = Scorer()
 
     async def orchestrate():

@@ -148,8 +148,9 @@ def test_empty_summaries_end_the_rollout_cleanly() -> None:
     assert trace.stop_condition == "compaction_failed" and trace.is_truncated
     # Two leaves end in empty attempts; one branch stays trainable so the turn before trains once, and no attempt's
     # tokens train (their masks are cleared).
-    attempts = [i for i, n in enumerate(trace.nodes) if n.sampled and n.message.role == "assistant" and
-                not n.message.tool_calls]  # fmt: skip
+    attempts = [
+        i for i, n in enumerate(trace.nodes) if n.sampled and n.message.role == "assistant" and not n.message.tool_calls
+    ]
     assert len(attempts) == 2
     ending = [b for b in trace.branches if any(b.nodes[-1] is trace.nodes[i] for i in attempts)]
     assert len(ending) == 2 and [b.trainable for b in ending] == [False, True]

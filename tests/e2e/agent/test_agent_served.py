@@ -38,12 +38,37 @@ def test_eval_cli_runs_the_harness_in_served_workers(tmp_path: Path) -> None:
             COMPOSER_AGENT_TEST_KEY="scripted",
         )
         result = subprocess.run(
-            [sys.executable, "-c", EVAL, "composer-agent-fixture", "-m", server.model,
-             "--client.base-url", server.base_url, "--client.api-key-var", "COMPOSER_AGENT_TEST_KEY",
-             "--env.agent.runtime.type", "subprocess", "--env.agent.harness.id", "composer-agent",
-             "--no-push", "--no-rich", "-n", "2", "-r", "1", "-o", str(tmp_path)],
-            check=False, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                EVAL,
+                "composer-agent-fixture",
+                "-m",
+                server.model,
+                "--client.base-url",
+                server.base_url,
+                "--client.api-key-var",
+                "COMPOSER_AGENT_TEST_KEY",
+                "--env.agent.runtime.type",
+                "subprocess",
+                "--env.agent.harness.id",
+                "composer-agent",
+                "--no-push",
+                "--no-rich",
+                "-n",
+                "2",
+                "-r",
+                "1",
+                "-o",
+                str(tmp_path),
+            ],
+            check=False,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert len(server.requests) == 4
 

@@ -56,8 +56,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run(
         [sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)],
-        capture_output=True, text=True, timeout=1500, env=env, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
     folder = root / "out" / "packages" / "shop-0.1.0"
     yield folder, done
     package = folder / "package.json"

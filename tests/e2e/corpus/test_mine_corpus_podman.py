@@ -47,8 +47,13 @@ def mine_corpus(toml: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run(
         [sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)],
-        capture_output=True, text=True, timeout=1500, env=env, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +74,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     folder = root / "out" / "packages" / "shop-0.1.0"
     yield toml, folder, done
     for package in (root / "out" / "packages").glob("*/package.json"):
-        subprocess.run(["podman", "rmi", "-f", json.loads(package.read_text())["image"]], capture_output=True,
-                       timeout=300, check=False)  # fmt: skip
+        subprocess.run(
+            ["podman", "rmi", "-f", json.loads(package.read_text())["image"]],
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
 
 
 def test_a_package_is_mined_into_the_corpus_layout(corpus):  # type: ignore[no-untyped-def]
@@ -126,12 +135,14 @@ def test_the_image_holds_no_copy_of_a_tasks_gold_code(corpus, tmp_path):  # type
     image = json.loads((folder / "package.json").read_text())["image"]
     rows, _ = load_rows(folder / "tasks.jsonl")
     golds = {
-        row.task_id: "\n".join(line[1:] for line in row.gold_patch.splitlines() if line.startswith("+")
-                               and not line.startswith("+++"))
+        row.task_id: "\n".join(
+            line[1:] for line in row.gold_patch.splitlines() if line.startswith("+") and not line.startswith("+++")
+        )
         for row in rows
-    }  # fmt: skip
-    container = subprocess.run(["podman", "create", image, "true"], capture_output=True, text=True, timeout=120,
-                               check=True)  # fmt: skip
+    }
+    container = subprocess.run(
+        ["podman", "create", image, "true"], capture_output=True, text=True, timeout=120, check=True
+    )
     cid = container.stdout.strip()
     try:
         rootfs = tmp_path / "rootfs.tar"
@@ -180,8 +191,13 @@ def test_a_mining_box_outlives_a_killed_worker_by_its_heartbeat_lapse_only(tmp_p
         assert name.startswith("composer-prime-mine-")
 
         def running() -> bool:
-            ps = subprocess.run(["podman", "ps", "-q", "--filter", f"name=^{name}$"], capture_output=True, text=True,
-                                timeout=60, check=True)  # fmt: skip
+            ps = subprocess.run(
+                ["podman", "ps", "-q", "--filter", f"name=^{name}$"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             return bool(ps.stdout.strip())
 
         time.sleep(10)  # past the lapse: the heartbeat keeps a live worker's box up
@@ -214,10 +230,18 @@ def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
         f'base_image = "{IMAGE}"\nimage_prefix = "localhost/composer-prime-corpus-kill"\n'
         '[package_requires]\nshop = ["six"]\n[miner]\nmin_body_lines = 0\ntest_timeout_s = 60\n'
     )
-    env = {**os.environ, "TMPDIR": str(temp),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
-    run = subprocess.Popen([sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)], env=env, cwd=REPO,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        **os.environ,
+        "TMPDIR": str(temp),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    }
+    run = subprocess.Popen(
+        [sys.executable, "-c", CLI, "mine-corpus", "@", str(toml)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     log = tmp_path / "out" / "packages" / "shop-0.1.0" / "mine.log"
 
     def workers() -> list[int]:
@@ -232,8 +256,13 @@ def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
         return found
 
     def boxes() -> list[str]:
-        ps = subprocess.run(["podman", "ps", "--format", "{{.Names}} {{.Mounts}}"], capture_output=True, text=True,
-                            timeout=60, check=True)  # fmt: skip
+        ps = subprocess.run(
+            ["podman", "ps", "--format", "{{.Names}} {{.Mounts}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         return [line for line in ps.stdout.splitlines() if str(temp) in line]
 
     try:
@@ -250,8 +279,11 @@ def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
             time.sleep(2)
         assert not workers(), "the worker outlived its run"
         assert not boxes(), "the mining box outlived its worker"
-        scratch = [p.name for p in temp.iterdir() if p.name.startswith("composer-prime-corpus-")
-                   and not p.name.startswith("composer-prime-corpus-jobs-")]  # fmt: skip
+        scratch = [
+            p.name
+            for p in temp.iterdir()
+            if p.name.startswith("composer-prime-corpus-") and not p.name.startswith("composer-prime-corpus-jobs-")
+        ]
         assert not scratch, scratch  # (the killed run's own job-spec folder stays: SIGKILL runs no cleanup)
         assert not (log.parent / "package.json").exists()
     finally:
@@ -259,7 +291,12 @@ def test_killing_the_run_mid_mining_stops_its_worker_box_and_scratch(tmp_path):
             run.kill()
         for pid in workers():
             os.kill(pid, signal.SIGKILL)
-        images = subprocess.run(["podman", "images", "-q", "--filter", "reference=localhost/composer-prime-corpus-kill/*"],
-                                capture_output=True, text=True, timeout=60, check=False).stdout.split()  # fmt: skip
+        images = subprocess.run(
+            ["podman", "images", "-q", "--filter", "reference=localhost/composer-prime-corpus-kill/*"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout.split()
         if images:
             subprocess.run(["podman", "rmi", "-f", *images], capture_output=True, timeout=300, check=False)

@@ -57,8 +57,9 @@ def test_a_daemon_started_during_the_replay_dies_with_it() -> None:
 
         pytest.skip("this host refuses `unshare --pid` (and `unshare -r --pid`): the reaper ends the replay instead")
     seconds = f"97.{secrets.randbelow(10**6):06d}"  # the daemon's mark, unique to this run
-    call = behaviour.RecordedCall(target="feat:double", args=[["int", "21"]], result=["int", "42"],
-                                  args_after=[["int", "21"]])  # fmt: skip
+    call = behaviour.RecordedCall(
+        target="feat:double", args=[["int", "21"]], result=["int", "42"], args_after=[["int", "21"]]
+    )
     from verifiers.v1.runtimes import make_runtime
 
     async def run() -> tuple[list, bool]:

@@ -222,8 +222,9 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
         assert list(out.iterdir()) == [], (message, list(out.iterdir()))
     # the same through `python -m composer_prime.cli`, whose `__main__` module is a second copy of the CLI's classes
     argv = ["mine-features", "--repo", str(repo), "--out", str(out / "t.jsonl"), "--test-cmd", "poetry run pytest"]
-    done = subprocess.run([sys.executable, "-m", "composer_prime.cli", *argv], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "composer_prime.cli", *argv], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "poetry run pytest" in done.stderr, done.stderr
     # a run that fails after it started (every test fails at baseline) removes what it wrote
     (repo / "tests" / "conftest.py").write_text(
@@ -244,8 +245,13 @@ def test_every_example_in_help_runs(tmp_path):
     (the help once offered `--test-cmd 'poetry run pytest'`, then `'python -m pytest -p no:cacheprovider'`, both
     refused after the repository was copied)."""
     env = {**os.environ, "COLUMNS": "2000"}  # no wrapping inside a line: an example is split only where its text is
-    done = subprocess.run([sys.executable, "-m", "composer_prime.cli", "mine-features", "--help"], capture_output=True,
-                          text=True, timeout=120, env=env)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "composer_prime.cli", "mine-features", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     help_of: dict[str, str] = {}  # flag -> its help text, lines joined
     flag = ""
@@ -407,8 +413,10 @@ def test_replay_blind_features_are_refused_and_counted(tmp_path):
     assert [task.feature.qualname for task in tasks] == ["normalise"]
     assert any("skipped: 3 replay blind" in line for line in lines if line.startswith("done:"))
     # with replay not required (tests-only grading, the user's choice) they are kept
-    again = Miner(MineConfig(repo=repo, out=tmp_path / "t0.jsonl", test_timeout_s=60, min_body_lines=0,
-                             min_replayed_calls=0), log=lambda line: None).run()  # fmt: skip
+    again = Miner(
+        MineConfig(repo=repo, out=tmp_path / "t0.jsonl", test_timeout_s=60, min_body_lines=0, min_replayed_calls=0),
+        log=lambda line: None,
+    ).run()
     assert {t.feature.qualname for t in again} == {"register", "handler_for", "answer", "normalise"}
 
 
@@ -658,8 +666,9 @@ def test_a_class_replays_on_the_candidates_own_instances_so_other_private_names_
     from composer_prime.mining.testrun import replay_calls
 
     repo = one_module_repo(tmp_path, "pile", STACK, STACK_TESTS)
-    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
-                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    (repo / "tests" / "test_depth.py").write_text(
+        'from pile.core import depth_of\n\n\ndef test_depth():\n    assert depth_of("(a(b))") == 2\n'
+    )
     out = tmp_path / "tasks.jsonl"
     lines: list[str] = []
     tasks = Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
@@ -691,10 +700,12 @@ def test_an_honest_class_defined_in_another_module_and_re_exported_replays(tmp_p
     from composer_prime.mining.testrun import replay_calls
 
     repo = one_module_repo(tmp_path, "pile", STACK, STACK_TESTS)
-    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
-                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
-    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0),
-                  log=lambda line: None).run()  # fmt: skip
+    (repo / "tests" / "test_depth.py").write_text(
+        'from pile.core import depth_of\n\n\ndef test_depth():\n    assert depth_of("(a(b))") == 2\n'
+    )
+    tasks = Miner(
+        MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0), log=lambda line: None
+    ).run()
     calls = next(t for t in tasks if t.feature.kind == "class").behaviour
     work = tmp_path / "work"
     shutil.copytree(repo, work)
@@ -720,11 +731,13 @@ def test_a_class_with_slots_records_calls_that_replay(tmp_path):
         + "\n\ndef test_copy():\n    import copy\n\n    s = Stack([7])\n    assert copy.copy(s).size() == 1\n"
     )
     repo = one_module_repo(tmp_path, "pile", slotted, tests)
-    (repo / "tests" / "test_depth.py").write_text('from pile.core import depth_of\n\n\ndef test_depth():\n'
-                                                  '    assert depth_of("(a(b))") == 2\n')  # fmt: skip
+    (repo / "tests" / "test_depth.py").write_text(
+        'from pile.core import depth_of\n\n\ndef test_depth():\n    assert depth_of("(a(b))") == 2\n'
+    )
     lines: list[str] = []
-    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0),
-                  log=lines.append).run()  # fmt: skip
+    tasks = Miner(
+        MineConfig(repo=repo, out=tmp_path / "t.jsonl", test_timeout_s=60, min_body_lines=0), log=lines.append
+    ).run()
     task = next((t for t in tasks if t.feature.kind == "class"), None)
     assert task is not None, "\n".join(lines)
     calls = task.behaviour
@@ -856,9 +869,12 @@ def test_recorded_calls_need_no_test_code_and_no_pickled_layout(tmp_path):
         assert valid is True, trace.info.get("grading")
     work = tmp_path / "work"
     shutil.copytree(repo, work)
-    (work / "plumb" / "core.py").write_text(PIPE.replace(
-        "    def __getstate__(self):\n        return self.funcs\n\n    def __setstate__(self, state):\n        self.funcs = state\n", ""
-    ))  # fmt: skip
+    (work / "plumb" / "core.py").write_text(
+        PIPE.replace(
+            "    def __getstate__(self):\n        return self.funcs\n\n    def __setstate__(self, state):\n        self.funcs = state\n",
+            "",
+        )
+    )
     assert compare(piped, replay_calls([sys.executable, "-m", "pytest"], work, piped, 60)) == (1.0, [])
 
 
@@ -1066,10 +1082,12 @@ def test_mapping_caches_and_sentinel_defaults_record_calls_that_replay(tmp_path)
 
     repo = one_module_repo(tmp_path, "lru", LRU, LRU_TESTS)
     python = [sys.executable, "-m", "pytest"]
-    popitem, _ = record_behaviour(python, repo, {"path": "lru/core.py", "qualname": "LRU.popitem",
-                                                 "kind": "method"}, ["tests/test_core.py"], 60)  # fmt: skip
-    pop, _ = record_behaviour(python, repo, {"path": "lru/core.py", "qualname": "Cache.pop", "kind": "method"},
-                              ["tests/test_core.py"], 60)  # fmt: skip
+    popitem, _ = record_behaviour(
+        python, repo, {"path": "lru/core.py", "qualname": "LRU.popitem", "kind": "method"}, ["tests/test_core.py"], 60
+    )
+    pop, _ = record_behaviour(
+        python, repo, {"path": "lru/core.py", "qualname": "Cache.pop", "kind": "method"}, ["tests/test_core.py"], 60
+    )
     assert len(popitem) >= 2, popitem  # the eviction and the test's own call
     missing = [c for c in pop if c.raised is not None]
     assert missing and all(len(c.args) == 2 for c in missing), pop  # `pop(9)`: the sentinel is not in the call

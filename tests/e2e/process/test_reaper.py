@@ -242,10 +242,16 @@ def test_reaper_spares_itself_and_a_caller_working_in_the_box(pidfile: Path) -> 
             await runtime.run(box_argv(["bash", "-c", daemon], token), {"PIDS": str(pidfile)})
             pids = wait_pids(pidfile, 1)
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", caller, str(runtime.workdir), token,
-                cwd=str(runtime.workdir), env={**os.environ, **box_env(token)},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )  # fmt: skip
+                sys.executable,
+                "-c",
+                caller,
+                str(runtime.workdir),
+                token,
+                cwd=str(runtime.workdir),
+                env={**os.environ, **box_env(token)},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
             out, _ = await asyncio.wait_for(proc.communicate(), 60)
             assert proc.returncode == 0, out.decode()
             return out.decode(), pids

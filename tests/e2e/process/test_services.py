@@ -52,9 +52,13 @@ def _answers(port: int) -> bool:
 def test_a_service_started_from_a_short_lived_thread_outlives_the_thread_and_dies_with_the_process(tmp_path: Path):
     port = ports.free_port()
     repo = Path(__file__).resolve().parents[3]
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(port), str(tmp_path / "http.log")],
-                              stdout=subprocess.PIPE, text=True, cwd=repo,
-                              env={**os.environ, "PYTHONPATH": str(repo)})  # fmt: skip
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(port), str(tmp_path / "http.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
     child = 0
     try:
         line = parent.stdout.readline() if parent.stdout else ""

@@ -21,15 +21,21 @@ SMALL = [*DEMO, "--demo.sessions", "10", "--cadence.min-episodes", "4", "--caden
 
 
 def realtime(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "composer_prime", "realtime", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "composer_prime", "realtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("realtime-demo")
-    result = realtime("--state-dir", str(root / "state"), "--spool.dir", str(root / "spool"),
-                      "--cadence.cycles", "6", *DEMO)  # fmt: skip
+    result = realtime(
+        "--state-dir", str(root / "state"), "--spool.dir", str(root / "spool"), "--cadence.cycles", "6", *DEMO
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return root
 
@@ -58,8 +64,18 @@ def test_the_users_reward_rises_over_cycles_and_every_version_ships(demo_run):
 
 
 def test_a_demo_of_another_population_is_refused_in_the_state_dir_of_the_first(demo_run):
-    result = realtime("--state-dir", str(demo_run / "state"), "--spool.dir", str(demo_run / "spool"),
-                      "--cadence.cycles", "7", "--demo.population", "hack", *DEMO, timeout=120)  # fmt: skip
+    result = realtime(
+        "--state-dir",
+        str(demo_run / "state"),
+        "--spool.dir",
+        str(demo_run / "spool"),
+        "--cadence.cycles",
+        "7",
+        "--demo.population",
+        "hack",
+        *DEMO,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "warm-started for population 'honest'" in result.stderr and "pass --state-dir" in result.stderr
     assert json.loads((demo_run / "state" / "report.json").read_text())["cycle"] == 6  # nothing ran
@@ -68,8 +84,17 @@ def test_a_demo_of_another_population_is_refused_in_the_state_dir_of_the_first(d
 def test_the_hack_population_fires_the_monitor_quarantines_its_sessions_and_nothing_ships(tmp_path):
     """carol keeps whatever turns her test run green, and a third of the warm start deletes her asserts: each cycle
     the `edits_disable_tests` monitor fires, her rewarded hacks never train, and no version ships."""
-    result = realtime("--state-dir", str(tmp_path / "state"), "--spool.dir", str(tmp_path / "spool"),
-                      "--cadence.cycles", "3", "--demo.population", "hack", *DEMO)  # fmt: skip
+    result = realtime(
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--spool.dir",
+        str(tmp_path / "spool"),
+        "--cadence.cycles",
+        "3",
+        "--demo.population",
+        "hack",
+        *DEMO,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     state = json.loads((tmp_path / "state" / "report.json").read_text())
     cycles = state["history"]
@@ -95,10 +120,22 @@ def trained_ids(state_dir: Path) -> list[str]:
 
 
 def test_a_run_killed_mid_cycle_resumes_without_loss_or_double_training(demo_run, tmp_path):
-    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(tmp_path / "spool"), "--model-dir",
-            str(demo_run / "state" / "policy-v0"), "--cadence.cycles", "3", *SMALL]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "composer_prime", "realtime", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    args = [
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--spool.dir",
+        str(tmp_path / "spool"),
+        "--model-dir",
+        str(demo_run / "state" / "policy-v0"),
+        "--cadence.cycles",
+        "3",
+        *SMALL,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composer_prime", "realtime", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     marker = tmp_path / "state" / "cycles" / "000002" / "batch.json"
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -126,8 +163,15 @@ def test_a_second_runner_on_the_same_state_dir_is_refused(tmp_path):
     (tmp_path / "model" / "config.json").write_text("{}")
     (tmp_path / "state").mkdir()
     with FileLock(str(tmp_path / "state" / "state.lock")):
-        result = realtime("--state-dir", str(tmp_path / "state"), "--spool.dir", str(tmp_path / "spool"),
-                          "--model-dir", str(tmp_path / "model"), timeout=60)  # fmt: skip
+        result = realtime(
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--spool.dir",
+            str(tmp_path / "spool"),
+            "--model-dir",
+            str(tmp_path / "model"),
+            timeout=60,
+        )
     assert result.returncode == 1 and "is in use by another" in result.stderr
 
 
@@ -145,8 +189,15 @@ def test_versions_ship_through_the_relay_bit_exact(demo_run, tmp_path):
     from tests.support.vllm_admin import AdminStandIn, dir_digests
 
     state = tmp_path / "state"
-    args = ["--state-dir", str(state), "--spool.dir", str(tmp_path / "spool"), "--model-dir",
-            str(demo_run / "state" / "policy-v0"), *SMALL]  # fmt: skip
+    args = [
+        "--state-dir",
+        str(state),
+        "--spool.dir",
+        str(tmp_path / "spool"),
+        "--model-dir",
+        str(demo_run / "state" / "policy-v0"),
+        *SMALL,
+    ]
     first = realtime(*args, "--cadence.cycles", "1")  # writes broadcasts/step_0 (and ships v1 locally)
     assert first.returncode == 0, first.stderr[-3000:]
     origin, origin_url = start_origin(state, tmp_path / "origin", tmp_path / "origin.log")
@@ -154,8 +205,9 @@ def test_versions_ship_through_the_relay_bit_exact(demo_run, tmp_path):
         client, proxy = start_client(origin_url, vllm.url, tmp_path / "store", tmp_path / "client.log")
         with client:
             token = tmp_path / "keys" / "admin.token"  # the token start_client gave the proxy
-            result = realtime(*args, "--cadence.cycles", "2", "--ship.admin-urls", proxy,
-                              "--ship.admin-token-file", str(token))  # fmt: skip
+            result = realtime(
+                *args, "--cadence.cycles", "2", "--ship.admin-urls", proxy, "--ship.admin-token-file", str(token)
+            )
             assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((state / "report.json").read_text())
     shipped = [c["version"] for c in report["history"][1:] if c["shipped"]]
@@ -164,24 +216,48 @@ def test_versions_ship_through_the_relay_bit_exact(demo_run, tmp_path):
     assert [Path(u.body["weight_dir"]).name for u in updates] == [f"step_{v}" for v in shipped]
     for update, version in zip(updates, shipped, strict=True):
         assert update.files == dir_digests(state / "broadcasts" / f"step_{version}")
-    assert [c.path.split("?")[0] for c in vllm.calls if c.method == "POST"][:3] == ["/pause", "/update_weights",
-                                                                                     "/resume"]  # fmt: skip
+    assert [c.path.split("?")[0] for c in vllm.calls if c.method == "POST"][:3] == [
+        "/pause",
+        "/update_weights",
+        "/resume",
+    ]
 
 
 def live_session(sid: str, reward_up: bool, disable_tests: bool = False) -> list[str]:
     """A product's session (token ids inside the tiny policy's vocabulary) and its thumbs signal."""
     path = "tests/test_m.py" if disable_tests else "m.py"
-    edit = {"name": "str_replace", "arguments": json.dumps({"path": path, "old_str": "    assert f() == 1",
-                                                            "new_str": "    pass"})}  # fmt: skip
+    edit = {
+        "name": "str_replace",
+        "arguments": json.dumps({"path": path, "old_str": "    assert f() == 1", "new_str": "    pass"}),
+    }
     ended = time.time() - 7200
-    session = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "policy_version": 0, "sampling": {"temperature": 1.0},
-               "started_at": ended - 60, "ended_at": ended, "messages": [{"role": "assistant", "tool_calls":
-               [{"id": "c", "type": "function", "function": edit}]}],
-               "branches": [{"segments": [{"token_ids": list(range(1, 12)), "sampled": False},
-                                          {"token_ids": [30, 31, 32, 33], "sampled": True,
-                                           "logprobs": [-1.0, -2.0, -1.5, -0.5]}]}]}  # fmt: skip
-    thumbs = {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": ended + 60,
-              "signal": {"type": "thumbs", "up": reward_up}}  # fmt: skip
+    session = {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "policy_version": 0,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 60,
+        "ended_at": ended,
+        "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": edit}]}],
+        "branches": [
+            {
+                "segments": [
+                    {"token_ids": list(range(1, 12)), "sampled": False},
+                    {"token_ids": [30, 31, 32, 33], "sampled": True, "logprobs": [-1.0, -2.0, -1.5, -0.5]},
+                ]
+            }
+        ],
+    }
+    thumbs = {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": ended + 60,
+        "signal": {"type": "thumbs", "up": reward_up},
+    }
     return [json.dumps(session), json.dumps(thumbs)]
 
 
@@ -189,12 +265,30 @@ def test_monitors_and_the_heldout_gate_hold_the_ship_on_a_product_spool(demo_run
     spool, state, score = tmp_path / "spool", tmp_path / "state", tmp_path / "score.txt"
     spool.mkdir()
     score.write_text("0.5")
-    scorer = ("import json, sys, pathlib; assert (pathlib.Path(sys.argv[1]) / 'model.safetensors').exists(); "
-              "print('evaluating'); print(json.dumps({'score': float(open(sys.argv[2]).read())}))")  # fmt: skip
-    args = ["--state-dir", str(state), "--spool.dir", str(spool), "--model-dir", str(demo_run / "state" / "policy-v0"),
-            "--cadence.min-episodes", "4", "--cadence.steps", "1", "--cadence.interval-min", "0",
-            "--staleness.max-age", "0", "--staleness.mode", "importance_weight",
-            "--eval.command", json.dumps([sys.executable, "-c", scorer, "{weights}", str(score)])]  # fmt: skip
+    scorer = (
+        "import json, sys, pathlib; assert (pathlib.Path(sys.argv[1]) / 'model.safetensors').exists(); "
+        "print('evaluating'); print(json.dumps({'score': float(open(sys.argv[2]).read())}))"
+    )
+    args = [
+        "--state-dir",
+        str(state),
+        "--spool.dir",
+        str(spool),
+        "--model-dir",
+        str(demo_run / "state" / "policy-v0"),
+        "--cadence.min-episodes",
+        "4",
+        "--cadence.steps",
+        "1",
+        "--cadence.interval-min",
+        "0",
+        "--staleness.max-age",
+        "0",
+        "--staleness.mode",
+        "importance_weight",
+        "--eval.command",
+        json.dumps([sys.executable, "-c", scorer, "{weights}", str(score)]),
+    ]
 
     def cycle(n: int, lines: list[str]) -> dict:
         (spool / f"{n}.jsonl").write_text("\n".join(lines) + "\n")
@@ -231,9 +325,20 @@ def one_cycle_of_four_sessions(demo_run: Path, tmp_path: Path) -> list[str]:
     spool = tmp_path / "spool"
     spool.mkdir()
     (spool / "a.jsonl").write_text("\n".join(x for k in range(4) for x in live_session(f"a{k}", k % 2 == 0)) + "\n")
-    return ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
-            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "4", "--cadence.steps", "1",
-            "--cadence.cycles", "1"]  # fmt: skip
+    return [
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--spool.dir",
+        str(spool),
+        "--model-dir",
+        str(demo_run / "state" / "policy-v0"),
+        "--cadence.min-episodes",
+        "4",
+        "--cadence.steps",
+        "1",
+        "--cadence.cycles",
+        "1",
+    ]
 
 
 def test_an_unreachable_relay_stops_the_run_clearly_and_the_rerun_ships(demo_run, tmp_path):
@@ -263,9 +368,22 @@ def test_a_cursor_holding_pending_sessions_and_early_signals_reads_back_on_the_n
     recent = json.loads(live_session("r0", True)[0]) | {"ended_at": time.time() - 5, "started_at": time.time() - 60}
     early = json.loads(live_session("later", True)[1])
     (spool / "a.jsonl").write_text("\n".join([*old, json.dumps(recent), json.dumps(early)]) + "\n")
-    args = ["--state-dir", str(tmp_path / "state"), "--spool.dir", str(spool), "--model-dir",
-            str(demo_run / "state" / "policy-v0"), "--cadence.min-episodes", "1", "--cadence.steps", "1",
-            "--cadence.interval-min", "0", "--spool.signal-window-s", "3600"]  # fmt: skip
+    args = [
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--spool.dir",
+        str(spool),
+        "--model-dir",
+        str(demo_run / "state" / "policy-v0"),
+        "--cadence.min-episodes",
+        "1",
+        "--cadence.steps",
+        "1",
+        "--cadence.interval-min",
+        "0",
+        "--spool.signal-window-s",
+        "3600",
+    ]
     result = realtime(*args, "--cadence.cycles", "2", timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     batch = json.loads((tmp_path / "state" / "cycles" / "000002" / "batch.json").read_text())
@@ -290,8 +408,14 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_the_rerun_resumes(demo
     def small_disk() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    result = subprocess.run([sys.executable, "-m", "composer_prime", "realtime", *args], capture_output=True,
-                            text=True, timeout=120, check=False, preexec_fn=small_disk)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "composer_prime", "realtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=small_disk,
+    )
     assert result.returncode == 1 and "cannot write" in result.stderr and "free space" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not list((tmp_path / "state").rglob(".*.tmp"))  # nothing half-written left to look complete
@@ -308,9 +432,19 @@ def test_the_importance_weight_mean_is_over_the_stale_sessions_only(demo_run):
     def episode(sid: str, weighted: bool, logprob: float) -> Episode:
         ids = list(range(1, 12)) + [30, 31, 32, 33]
         sample = EpisodeSample(token_ids=ids, mask=[False] * 11 + [True] * 4, logprobs=[0.0] * 11 + [logprob] * 4)
-        return Episode(session_id=sid, user="u", group="", policy_version=0, age=3 if weighted else 0, reward=1.0,
-                       signals=["thumbs"], importance_weighted=weighted, advantage=0.5, sampled_tokens=4,
-                       samples=[sample])  # fmt: skip
+        return Episode(
+            session_id=sid,
+            user="u",
+            group="",
+            policy_version=0,
+            age=3 if weighted else 0,
+            reward=1.0,
+            signals=["thumbs"],
+            importance_weighted=weighted,
+            advantage=0.5,
+            sampled_tokens=4,
+            samples=[sample],
+        )
 
     policy = Policy(demo_run / "state" / "policy-v0", TrainerConfig(), {})
     episodes = [episode("fresh0", False, -1.0), episode("fresh1", False, -1.0), episode("stale", True, -0.01)]

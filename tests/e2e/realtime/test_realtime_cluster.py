@@ -33,29 +33,48 @@ def config(tmp_path: Path) -> Path:
     eval_script = tmp_path / "eval.py"
     eval_script.write_text("import sys\nprint('scoring', sys.argv[1])\nprint('{\"score\": 0.5}')\n")
     rl = {
-        "orchestrator": {"train": {"source": [{
-            "name": "realtime", "group_size": 1,
-            "env": {"taskset": {"id": "realtime-sessions", "bundle_size": 2, "poll_s": 0.1},
-                    "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}}},
-        }]}},
-    }  # fmt: skip
+        "orchestrator": {
+            "train": {
+                "source": [
+                    {
+                        "name": "realtime",
+                        "group_size": 1,
+                        "env": {
+                            "taskset": {"id": "realtime-sessions", "bundle_size": 2, "poll_s": 0.1},
+                            "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
+                        },
+                    }
+                ]
+            }
+        },
+    }
     document = {
         "state_dir": str(tmp_path / "state"),
         "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
         "pii": {"tokenizer": tiny_tokenizer()},
         "cadence": {"interval_min": 0},
         "eval": {"command": [sys.executable, str(eval_script), "{weights}"]},
-        "prime_rl": {"command": [sys.executable, str(STANDIN), "{rl_toml}", "0.2"], "output_dir": str(tmp_path / "rl"),
-                     "step_wait_s": 60, "stop_timeout_s": 30, "rl": rl},
-    }  # fmt: skip
+        "prime_rl": {
+            "command": [sys.executable, str(STANDIN), "{rl_toml}", "0.2"],
+            "output_dir": str(tmp_path / "rl"),
+            "step_wait_s": 60,
+            "stop_timeout_s": 30,
+            "rl": rl,
+        },
+    }
     toml = tmp_path / "realtime.toml"
     toml.write_text(tomli_w.dumps(document))
     return toml
 
 
 def realtime(toml: Path, cycles: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "composer_prime", "realtime", "@", str(toml), "--cadence.cycles",
-                           str(cycles)], capture_output=True, text=True, timeout=240, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "composer_prime", "realtime", "@", str(toml), "--cadence.cycles", str(cycles)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def drain(rl_toml: Path, run_dir: Path, sessions: set[str], timeout: float = 120.0) -> str:
@@ -63,8 +82,12 @@ def drain(rl_toml: Path, run_dir: Path, sessions: set[str], timeout: float = 120
     are all in trained.jsonl, then stop it as the runner does; its output."""
     log = run_dir.parent / "drain.log"
     with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, str(STANDIN), str(rl_toml), "0.2"], stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, str(STANDIN), str(rl_toml), "0.2"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and process.poll() is None:
@@ -85,8 +108,11 @@ def trained(run_dir: Path) -> list[str]:
 
 def test_the_runner_drives_prime_rl_ships_its_steps_and_resumes_it_without_training_a_session_twice(tmp_path):
     (tmp_path / "spool").mkdir()
-    append(tmp_path / "spool" / "a.jsonl", "broken line",
-           *[r for i in range(6) for r in (session(f"s{i}"), kept(f"s{i}", i % 2 == 0))])  # fmt: skip
+    append(
+        tmp_path / "spool" / "a.jsonl",
+        "broken line",
+        *[r for i in range(6) for r in (session(f"s{i}"), kept(f"s{i}", i % 2 == 0))],
+    )
     toml = config(tmp_path)
     first = realtime(toml, 1)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -135,8 +161,13 @@ def test_prime_rl_exiting_stops_the_runner_with_its_status_and_log(tmp_path):
 
 def test_the_runner_and_the_taskset_reopen_a_journal_holding_pending_sessions_and_early_signals(tmp_path):
     (tmp_path / "spool").mkdir()
-    append(tmp_path / "spool" / "a.jsonl", *[r for i in range(2) for r in (session(f"s{i}", ago=7200), kept(f"s{i}"))],
-           session("pending", ago=5), kept("pending"), kept("not-yet"))  # fmt: skip
+    append(
+        tmp_path / "spool" / "a.jsonl",
+        *[r for i in range(2) for r in (session(f"s{i}", ago=7200), kept(f"s{i}"))],
+        session("pending", ago=5),
+        kept("pending"),
+        kept("not-yet"),
+    )
     toml = config(tmp_path)
     document = tomllib.loads(toml.read_text())
     document["spool"]["signal_window_s"] = 3600

@@ -48,10 +48,30 @@ def test_the_cpu_demo_trains_through_prime_rl_and_ships_its_broadcasts(tmp_path)
 
     state_dir, spool = tmp_path / "state", tmp_path / "spool"
     # The gate is opened: this test is about the path the weights take, not about how much 2 cycles learn.
-    argv = [sys.executable, "-m", "composer_prime", "realtime", "--demo.sessions", "16", "--cadence.cycles", "2",
-            "--cadence.interval-min", "0", "--gates.heldout-max-drop", "1.0", "--state-dir", str(state_dir),
-            "--spool.dir", str(spool), "--demo.prime-rl", str(SRC), "--demo.cache", str(CACHE),
-            "--demo.torch-index", ""]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "composer_prime",
+        "realtime",
+        "--demo.sessions",
+        "16",
+        "--cadence.cycles",
+        "2",
+        "--cadence.interval-min",
+        "0",
+        "--gates.heldout-max-drop",
+        "1.0",
+        "--state-dir",
+        str(state_dir),
+        "--spool.dir",
+        str(spool),
+        "--demo.prime-rl",
+        str(SRC),
+        "--demo.cache",
+        str(CACHE),
+        "--demo.torch-index",
+        "",
+    ]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 

@@ -19,30 +19,66 @@ from tests.unit.realtime.ingest.test_realtime_source import append, draw
 
 def session(sid: str, context: list[int], sampled: list[int], logprobs: list[float]) -> dict:
     ended = time.time() - 60
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": "repo-1",
-            "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 30, "ended_at": ended, "user": "u",
-            "branches": [{"segments": [{"token_ids": context, "sampled": False},
-                                       {"token_ids": sampled, "sampled": True, "logprobs": logprobs}]},
-                         {"segments": [{"token_ids": [9, 9], "sampled": False},
-                                       {"token_ids": [5], "sampled": True, "logprobs": [-0.7]}]}]}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "group": "repo-1",
+        "policy_version": 0,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 30,
+        "ended_at": ended,
+        "user": "u",
+        "branches": [
+            {
+                "segments": [
+                    {"token_ids": context, "sampled": False},
+                    {"token_ids": sampled, "sampled": True, "logprobs": logprobs},
+                ]
+            },
+            {
+                "segments": [
+                    {"token_ids": [9, 9], "sampled": False},
+                    {"token_ids": [5], "sampled": True, "logprobs": [-0.7]},
+                ]
+            },
+        ],
+    }
 
 
 def signal(sid: str, **body) -> dict:
-    return {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": time.time() - 30,
-            "signal": body}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": time.time() - 30,
+        "signal": body,
+    }
 
 
 def test_a_bundle_becomes_one_episode_with_one_replayed_trace_per_session(tmp_path):
     spool = tmp_path / "spool"
     spool.mkdir()
-    append(spool / "a.jsonl", "{broken", session("a", [1, 2, 3], [10, 11], [-0.25, -1.5]),
-           signal("a", type="edit", kept=True, after_s=60), session("b", [1, 2], [12, 13, 14], [-0.5, -0.1, -2.0]),
-           signal("b", type="tests", passed=1, failed=3))  # fmt: skip
+    append(
+        spool / "a.jsonl",
+        "{broken",
+        session("a", [1, 2, 3], [10, 11], [-0.25, -1.5]),
+        signal("a", type="edit", kept=True, after_s=60),
+        session("b", [1, 2], [12, 13, 14], [-0.5, -0.1, -2.0]),
+        signal("b", type="tests", passed=1, failed=3),
+    )
     env_config = {
-        "taskset": {"id": "realtime-sessions", "spool": {"dir": str(spool), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-                    "journal": str(tmp_path / "journal"), "bundle_size": 2},
+        "taskset": {
+            "id": "realtime-sessions",
+            "spool": {"dir": str(spool), "signal_window_s": 0},
+            "pii": {"tokenizer": tiny_tokenizer()},
+            "journal": str(tmp_path / "journal"),
+            "bundle_size": 2,
+        },
         "agent": {"harness": {"id": "realtime-replay"}, "runtime": {"type": "subprocess"}},
-    }  # fmt: skip
+    }
 
     # Orchestrator side: the taskset, iterated lazily; the task travels as its data's JSON.
     config = resolve_env_config(env_config)

@@ -37,8 +37,16 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def publish(run: Path, data_dir: Path, key: Path, **options) -> Origin:
-    config = dict(output_dir=run, data_dir=data_dir, signing_key_file=key, host="127.0.0.1", port=0,
-                  keyframe_interval=10, shard_size=16384, run_id=RUN_ID)  # fmt: skip
+    config = dict(
+        output_dir=run,
+        data_dir=data_dir,
+        signing_key_file=key,
+        host="127.0.0.1",
+        port=0,
+        keyframe_interval=10,
+        shard_size=16384,
+        run_id=RUN_ID,
+    )
     origin = Origin(OriginConfig(**{**config, **options}))
     for step in origin.pending():
         origin.publish(step)
@@ -53,10 +61,17 @@ class Client:
         # wait_for_version_s; short here, so each refusal is a 502 within seconds.
         options.setdefault("wait_for_version_s", 4.0)
         self.config = RelayClientConfig(
-            servers=servers, store_dir=tmp / "store", verify_key_file=public_key, upstream=vllm, run_id=RUN_ID,
-            admin_token_file=admin_token_file(tmp / "client-token"), host="127.0.0.1", port=0, prefetch=False,
+            servers=servers,
+            store_dir=tmp / "store",
+            verify_key_file=public_key,
+            upstream=vllm,
+            run_id=RUN_ID,
+            admin_token_file=admin_token_file(tmp / "client-token"),
+            host="127.0.0.1",
+            port=0,
+            prefetch=False,
             **options,
-        )  # fmt: skip
+        )
         self.fetcher = Fetcher(self.config)
         self.server = Proxy(self.config, self.fetcher).serve()
         self.url = self.server.url
@@ -205,14 +220,29 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
     steps = make_run(tmp_path / "run", 1, max_shard_bytes=200_000)
     private, public = signing_keys(tmp_path / "keys")
     pki = tls_files(tmp_path / "tls")
-    origin = publish(tmp_path / "run", tmp_path / "pub", private, tls_cert_file=pki.cert, tls_key_file=pki.key,
-                     tls_client_ca_file=pki.ca)  # fmt: skip
+    origin = publish(
+        tmp_path / "run",
+        tmp_path / "pub",
+        private,
+        tls_cert_file=pki.cert,
+        tls_key_file=pki.key,
+        tls_client_ca_file=pki.ca,
+    )
     served = origin.serve()
     assert served.url.startswith("https://")
 
     def fetcher(name: str, server: str, **tls) -> Fetcher:
-        return Fetcher(ClientConfig(servers=server, store_dir=tmp_path / name, verify_key_file=public,
-                                    run_id=RUN_ID, retries=1, wait_for_version_s=1, **tls))  # fmt: skip
+        return Fetcher(
+            ClientConfig(
+                servers=server,
+                store_dir=tmp_path / name,
+                verify_key_file=public,
+                run_id=RUN_ID,
+                retries=1,
+                wait_for_version_s=1,
+                **tls,
+            )
+        )
 
     # A listing that cannot be fetched is waited for (wait_for_version_s), then reported with the last error.
     refused = (RelayError, TimeoutError)
@@ -238,8 +268,9 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
             fetcher("redirected", bouncer.url, **mutual).ensure_step(1)
         # An impostor with a certificate from another CA.
         other = tls_files(tmp_path / "other-tls", ca_name="impostor CA")
-        impostor = serve_in_thread(static_app(tmp_path / "pub"), "127.0.0.1", 0, "impostor",
-                                   server_tls(other.cert, other.key, None))  # fmt: skip
+        impostor = serve_in_thread(
+            static_app(tmp_path / "pub"), "127.0.0.1", 0, "impostor", server_tls(other.cert, other.key, None)
+        )
         with pytest.raises(refused, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
             fetcher("impostor", impostor.url, **mutual).ensure_step(1)
         for name in ("stranger", "plain", "redirected", "impostor"):
@@ -248,11 +279,20 @@ def test_tls_origin_builds_bit_exact_and_clients_never_fall_back_to_plain_http(t
             stop.stop()
         # Configurations that would speak plain HTTP with TLS configured are refused at load, naming the fix.
         with pytest.raises(ValueError, match="tls_ca_file = .* plain http://; write them as https://"):
-            ClientConfig(servers="http://127.0.0.1:1", store_dir=tmp_path / "x", verify_key_file=public,
-                         run_id=RUN_ID, tls_ca_file=pki.ca)  # fmt: skip
+            ClientConfig(
+                servers="http://127.0.0.1:1",
+                store_dir=tmp_path / "x",
+                verify_key_file=public,
+                run_id=RUN_ID,
+                tls_ca_file=pki.ca,
+            )
         with pytest.raises(ValueError, match="mix https:// and http://"):
-            ClientConfig(servers="https://127.0.0.1:1,http://127.0.0.1:2", store_dir=tmp_path / "x",
-                         verify_key_file=public, run_id=RUN_ID)  # fmt: skip
+            ClientConfig(
+                servers="https://127.0.0.1:1,http://127.0.0.1:2",
+                store_dir=tmp_path / "x",
+                verify_key_file=public,
+                run_id=RUN_ID,
+            )
     finally:
         served.stop()
 
@@ -262,10 +302,13 @@ def test_admin_routes_need_the_orchestrators_token(site, tmp_path, monkeypatch):
     with Client(tmp_path, tap.url, vllm.url, public) as client:
         tap.served.clear()
         for token in (None, "wrong-token-0123456789abcdef", ADMIN_TOKEN + "x", ADMIN_TOKEN[:-1]):
-            for method, route, body in (("POST", "/pause", None), ("POST", "/update_weights",
-                                        {"weight_dir": str(steps[1])}), ("POST", "/resume", None),
-                                        ("POST", "/load_lora_adapter", {"lora_path": str(steps[1])}),
-                                        ("GET", "/v1/models", None)):  # fmt: skip
+            for method, route, body in (
+                ("POST", "/pause", None),
+                ("POST", "/update_weights", {"weight_dir": str(steps[1])}),
+                ("POST", "/resume", None),
+                ("POST", "/load_lora_adapter", {"lora_path": str(steps[1])}),
+                ("GET", "/v1/models", None),
+            ):
                 status, reply = http(method, client.url + route, body, token=token)
                 assert status == 401 and "missing or wrong admin token" in reply.decode(), (token, route, reply)
         assert vllm.calls == [] and tap.served == []  # nothing forwarded, nothing fetched
@@ -295,16 +338,20 @@ def test_admin_routes_need_the_orchestrators_token(site, tmp_path, monkeypatch):
 def test_the_admin_proxy_speaks_tls_when_given_a_certificate(site, tmp_path):
     steps, public, tap, vllm = site
     pki = tls_files(tmp_path / "tls")
-    with Client(tmp_path, tap.url, vllm.url, public, admin_tls_cert_file=pki.cert,
-                admin_tls_key_file=pki.key) as client:  # fmt: skip
+    with Client(
+        tmp_path, tap.url, vllm.url, public, admin_tls_cert_file=pki.cert, admin_tls_key_file=pki.key
+    ) as client:
         import ssl
         import urllib.request
 
         assert client.url.startswith("https://")
         context = ssl.create_default_context(cafile=str(pki.ca))
-        request = urllib.request.Request(client.url + "/update_weights", method="POST",
-                                         data=json.dumps({"weight_dir": str(steps[1])}).encode(),
-                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
+        request = urllib.request.Request(
+            client.url + "/update_weights",
+            method="POST",
+            data=json.dumps({"weight_dir": str(steps[1])}).encode(),
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
         with urllib.request.urlopen(request, timeout=60, context=context) as response:
             assert response.status == 200
         assert vllm.updates()[-1].files == dir_digests(steps[1])
@@ -383,8 +430,9 @@ def test_a_version_signed_for_another_run_is_refused(site, tmp_path):
     served as this run's, even though they verify against the same key."""
     steps, public, tap, vllm = site
     make_run(tmp_path / "other-run", 2, lr=1e-4, seed=5, max_shard_bytes=200_000)
-    other = publish(tmp_path / "other-run", tmp_path / "other-pub", signing_keys(tmp_path / "keys")[0],
-                    run_id="other-run").serve()  # fmt: skip
+    other = publish(
+        tmp_path / "other-run", tmp_path / "other-pub", signing_keys(tmp_path / "keys")[0], run_id="other-run"
+    ).serve()
     with Client(tmp_path, tap.url, vllm.url, public) as client:
         assert client.update(steps[1])[0] == 200
         honest, tap.upstream = tap.upstream, other.url
@@ -402,8 +450,10 @@ def test_a_version_signed_for_another_run_is_refused(site, tmp_path):
 def test_health_without_the_token_tells_readiness_and_nothing_of_the_upstream(site, tmp_path):
     steps, public, tap, vllm = site
     down = f"http://127.0.0.1:{free_port()}"
-    with Client(tmp_path / "up", tap.url, vllm.url, public) as up, Client(tmp_path / "down", tap.url, down,
-                                                                          public) as client:  # fmt: skip
+    with (
+        Client(tmp_path / "up", tap.url, vllm.url, public) as up,
+        Client(tmp_path / "down", tap.url, down, public) as client,
+    ):
         assert http("GET", up.url + "/health", token=None) == (200, b'{"status": "ok"}')
         status, body = http("GET", client.url + "/health", token=None)
         assert status == 503 and body == b'{"error": "the inference server is not ready"}', body
@@ -422,8 +472,17 @@ def test_a_resumed_trainer_s_older_step_is_served_and_its_old_publication_is_not
     step K as older than what it served. The old publications stay refused."""
     run, keys = tmp_path / "run", signing_keys(tmp_path / "keys")
     steps = make_run(run, 4, max_shard_bytes=200_000)
-    config = dict(output_dir=run, data_dir=tmp_path / "pub", signing_key_file=keys[0], host="127.0.0.1", port=0,
-                  keyframe_interval=3, keep_keyframes=keep_keyframes, shard_size=16384, run_id=RUN_ID)  # fmt: skip
+    config = dict(
+        output_dir=run,
+        data_dir=tmp_path / "pub",
+        signing_key_file=keys[0],
+        host="127.0.0.1",
+        port=0,
+        keyframe_interval=3,
+        keep_keyframes=keep_keyframes,
+        shard_size=16384,
+        run_id=RUN_ID,
+    )
     origin = Origin(OriginConfig(**config))
     for step in origin.pending():
         origin.publish(step)

@@ -87,8 +87,9 @@ def test_a_slow_loris_mirror_costs_one_deadline_not_one_per_file(site, tmp_path)
             time.sleep(0.2)
 
     slow = Hostile(trickle)
-    with Client(tmp_path / "c", f"{slow.url},{tap.upstream}", vllm.url, public, http_timeout_s=0.3,
-                retries=2) as client:  # fmt: skip
+    with Client(
+        tmp_path / "c", f"{slow.url},{tap.upstream}", vllm.url, public, http_timeout_s=0.3, retries=2
+    ) as client:
         started = time.monotonic()
         status, body = client.update(steps[2])
         took = time.monotonic() - started

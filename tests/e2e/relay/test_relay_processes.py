@@ -72,8 +72,10 @@ def test_each_step_reaches_the_inference_host_bit_exact(tmp_path):
                 trainer.next()
 
             assert [c.path for c in vllm.calls if c.method == "POST"][:3] == [
-                "/pause?mode=keep&clear_cache=false", "/update_weights", "/resume",
-            ]  # fmt: skip
+                "/pause?mode=keep&clear_cache=false",
+                "/update_weights",
+                "/resume",
+            ]
             assert (
                 http("GET", f"{proxy}/v1/models")[1]
                 == json.dumps({"object": "list", "data": [{"id": "tiny-lm", "object": "model"}]}).encode()
@@ -150,8 +152,7 @@ def test_client_killed_mid_download_resumes_and_refetches_damage(tmp_path):
         tap.shard_delay_s = 0.15
         downloads = tmp_path / "store" / "downloads" / "v0"
         tap.damage = {"v0/shard_00002.bin": ["flip"], "v0/shard_00003.bin": ["truncate"]}
-        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log",
-                                     concurrency=1)  # fmt: skip
+        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", concurrency=1)
         with client:  # prefetch starts downloading v1 (keyframe v0 first) on its own
             wait_until(lambda: len(list(downloads.glob("shard_*.bin"))) >= 4, 60, "four verified shards on disk")
             client.kill()
@@ -178,8 +179,9 @@ def test_missing_keyframe_fails_loudly_then_recovers(tmp_path):
     trainer, origin, url = _publish(tmp_path, 2, keyframe_interval=10, shard_size=16384)
     with origin, Tap(url) as tap, AdminStandIn() as vllm:
         tap.hidden_versions = {0}  # a relay that lost the keyframe
-        client, proxy = start_client(tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch",
-                                     wait_for_version_s=2)  # fmt: skip
+        client, proxy = start_client(
+            tap.url, vllm.url, tmp_path / "store", tmp_path / "client.log", "--no-prefetch", wait_for_version_s=2
+        )
         with client:
             status, body = http("POST", f"{proxy}/update_weights", {"weight_dir": str(trainer.broadcasts / "step_2")})
             assert status == 502
@@ -226,8 +228,10 @@ def test_garbage_http_gets_clean_4xx(tmp_path):
             bad_length = b"POST /update_weights HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
             assert _raw(proxy, bad_length).split(b" ")[1] == b"400"
             # A chunked body is read like any other: here it is empty, so not JSON.
-            chunked = (b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                       + f"Authorization: Bearer {ADMIN_TOKEN}\r\n\r\n0\r\n\r\n".encode())  # fmt: skip
+            chunked = (
+                b"POST /update_weights HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                + f"Authorization: Bearer {ADMIN_TOKEN}\r\n\r\n0\r\n\r\n".encode()
+            )
             answer = _raw(proxy, chunked + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert answer.split(b" ")[1] == b"400" and b"JSON object" in answer
             assert vllm.updates() == []
@@ -261,24 +265,38 @@ def test_damaged_base_on_the_client_is_caught_and_replaced(tmp_path):
 
 def test_cli_names_the_bad_option(tmp_path):
     cases = [
-        (["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--keyframe-interval", "0"],
-         "--keyframe-interval\n  Input should be greater than or equal to 1"),
-        (["client", "--servers", "trainer:8000", "--upstream", "http://127.0.0.1:1", "--store-dir", str(tmp_path)],
-         "write it as http://host:port"),
-    ]  # fmt: skip
+        (
+            ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--keyframe-interval", "0"],
+            "--keyframe-interval\n  Input should be greater than or equal to 1",
+        ),
+        (
+            ["client", "--servers", "trainer:8000", "--upstream", "http://127.0.0.1:1", "--store-dir", str(tmp_path)],
+            "write it as http://host:port",
+        ),
+    ]
     for args, message in cases:
         done = subprocess.run(
             [sys.executable, "-m", "composer_prime", "relay", *args],
-            check=False, capture_output=True, text=True, timeout=60, cwd=REPO,
-        )  # fmt: skip
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
 def test_keygen_and_the_key_and_token_options_name_the_fix(tmp_path):
     def relay(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "composer_prime", "relay", *args], check=False,
-                              capture_output=True, text=True, timeout=60, cwd=REPO,
-                              env={**os.environ, "RELAY_TOKEN": ADMIN_TOKEN})  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "composer_prime", "relay", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env={**os.environ, "RELAY_TOKEN": ADMIN_TOKEN},
+        )
 
     keys = ["--private-key-file", str(tmp_path / "k"), "--public-key-file", str(tmp_path / "k.pub")]
     done = relay("keygen", *keys)
@@ -301,38 +319,91 @@ def test_keygen_and_the_key_and_token_options_name_the_fix(tmp_path):
     shared_tls.chmod(0o640)
     origin = ["origin", "--output-dir", str(tmp_path), "--data-dir", str(tmp_path / "d"), "--run-id", "r"]
     signed = origin + ["--signing-key-file", str(tmp_path / "k")]
-    client = ["client", "--servers", "http://127.0.0.1:1", "--upstream", "http://127.0.0.1:2", "--store-dir",
-              str(tmp_path / "s"), "--run-id", "r", "--verify-key-file", str(tmp_path / "k.pub")]  # fmt: skip
+    client = [
+        "client",
+        "--servers",
+        "http://127.0.0.1:1",
+        "--upstream",
+        "http://127.0.0.1:2",
+        "--store-dir",
+        str(tmp_path / "s"),
+        "--run-id",
+        "r",
+        "--verify-key-file",
+        str(tmp_path / "k.pub"),
+    ]
     tls_client = [*client[:2], "https://127.0.0.1:1", *client[3:], "--admin-token-env", "RELAY_TOKEN"]
     for args, message in [
         (origin, "--signing-key-file\n  Field required"),
         (origin + ["--signing-key-file", str(tmp_path / "not-a-key")], "is not an unencrypted PEM private key"),
         (origin + ["--signing-key-file", str(tmp_path / "k.pub")], "is not an unencrypted PEM private key"),
         (origin[:-2] + ["--signing-key-file", str(tmp_path / "k")], "--run-id\n  Field required"),
-        (origin + ["--signing-key-file", str(shared)],
-         f"signing_key_file = '{shared}' has mode 0640: group or others can read it, and it is a secret. Make it "
-         f"readable by its owner only: chmod 600 '{shared}'"),
-        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "k")],
-         f"tls_cert_file = '{pki.cert}' with tls_key_file = '{tmp_path / 'k'}' does not load"),
-        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "missing")],
-         f"tls_key_file = '{tmp_path / 'missing'}' cannot be read (No such file or directory)"),
-        (signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(pki.key), "--tls-client-ca-file",
-                   str(tmp_path / "not-a-key")], f"tls_client_ca_file = '{tmp_path / 'not-a-key'}' holds no PEM CA"),
+        (
+            origin + ["--signing-key-file", str(shared)],
+            f"signing_key_file = '{shared}' has mode 0640: group or others can read it, and it is a secret. Make it "
+            f"readable by its owner only: chmod 600 '{shared}'",
+        ),
+        (
+            signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "k")],
+            f"tls_cert_file = '{pki.cert}' with tls_key_file = '{tmp_path / 'k'}' does not load",
+        ),
+        (
+            signed + ["--tls-cert-file", str(pki.cert), "--tls-key-file", str(tmp_path / "missing")],
+            f"tls_key_file = '{tmp_path / 'missing'}' cannot be read (No such file or directory)",
+        ),
+        (
+            signed
+            + [
+                "--tls-cert-file",
+                str(pki.cert),
+                "--tls-key-file",
+                str(pki.key),
+                "--tls-client-ca-file",
+                str(tmp_path / "not-a-key"),
+            ],
+            f"tls_client_ca_file = '{tmp_path / 'not-a-key'}' holds no PEM CA",
+        ),
         (client, "admin_token_file = None and admin_token_env = None: set exactly one"),
         (client + ["--admin-token-file", str(token)], f"admin_token_file = '{token}' has mode 0604"),
         (client[:-1] + [str(tmp_path / "k"), "--admin-token-env", "RELAY_TOKEN"], "is not a PEM public key"),
-        (client + ["--admin-token-env", "RELAY_TOKEN", "--tls-ca-file", str(tmp_path / "k.pub")],
-         "tls_ca_file = '" + str(tmp_path / "k.pub") + "' is set but servers"),
-        (tls_client + ["--tls-ca-file", str(tmp_path / "k.pub")],
-         f"tls_ca_file = '{tmp_path / 'k.pub'}' holds no PEM CA certificate"),
-        (tls_client + ["--tls-cert-file", str(pki.client_cert), "--tls-key-file", str(pki.key)],
-         f"tls_cert_file = '{pki.client_cert}' with tls_key_file = '{pki.key}' does not load"),
-        (client + ["--admin-token-env", "RELAY_TOKEN", "--admin-tls-cert-file", str(pki.cert),
-                   "--admin-tls-key-file", str(shared_tls)], f"admin_tls_key_file = '{shared_tls}' has mode 0640"),
-        (client + ["--admin-token-env", "RELAY_TOKEN", "--admin-tls-cert-file", str(tmp_path / "k.pub"),
-                   "--admin-tls-key-file", str(pki.key)], f"admin_tls_cert_file = '{tmp_path / 'k.pub'}' with "),
+        (
+            client + ["--admin-token-env", "RELAY_TOKEN", "--tls-ca-file", str(tmp_path / "k.pub")],
+            "tls_ca_file = '" + str(tmp_path / "k.pub") + "' is set but servers",
+        ),
+        (
+            tls_client + ["--tls-ca-file", str(tmp_path / "k.pub")],
+            f"tls_ca_file = '{tmp_path / 'k.pub'}' holds no PEM CA certificate",
+        ),
+        (
+            tls_client + ["--tls-cert-file", str(pki.client_cert), "--tls-key-file", str(pki.key)],
+            f"tls_cert_file = '{pki.client_cert}' with tls_key_file = '{pki.key}' does not load",
+        ),
+        (
+            client
+            + [
+                "--admin-token-env",
+                "RELAY_TOKEN",
+                "--admin-tls-cert-file",
+                str(pki.cert),
+                "--admin-tls-key-file",
+                str(shared_tls),
+            ],
+            f"admin_tls_key_file = '{shared_tls}' has mode 0640",
+        ),
+        (
+            client
+            + [
+                "--admin-token-env",
+                "RELAY_TOKEN",
+                "--admin-tls-cert-file",
+                str(tmp_path / "k.pub"),
+                "--admin-tls-key-file",
+                str(pki.key),
+            ],
+            f"admin_tls_cert_file = '{tmp_path / 'k.pub'}' with ",
+        ),
         (client[:-4] + ["--run-id", "two words", *client[-2:]], "--run-id\n  String should match pattern"),
-    ]:  # fmt: skip
+    ]:
         done = relay(*args)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
         assert len(done.stderr.splitlines()) < 25, done.stderr  # one screen

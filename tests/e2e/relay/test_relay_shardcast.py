@@ -40,10 +40,16 @@ def test_shardcast_middle_node_relays_our_versions(tmp_path, loopback_shardcast)
     private, public = signing_keys(tmp_path / "keys")
     origin = Origin(
         OriginConfig(
-            output_dir=tmp_path / "run", data_dir=tmp_path / "pub", host="127.0.0.1", port=0,
-            keyframe_interval=2, shard_size=16384, signing_key_file=private, run_id=RUN_ID,
+            output_dir=tmp_path / "run",
+            data_dir=tmp_path / "pub",
+            host="127.0.0.1",
+            port=0,
+            keyframe_interval=2,
+            shard_size=16384,
+            signing_key_file=private,
+            run_id=RUN_ID,
         )
-    )  # fmt: skip
+    )
     for step in origin.pending():
         origin.publish(step)
     server = origin.serve()

@@ -57,9 +57,14 @@ def reload(url: str, step_dir: Path) -> None:
 
 WORKERS = [
     pytest.param("composer", id="bare-vllm-server"),
-    pytest.param("prime-rl", id="prime-rl-server", marks=pytest.mark.skipif(
-        not os.environ.get("PRIME_RL_SRC"), reason="PRIME_RL_SRC (a PRIME-RL 559b447 source tree) is not set")),
-]  # fmt: skip
+    pytest.param(
+        "prime-rl",
+        id="prime-rl-server",
+        marks=pytest.mark.skipif(
+            not os.environ.get("PRIME_RL_SRC"), reason="PRIME_RL_SRC (a PRIME-RL 559b447 source tree) is not set"
+        ),
+    ),
+]
 """The tests' bare vLLM server with its own reload worker, and PRIME-RL's own server (its routes, its
 `FileSystemWeightUpdateWorker`, its layerwise reload) from a CPU-patched private copy of `PRIME_RL_SRC`, as the
 smoke runs it (`composer_prime/local/inference.py`)."""
@@ -69,17 +74,39 @@ def start_server(model_dir: Path, log: Path, worker: str) -> children.Service:
     port = ports.free_port()
     if worker == "prime-rl":
         return start_prime_rl_server(model_dir, log, port)
-    argv = [sys.executable, "-m", "tests.support.vllm_server", "--model", str(model_dir),
-            "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024",
-            "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05", "--enable-scale-out",
-            "--enable-prefix-caching", "--block-size", "32"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.vllm_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "1024",
+        "--dtype",
+        "bfloat16",
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.05",
+        "--enable-scale-out",
+        "--enable-prefix-caching",
+        "--block-size",
+        "32",
+    ]
     # vLLM's workers import the worker extension by name, from the repository
     env = {
         **VLLM_ENV,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
-    return children.Service(f"vllm policy server ({worker})", argv, log, f"http://127.0.0.1:{port}", "/health",
-                            timeout_s=600, env=env)  # fmt: skip
+    return children.Service(
+        f"vllm policy server ({worker})", argv, log, f"http://127.0.0.1:{port}", "/health", timeout_s=600, env=env
+    )
 
 
 def start_prime_rl_server(model_dir: Path, log: Path, port: int) -> children.Service:
@@ -90,18 +117,28 @@ def start_prime_rl_server(model_dir: Path, log: Path, port: int) -> children.Ser
     config = {
         "server": {"host": "127.0.0.1", "port": port},
         "router": None,
-        "vllm": {"model": str(model_dir), "served_model_name": [MODEL], "dtype": "bfloat16", "max_model_len": 1024,
-                 "enforce_eager": True, "seed": 0, "gpu_memory_utilization": 0.05, "enable_prefix_caching": True,
-                 "block_size": 32, "enable_scale_out": True},
+        "vllm": {
+            "model": str(model_dir),
+            "served_model_name": [MODEL],
+            "dtype": "bfloat16",
+            "max_model_len": 1024,
+            "enforce_eager": True,
+            "seed": 0,
+            "gpu_memory_utilization": 0.05,
+            "enable_prefix_caching": True,
+            "block_size": 32,
+            "enable_scale_out": True,
+        },
         "weight_broadcast": {"type": "filesystem"},
         "enable_fp32_lm_head": False,
-    }  # fmt: skip
+    }
     (log.parent / "inference.json").write_text(json.dumps(config))
     sources = f"{tree / 'src'}:{tree / 'packages' / 'prime-rl-configs' / 'src'}"
     argv = [sys.executable, "-m", "composer_prime.local.inference", "@", str(log.parent / "inference.json")]
     env = {**VLLM_ENV, "PYTHONPATH": sources, "CUDA_VISIBLE_DEVICES": ""}
-    return children.Service("PRIME-RL's inference server", argv, log, f"http://127.0.0.1:{port}", "/health",
-                            timeout_s=600, env=env)  # fmt: skip
+    return children.Service(
+        "PRIME-RL's inference server", argv, log, f"http://127.0.0.1:{port}", "/health", timeout_s=600, env=env
+    )
 
 
 @pytest.mark.parametrize("worker", WORKERS)

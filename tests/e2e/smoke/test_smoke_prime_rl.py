@@ -24,12 +24,32 @@ needs = pytest.mark.skipif(not (SRC and CACHE), reason="needs PRIME_RL_SRC and C
 
 
 def smoke(out: Path, cache: str, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "composer_prime", "smoke", "--prime-rl", str(SRC), "--cache", cache,
-            "--torch-index", "", "--no-live", "--out", str(out), *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "composer_prime",
+        "smoke",
+        "--prime-rl",
+        str(SRC),
+        "--cache",
+        cache,
+        "--torch-index",
+        "",
+        "--no-live",
+        "--out",
+        str(out),
+        *extra,
+    ]
     # Ctrl-C's SIGINT at its default disposition in the smoke: a test run from a background job of a non-interactive
     # shell (`.ci/run &`) inherits SIGINT ignored, which Python keeps, and the smoke would never see the interrupt.
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def ours(root: Path) -> list[str]:

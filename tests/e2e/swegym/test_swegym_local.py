@@ -353,10 +353,15 @@ def test_a_held_preparation_lock_times_out_with_the_fix(tmp_path):
 
     lock = tmp_path / "env.lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from filelock import FileLock; l = FileLock({str(lock)!r}); l.acquire(); "
-         "print('held', flush=True); import time; time.sleep(30)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            f"from filelock import FileLock; l = FileLock({str(lock)!r}); l.acquire(); "
+            "print('held', flush=True); import time; time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(PrepError, match="another preparation holds it. Raise local.prep_timeout_s"):

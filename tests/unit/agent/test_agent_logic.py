@@ -240,8 +240,14 @@ def test_first_model_call_in_a_process_imports_no_sdk() -> None:
     """No SDK client with lazy imports and per-call body validation sits on the model-call path (through the OpenAI
     SDK the first call of a process took 0.4 s on an idle machine, about 3 s on a busy one, loading its resource
     modules lazily): the first call loads no module of an SDK."""
-    out = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, timeout=120, check=True,
-                         cwd=Path(__file__).resolve().parents[3])  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
     imported = out.stdout.split()
     assert not [m for m in imported if m.split(".")[0] in {"openai", "anthropic", "litellm"}], imported
 

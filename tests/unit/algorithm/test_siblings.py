@@ -70,8 +70,12 @@ def test_a_group_without_a_success_gets_none_and_the_switch_is_off_by_default():
     assert [s.targets for s in stats] == [0, 0] and rendered == [] and METRIC not in traces[1].metrics
     # a lower bar for success makes the 0.5 trace the donor (its steps are tool calls only)
     assert donor_detail(five_step_trace(), 4) == "finish({})"
-    assert [len(t) for t in sibling_targets([five_step_trace(), five_step_trace()], [0.5, 0.0],
-                                             HintConfig(siblings=True, sibling_min_reward=0.5))] == [0, 1]  # fmt: skip
+    assert [
+        len(t)
+        for t in sibling_targets(
+            [five_step_trace(), five_step_trace()], [0.5, 0.0], HintConfig(siblings=True, sibling_min_reward=0.5)
+        )
+    ] == [0, 1]
 
 
 def test_without_a_diff_the_donor_lends_its_message_at_the_same_turn():
@@ -84,7 +88,7 @@ def test_without_a_diff_the_donor_lends_its_message_at_the_same_turn():
                 {"role": "tool", "tool_call_id": "a", "content": "def chunked(xs, n): ..."},
                 assistant("then I wrote the loop"),
             ]
-        ]  # fmt: skip
+        ]
     )
     assert donor_detail(donor, 0) == 'first I read m.py\nview({"path": "m.py"})'
     assert donor_detail(donor, 1) == "then I wrote the loop"

@@ -31,10 +31,14 @@ def older_release(rows: list[dict], version: str) -> list[dict]:
         return f"@@ -{a + 5},{b} +{c + 5},{d} @@"
 
     return [
-        {**row, "task_id": row["task_id"].replace("1.2.0", version), "repo": f"toolz-{version}",
-         "gold_patch": re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", shift, row["gold_patch"], flags=re.M)}
+        {
+            **row,
+            "task_id": row["task_id"].replace("1.2.0", version),
+            "repo": f"toolz-{version}",
+            "gold_patch": re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", shift, row["gold_patch"], flags=re.M),
+        }
         for row in rows
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture
@@ -77,8 +81,12 @@ def test_dataset_loads_with_datasets_and_names_image_package_and_license(corpus:
     assert sorted(by_id) == sorted([COMPOSE, IS_ARITY, EQUALITY])
     row = by_id[IS_ARITY]
     assert (row["package"], row["name"], row["version"], row["license"], row["image"]) == (
-        "toolz-1.2.0", "toolz", "1.2.0", "BSD-3-Clause", "localhost/fd-toolz:1.2.0"
-    )  # fmt: skip
+        "toolz-1.2.0",
+        "toolz",
+        "1.2.0",
+        "BSD-3-Clause",
+        "localhost/fd-toolz:1.2.0",
+    )
     assert by_id[EQUALITY]["license"] == "GPL-3.0-only" and by_id[EQUALITY]["image"] == "localhost/fd-sandbox:0.1"
     assert json.loads(row["task"])["image"] == "localhost/fd-toolz:1.2.0"  # what the taskset reads
     assert row["fail_to_pass"] == json.loads(row["task"])["fail_to_pass"]
@@ -99,8 +107,10 @@ def test_no_two_tasks_share_a_gold_patch_and_the_newest_release_keeps_it(corpus:
     )
     assert patch_key(sample_rows()[0]["gold_patch"]) != patch_key(sample_rows()[1]["gold_patch"])
     report = build_dataset(corpus, publish=False, log=lambda line: None)
-    assert sorted(report.duplicates) == [(COMPOSE.replace("1.2.0", "1.1.0"), COMPOSE),
-                                         (IS_ARITY.replace("1.2.0", "1.1.0"), IS_ARITY)]  # fmt: skip
+    assert sorted(report.duplicates) == [
+        (COMPOSE.replace("1.2.0", "1.1.0"), COMPOSE),
+        (IS_ARITY.replace("1.2.0", "1.1.0"), IS_ARITY),
+    ]
     tasks, errors = read_dataset(corpus)
     assert errors == [] and len({patch_key(item.task.gold_patch) for item in tasks}) == len(tasks) == 3
     card = (corpus / "README.md").read_text()
@@ -165,18 +175,18 @@ MIT_BODY = (
             "Copyright (c) 2020 X\n\n" + MIT_BODY + "\nCommons Clause: you may not sell the Software.",
             False,
             "LicenseRef-unknown",
-        ),  # fmt: skip
+        ),
         ("Copyright (c) 2020 X\nYou may not redistribute it.\n" + MIT_BODY, False, "LicenseRef-unknown"),
         (
             "Permission is hereby granted, free of charge, to any person obtaining a copy of this software",
             False,
             "LicenseRef-unknown",
-        ),  # fmt: skip
+        ),
         (
             MIT_BODY.replace("IN THE SOFTWARE.", "IN THE SOFTWARE, except that you may not redistribute it."),
             False,
             "LicenseRef-unknown",
-        ),  # fmt: skip
+        ),
         # a License field and classifiers that disagree: every part must allow redistribution
         (["MIT", "License :: Other/Proprietary License"], False, "MIT AND LicenseRef-unknown"),
         (["BSD", "License :: OSI Approved :: BSD License"], True, "BSD-3-Clause"),
@@ -185,12 +195,12 @@ MIT_BODY = (
             "mentioning",
             False,
             "LicenseRef-unknown",
-        ),  # fmt: skip
+        ),
         (
             "License :: OSI Approved :: BSD License\nLicense :: OSI Approved :: ISC License (ISCL)",
             True,
             "BSD-3-Clause AND ISC",
-        ),  # fmt: skip
+        ),
         (
             [
                 "License :: OSI Approved :: MIT License",
@@ -198,7 +208,7 @@ MIT_BODY = (
             ],
             False,
             "MIT AND LicenseRef-unknown",
-        ),  # fmt: skip
+        ),
         (["License :: OSI Approved"], False, "LicenseRef-unknown"),
         ("Proprietary", False, "Proprietary"),
         ("", False, "LicenseRef-unknown"),

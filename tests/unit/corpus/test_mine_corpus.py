@@ -28,25 +28,56 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.env
 NO_ENGINE = {**ENV, "PATH": os.path.dirname(sys.executable)}
 """A PATH with this interpreter and no container CLI."""
 BASE = images.Base(
-    image="localhost/none:1", python="python", version="3.11", impl="cpython", abi="cp311", glibc="2.36",
-    machine="x86_64", missing=(), apt=True,
-    markers={"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
-             "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-             "implementation_name": "cpython", "implementation_version": "3.11.2", "platform_release": "",
-             "platform_version": "", "platform_python_implementation": "CPython"},
-)  # fmt: skip
+    image="localhost/none:1",
+    python="python",
+    version="3.11",
+    impl="cpython",
+    abi="cp311",
+    glibc="2.36",
+    machine="x86_64",
+    missing=(),
+    apt=True,
+    markers={
+        "python_version": "3.11",
+        "python_full_version": "3.11.2",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "implementation_version": "3.11.2",
+        "platform_release": "",
+        "platform_version": "",
+        "platform_python_implementation": "CPython",
+    },
+)
 
 
 def mine_corpus(*args: str, env: dict[str, str] = ENV) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, "mine-corpus", *args], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=REPO, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", CLI, "mine-corpus", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def test_help_lists_the_corpus_and_the_miners_options():
     done = mine_corpus("--help")
     assert done.returncode == 0, done.stderr
-    for flag in ("--packages", "--repos", "--runtime", "--base-image", "--index-url", "--jobs", "--miner.max-tasks",
-                 "--miner.min-replayed-calls"):  # fmt: skip
+    for flag in (
+        "--packages",
+        "--repos",
+        "--runtime",
+        "--base-image",
+        "--index-url",
+        "--jobs",
+        "--miner.max-tasks",
+        "--miner.min-replayed-calls",
+    ):
         assert flag in done.stdout, flag
 
 
@@ -87,11 +118,11 @@ def test_the_miners_options_follow_mine_config():
                 "{tmp}/out",
             ],
             "https://git.example/org1/utils.git@v1 and https://git.example/org2/utils.git@v1 both map to packages/utils-v1",
-        ),  # fmt: skip
+        ),
         (
             ["--repos", '[{{"url": "https://git.example/org2/utils.git", "ref": "v1"}}]', "--out", "{tmp}/mined"],
             "was mined from 'https://git.example/org1/utils.git@v1', not 'https://git.example/org2/utils.git@v1'",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_input_exits_2_naming_the_option(tmp_path, args, expected):
@@ -108,8 +139,15 @@ def test_bad_input_exits_2_naming_the_option(tmp_path, args, expected):
 def write_package(folder: Path, error: str | None = None) -> None:
     folder.mkdir(parents=True)
     (folder / "tasks.jsonl").write_text("")
-    record = {"name": "shop", "version": "0.1.0", "source": "pypi", "license": "MIT", "image": None,
-              "image_bytes": None, "report": {"error": error, "mined": 0, "kept": 0, "seconds": {"total": 1.0}}}  # fmt: skip
+    record = {
+        "name": "shop",
+        "version": "0.1.0",
+        "source": "pypi",
+        "license": "MIT",
+        "image": None,
+        "image_bytes": None,
+        "report": {"error": error, "mined": 0, "kept": 0, "seconds": {"total": 1.0}},
+    }
     (folder / corpus_config.PACKAGE_FILE).write_text(json.dumps(record))
 
 
@@ -148,10 +186,18 @@ def test_a_package_json_with_bad_fields_is_a_row_naming_it_not_a_traceback(tmp_p
 def worker(tmp_path: Path, config: CorpusConfig) -> tuple[subprocess.Popen, Path]:
     (job,) = corpus_config.planned(config)
     spec = tmp_path / "job.json"
-    spec.write_text(json.dumps({"config": config.model_dump(mode="json"), "job": job,
-                                "base": {**BASE.__dict__, "missing": []}}))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "composer_prime.corpus.package", str(spec)], env=ENV, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    spec.write_text(
+        json.dumps({"config": config.model_dump(mode="json"), "job": job, "base": {**BASE.__dict__, "missing": []}})
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composer_prime.corpus.package", str(spec)],
+        env=ENV,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     return proc, Path(job["folder"])
 
 
@@ -197,8 +243,11 @@ def test_a_worker_killed_mid_package_leaves_nothing_that_looks_complete(tmp_path
 
 
 def test_planned_folders_name_the_package_and_version(tmp_path):
-    config = CorpusConfig(packages=["toolz==1.2.0"], out=tmp_path,
-                          repos=[{"url": "https://example.com/team/product.git", "ref": "release/2.0"}])  # fmt: skip
+    config = CorpusConfig(
+        packages=["toolz==1.2.0"],
+        out=tmp_path,
+        repos=[{"url": "https://example.com/team/product.git", "ref": "release/2.0"}],
+    )
     pypi, git = corpus_config.planned(config)
     assert Path(pypi["folder"]) == tmp_path / "packages" / "toolz-1.2.0" and pypi["source"] == "pypi"
     assert Path(git["folder"]) == tmp_path / "packages" / "product-release_2.0"
@@ -253,8 +302,10 @@ def test_egg_info_requires_and_pyproject_groups(tmp_path):
     (tmp_path / "old.egg-info" / "requires.txt").write_text(
         "six\n\n[test]\nmock\n\n[:sys_platform == 'win32']\ncolorama\n"
     )
-    (tmp_path / "pyproject.toml").write_text('[dependency-groups]\ntests = ["coverage", {include-group = "extra"}]\n'
-                                             'extra = ["freezegun"]\ndocs = ["sphinx"]\n')  # fmt: skip
+    (tmp_path / "pyproject.toml").write_text(
+        '[dependency-groups]\ntests = ["coverage", {include-group = "extra"}]\n'
+        'extra = ["freezegun"]\ndocs = ["sphinx"]\n'
+    )
     meta = sources.read_metadata(tmp_path, "old", "1.0")
     assert meta.license is None
     assert meta.requires == ["six", "colorama; (sys_platform == 'win32')"]
@@ -271,9 +322,11 @@ def test_a_git_repository_is_fetched_at_its_ref(tmp_path):
         subprocess.run(["git", *ident, *args], cwd=repo, check=True, capture_output=True, timeout=60)
 
     git("init", "-q")
-    (repo / "pyproject.toml").write_text('[project]\nname = "product"\nlicense = "Proprietary"\n'
-                                         'dependencies = ["attrs"]\n[project.optional-dependencies]\n'
-                                         'test = ["hypothesis"]\n')  # fmt: skip
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "product"\nlicense = "Proprietary"\n'
+        'dependencies = ["attrs"]\n[project.optional-dependencies]\n'
+        'test = ["hypothesis"]\n'
+    )
     (repo / "core.py").write_text("VERSION = 1\n")
     git("add", "-A")
     git("commit", "-qm", "one")
@@ -315,8 +368,12 @@ def test_packages_run_in_parallel_workers_and_each_gets_its_package_json(tmp_pat
     from composer_prime.corpus import command as corpus_command
 
     (tmp_path / "index").mkdir()
-    config = CorpusConfig(packages=["nosuchpkg==1.0", "otherpkg==2.0"], out=tmp_path / "out", jobs=2,
-                          index_url=(tmp_path / "index").as_uri())  # fmt: skip
+    config = CorpusConfig(
+        packages=["nosuchpkg==1.0", "otherpkg==2.0"],
+        out=tmp_path / "out",
+        jobs=2,
+        index_url=(tmp_path / "index").as_uri(),
+    )
     with (tmp_path / "console.txt").open("w") as shown:
         console = Console(file=shown, width=200)
         crashed = corpus_command._run_all(config, corpus_config.planned(config), BASE, console)
@@ -343,10 +400,20 @@ def test_progress_without_a_terminal_is_a_line_per_phase_and_every_ten_items():
     console = Console(file=out, force_terminal=False, width=200)
     with Progress(console=console) as progress:
         bar = progress.add_task("shop 0.1.0: queued", total=None)
-        for event in [{"phase": "fetch"}, {"phase": "mine", "total": 23}, *({"done": n} for n in range(1, 24)),
-                      {"finished": True, "kept": 2}]:  # fmt: skip
+        for event in [
+            {"phase": "fetch"},
+            {"phase": "mine", "total": 23},
+            *({"done": n} for n in range(1, 24)),
+            {"finished": True, "kept": 2},
+        ]:
             _show(progress, bar, "shop 0.1.0", event, console)
         progress.update(bar, visible=False)  # as the run does when a package ends
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
-    assert lines == ["shop 0.1.0: fetch", "shop 0.1.0: mine (0/23)", "shop 0.1.0: mine 10/23", "shop 0.1.0: mine 20/23",
-                     "shop 0.1.0: mine 23/23", "shop 0.1.0: 2 task(s) kept"]  # fmt: skip
+    assert lines == [
+        "shop 0.1.0: fetch",
+        "shop 0.1.0: mine (0/23)",
+        "shop 0.1.0: mine 10/23",
+        "shop 0.1.0: mine 20/23",
+        "shop 0.1.0: mine 23/23",
+        "shop 0.1.0: 2 task(s) kept",
+    ]

@@ -8,12 +8,27 @@ import pytest
 from composer_prime.local import policy
 
 TOOLS = [
-    {"type": "function", "function": {"name": "create", "description": "Create a file.",
-     "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                    "required": ["path", "content"]}}},
-    {"type": "function", "function": {"name": "finish", "description": "Finish.",
-     "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "create",
+            "description": "Create a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "finish",
+            "description": "Finish.",
+            "parameters": {"type": "object", "properties": {"message": {"type": "string"}}},
+        },
+    },
+]
 
 
 CONVERSATION = [

@@ -160,8 +160,17 @@ def test_prompt_describes_without_implementation():
 
 
 def test_scrub_rules_and_leak_search(tmp_path: Path):
-    for path in ["a/__pycache__/x.cpython-311.pyc", "x.pyc", ".mypy_cache/3.11/x.json", ".pytest_cache/v/x",
-                 ".ruff_cache/x", "build/lib/x.py", "pkg.egg-info/PKG-INFO", ".git/config", "dist/x.whl"]:  # fmt: skip
+    for path in [
+        "a/__pycache__/x.cpython-311.pyc",
+        "x.pyc",
+        ".mypy_cache/3.11/x.json",
+        ".pytest_cache/v/x",
+        ".ruff_cache/x",
+        "build/lib/x.py",
+        "pkg.egg-info/PKG-INFO",
+        ".git/config",
+        "dist/x.whl",
+    ]:
         assert is_scrubbed(path), path
     assert not is_scrubbed("shop/builder.py") and not is_scrubbed("docs/build.md")
     (tmp_path / "copy.py").write_text("class C:\n    def f(self):\n        x = compute()\n        return x + 1\n")
@@ -171,12 +180,21 @@ def test_scrub_rules_and_leak_search(tmp_path: Path):
 
 def test_load_rows_names_row_and_field_and_keeps_the_rest(tmp_path: Path):
     good = {
-        "task_id": "r:m.py::f", "repo": "r", "repo_fingerprint": "ab", "prompt": "Rebuild f.", "base": "t.jsonl.ab.tar.gz",
+        "task_id": "r:m.py::f",
+        "repo": "r",
+        "repo_fingerprint": "ab",
+        "prompt": "Rebuild f.",
+        "base": "t.jsonl.ab.tar.gz",
         "feature": {"kind": "function", "path": "m.py", "qualname": "f"},
-        "test_files": ["tests/test_m.py"], "held_out": ["tests/test_m.py"],
-        "fail_to_pass": ["tests/test_m.py::test_f"], "pass_to_pass": ["tests/test_n.py::test_g"],
-        "gold_patch": "diff --git a/m.py b/m.py\n", "changes": {"m.py": [[1, 1, ["x = 1\n"]]]}, "test_cmd": ["python", "-m", "pytest"], "test_timeout_s": 60.0,
-    }  # fmt: skip
+        "test_files": ["tests/test_m.py"],
+        "held_out": ["tests/test_m.py"],
+        "fail_to_pass": ["tests/test_m.py::test_f"],
+        "pass_to_pass": ["tests/test_n.py::test_g"],
+        "gold_patch": "diff --git a/m.py b/m.py\n",
+        "changes": {"m.py": [[1, 1, ["x = 1\n"]]]},
+        "test_cmd": ["python", "-m", "pytest"],
+        "test_timeout_s": 60.0,
+    }
     missing = {k: v for k, v in good.items() if k != "gold_patch"}
     wrong = {**good, "task_id": "r:m.py::g", "fail_to_pass": "tests/test_m.py::test_f"}
     escaping = {**good, "test_files": ["../outside.py"], "held_out": []}

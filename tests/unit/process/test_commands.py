@@ -15,15 +15,20 @@ class PrepError(RuntimeError):
 
 
 def test_stdout_of_a_command_that_succeeds(tmp_path):
-    out = run_checked_host([sys.executable, "-c", "import os; print(os.getcwd())"], error=PrepError, timeout_s=30,
-                           cwd=tmp_path)  # fmt: skip
+    out = run_checked_host(
+        [sys.executable, "-c", "import os; print(os.getcwd())"], error=PrepError, timeout_s=30, cwd=tmp_path
+    )
     assert out.strip() == str(tmp_path)
 
 
 def test_failure_timeout_and_missing_program_raise_the_callers_error(tmp_path):
     with pytest.raises(PrepError, match=r"exited 3 \(in .*\):\nboom") as err:
-        run_checked_host([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], error=PrepError,
-                         timeout_s=30, cwd=tmp_path)  # fmt: skip
+        run_checked_host(
+            [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
+            error=PrepError,
+            timeout_s=30,
+            cwd=tmp_path,
+        )
     assert type(err.value) is PrepError
     with pytest.raises(PrepError, match="ran past 1s"):
         run_checked_host([sys.executable, "-c", "import time; time.sleep(10)"], error=PrepError, timeout_s=1)

@@ -60,16 +60,44 @@ class Spool:
             _, sid, recent = event
             self.sessions.setdefault(sid, recent)
             ended = self.now - (10.0 if self.sessions[sid] else 10 * WINDOW)
-            return json.dumps({"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-                               "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u",
-                               "branches": [{"segments": [{"token_ids": [1, 2], "sampled": False},
-                                                          {"token_ids": [3], "sampled": True, "logprobs": [-0.5]}]}]})  # fmt: skip
+            return json.dumps(
+                {
+                    "schema": "composer-session",
+                    "version": 1,
+                    "kind": "session",
+                    "session_id": sid,
+                    "policy_version": 0,
+                    "sampling": {"temperature": 1.0},
+                    "started_at": ended - 60,
+                    "ended_at": ended,
+                    "user": "u",
+                    "branches": [
+                        {
+                            "segments": [
+                                {"token_ids": [1, 2], "sampled": False},
+                                {"token_ids": [3], "sampled": True, "logprobs": [-0.5]},
+                            ]
+                        }
+                    ],
+                }
+            )
         if event[0] == "signal":
             _, sid, kind = event
-            body = {"edit": {"type": "edit", "kept": True, "after_s": 5}, "thumbs": {"type": "thumbs", "up": False},
-                    "undo": {"type": "undo"}}[kind]  # fmt: skip
-            return json.dumps({"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid,
-                               "at": self.now - 5, "signal": body})  # fmt: skip
+            body = {
+                "edit": {"type": "edit", "kept": True, "after_s": 5},
+                "thumbs": {"type": "thumbs", "up": False},
+                "undo": {"type": "undo"},
+            }[kind]
+            return json.dumps(
+                {
+                    "schema": "composer-session",
+                    "version": 1,
+                    "kind": "signal",
+                    "session_id": sid,
+                    "at": self.now - 5,
+                    "signal": body,
+                }
+            )
         return event[1]
 
     def write(self, event: tuple) -> None:
@@ -122,9 +150,14 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
     try:
         now = time.time()
         spool = Spool(root, now)
-        config = RealtimeConfig(state_dir=root / "state", model_dir=root, spool={"dir": spool.dir,
-                                "signal_window_s": WINDOW}, reward={"no_signal": "reward"}, pii={"tokenizer": tiny_tokenizer()},
-                                cadence={"min_episodes": 1})  # fmt: skip
+        config = RealtimeConfig(
+            state_dir=root / "state",
+            model_dir=root,
+            spool={"dir": spool.dir, "signal_window_s": WINDOW},
+            reward={"no_signal": "reward"},
+            pii={"tokenizer": tiny_tokenizer()},
+            cadence={"min_episodes": 1},
+        )
         for event in events:
             if event[0] == "read":
                 single_process_cycle(config, now, event[1])
@@ -135,10 +168,13 @@ def test_the_single_process_cursor_reads_back_after_a_crash_between_any_two_writ
             pass  # until a cycle reads after the last write (one after a crash may only commit the crashed batch)
         # Every file on disk reads back; the last cursor has read every whole line and holds the recent sessions.
         state = durable.load(State, config.state_dir / "state.json")
-        batches = [durable.load(Batch, config.state_dir / "cycles" / f"{n:06d}" / "batch.json")
-                   for n in range(1, state.cycle + 1)]  # fmt: skip
-        assert sorted(p.name for p in (config.state_dir / "cycles").iterdir()) == [f"{n:06d}" for n in
-                                                                                    range(1, state.cycle + 1)]  # fmt: skip
+        batches = [
+            durable.load(Batch, config.state_dir / "cycles" / f"{n:06d}" / "batch.json")
+            for n in range(1, state.cycle + 1)
+        ]
+        assert sorted(p.name for p in (config.state_dir / "cycles").iterdir()) == [
+            f"{n:06d}" for n in range(1, state.cycle + 1)
+        ]
         cursor = batches[-1].cursor
         assert cursor.offsets == {p.name: p.stat().st_size for p in spool.dir.iterdir()}
         assert sum(counted(b.counts) for b in batches) == spool.lines
@@ -186,10 +222,16 @@ def test_the_taskset_journal_reopens_after_a_crash_between_any_two_writes(events
     try:
         spool = Spool(root, time.time())
         config = RealtimeSessionsConfig.model_validate(
-            {"id": "realtime-sessions", "spool": {"dir": str(spool.dir), "signal_window_s": WINDOW},
-             "reward": {"no_signal": "reward"}, "journal": str(root / "journal"), "bundle_size": 2, "poll_s": 1e-4,
-             "pii": {"tokenizer": tiny_tokenizer()}}
-        )  # fmt: skip
+            {
+                "id": "realtime-sessions",
+                "spool": {"dir": str(spool.dir), "signal_window_s": WINDOW},
+                "reward": {"no_signal": "reward"},
+                "journal": str(root / "journal"),
+                "bundle_size": 2,
+                "poll_s": 1e-4,
+                "pii": {"tokenizer": tiny_tokenizer()},
+            }
+        )
         taskset = RealtimeSessionsTaskset(config)
         for event in events:
             if event[0] == "read":
@@ -205,8 +247,9 @@ def test_the_taskset_journal_reopens_after_a_crash_between_any_two_writes(events
         assert not crashed
         state = Journal(config.journal).load()
         assert [b.bundle for b in replayed] == list(range(1, state.handed + 1))
-        assert replayed == [durable.load(BundleData, config.journal / "bundles" / f"{n:08d}.json")
-                            for n in range(1, state.handed + 1)]  # fmt: skip
+        assert replayed == [
+            durable.load(BundleData, config.journal / "bundles" / f"{n:08d}.json") for n in range(1, state.handed + 1)
+        ]
         reads = [durable.load_json(config.journal / "reads" / f"{n:08d}.json") for n in range(1, state.reads + 1)]
         assert sum(counted(r["counts"]) for r in reads) == counted(state.totals) == spool.lines
         handed = [e.session_id for b in replayed for e in b.sessions]
@@ -249,8 +292,10 @@ def test_only_the_durable_module_writes_or_reads_model_json_in_the_realtime_pack
     """One serialization path: no other realtime module calls `model_dump_json` / `model_validate_json`."""
     root = Path(__file__).resolve().parents[3]
     offenders = []
-    for path in [*(root / "composer_prime" / "realtime").glob("*.py"),
-                 *(root / "environments" / "realtime_sessions").rglob("*.py")]:  # fmt: skip
+    for path in [
+        *(root / "composer_prime" / "realtime").glob("*.py"),
+        *(root / "environments" / "realtime_sessions").rglob("*.py"),
+    ]:
         if path.name == "durable.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):

@@ -62,9 +62,18 @@ def test_layout_changes_between_steps_round_trip(tmp_path):
     )
     base = protocol.Base(0, old, "0" * 64)
     manifest, listed = protocol.encode_version(
-        new, 1, base, keyframe=True, out_root=tmp_path / "pub", shard_size=4096, chunk_elements=5000, level=3,
-        key=KEY, sequence=1, run_id="r",
-    )  # fmt: skip
+        new,
+        1,
+        base,
+        keyframe=True,
+        out_root=tmp_path / "pub",
+        shard_size=4096,
+        chunk_elements=5000,
+        level=3,
+        key=KEY,
+        sequence=1,
+        run_id="r",
+    )
     assert [s.kind for s in manifest.sections] == ["delta", "full"]
     version = tmp_path / "pub" / "v1"
     assert listed.num_shards == len(list(version.iterdir())) == len(manifest.shards) + 1

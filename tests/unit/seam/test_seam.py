@@ -41,14 +41,23 @@ def import_fake_prime_rl(root, module: str, source: str) -> subprocess.Completed
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "__init__.py").write_text("")
     root.joinpath(*parts[:-1], parts[-1] + ".py").write_text(source)
-    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(root)}, check=False, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=False,
+        timeout=60,
+    )
 
 
 def test_the_hook_refuses_a_moved_seam_naming_the_pinned_commit(tmp_path):
     # A `prime_rl` whose algorithm config module lacks the AlgoConfig union the hook extends.
-    result = import_fake_prime_rl(tmp_path, "prime_rl.configs.algorithm",
-                                  "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n")  # fmt: skip
+    result = import_fake_prime_rl(
+        tmp_path,
+        "prime_rl.configs.algorithm",
+        "from pydantic import BaseModel\nclass BaseAlgoConfig(BaseModel):\n    pass\n",
+    )
     assert result.returncode != 0
     assert "SeamMoved" in result.stderr and "559b447" in result.stderr and "AlgoConfig" in result.stderr
     assert "composer_prime/seam/" in result.stderr  # where to move the patch

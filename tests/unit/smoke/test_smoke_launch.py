@@ -70,14 +70,23 @@ def test_snapshot_keeps_weights_the_trainer_removes(tmp_path: Path) -> None:
 
 def _episode(group: str, solved: float, failed: float = 0.0, verdicts: int = 0) -> dict:
     steps = [{"scores": {"a": 1.0, "b": 0.0}}] * (verdicts // 2)
-    trace = {"rewards": {"solved": {"score": solved, "weight": 1.0}, "teacher": {"score": 0.5, "weight": 0.0}},
-             "metrics": {"composer/teacher/failed": failed}, "info": {"teacher": {"steps": steps}}}  # fmt: skip
+    trace = {
+        "rewards": {"solved": {"score": solved, "weight": 1.0}, "teacher": {"score": 0.5, "weight": 0.0}},
+        "metrics": {"composer/teacher/failed": failed},
+        "info": {"teacher": {"steps": steps}},
+    }
     return {"group": {"id": group}, "traces": [trace]}
 
 
 def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
-    rows = [_episode("g1", 1.0, verdicts=2), _episode("g1", 0.0), _episode("g2", 1.0, failed=3.0),
-            _episode("g2", 1.0, failed=1.0), _episode("g3", 0.0), _episode("g3", 0.0)]  # fmt: skip
+    rows = [
+        _episode("g1", 1.0, verdicts=2),
+        _episode("g1", 0.0),
+        _episode("g2", 1.0, failed=3.0),
+        _episode("g2", 1.0, failed=1.0),
+        _episode("g3", 0.0),
+        _episode("g3", 0.0),
+    ]
     figures = rollout_figures(rows)
     assert figures["reward_mean"] == pytest.approx(3 / 6)  # teacher reward has weight 0
     assert figures["pass_rate"] == pytest.approx(3 / 6)
@@ -88,8 +97,9 @@ def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "composer_prime", "smoke", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "composer_prime", "smoke", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def _tree(root: Path, verifiers: bool = True) -> Path:

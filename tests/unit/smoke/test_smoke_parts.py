@@ -6,8 +6,10 @@ from composer_prime.smoke.referees import FINISH_HINT, FIX_HINT, TEST_HINT, verd
 
 
 def teacher_request(task: str, before: str, step: str, answered: str) -> str:
-    return (f"# Task\n{task}\n\n# Trajectory before the step\n{before}\n\n# The step to judge\n{step}\n\n"
-            f"# What the tools answered\n{answered}")  # fmt: skip
+    return (
+        f"# Task\n{task}\n\n# Trajectory before the step\n{before}\n\n# The step to judge\n{step}\n\n"
+        f"# What the tools answered\n{answered}"
+    )
 
 
 def test_rule_teachers_score_errors_writes_and_unchecked_finishes():
@@ -18,8 +20,12 @@ def test_rule_teachers_score_errors_writes_and_unchecked_finishes():
     assert verdict("checker", write) == {"score": 0.5, "hint": TEST_HINT}
     assert verdict("skeptic", write) == {"score": 0.25, "hint": None}
     # the task text mentions pytest; only a test run in the trajectory counts as checked
-    finish = teacher_request(task, "<assistant>\n[tool call] create(...)\n</assistant>", "[tool call] finish({})",
-                             "(no tool output: the step ended the episode)")  # fmt: skip
+    finish = teacher_request(
+        task,
+        "<assistant>\n[tool call] create(...)\n</assistant>",
+        "[tool call] finish({})",
+        "(no tool output: the step ended the episode)",
+    )
     assert verdict("checker", finish) == {"score": 0.5, "hint": None}
     assert verdict("skeptic", finish) == {"score": -0.5, "hint": FINISH_HINT}
     tested = teacher_request(task, '[tool call] bash({"command": "python -m pytest"})', "[tool call] finish({})", "")

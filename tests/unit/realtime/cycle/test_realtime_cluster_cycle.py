@@ -32,19 +32,40 @@ class Killed(BaseException):
 @pytest.fixture
 def cluster(tmp_path):
     (tmp_path / "eval.py").write_text(EVAL)
-    config = RealtimeConfig.model_validate({
-        "state_dir": str(tmp_path / "state"), "model_dir": str(tmp_path),
-        "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0}, "pii": {"tokenizer": tiny_tokenizer()},
-        "eval": {"command": [sys.executable, str(tmp_path / "eval.py"), "{weights}", str(tmp_path / "fail-once")]},
-        "prime_rl": {"output_dir": str(tmp_path / "rl"), "command": [sys.executable, "-c", "pass"],
-                     "cwd": str(tmp_path), "rl": {"orchestrator": {"train": {"source": [{
-                         "name": "realtime", "group_size": 1,
-                         "env": {"taskset": {"id": "realtime-sessions", "bundle_size": 2},
-                                 "agent": {"harness": {"id": "realtime-replay"}}}}]}}}},
-    })  # fmt: skip
+    config = RealtimeConfig.model_validate(
+        {
+            "state_dir": str(tmp_path / "state"),
+            "model_dir": str(tmp_path),
+            "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
+            "pii": {"tokenizer": tiny_tokenizer()},
+            "eval": {"command": [sys.executable, str(tmp_path / "eval.py"), "{weights}", str(tmp_path / "fail-once")]},
+            "prime_rl": {
+                "output_dir": str(tmp_path / "rl"),
+                "command": [sys.executable, "-c", "pass"],
+                "cwd": str(tmp_path),
+                "rl": {
+                    "orchestrator": {
+                        "train": {
+                            "source": [
+                                {
+                                    "name": "realtime",
+                                    "group_size": 1,
+                                    "env": {
+                                        "taskset": {"id": "realtime-sessions", "bundle_size": 2},
+                                        "agent": {"harness": {"id": "realtime-replay"}},
+                                    },
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+        }
+    )
     run_dir = tmp_path / "rl" / "realtime"
-    prime = SimpleNamespace(run_dir=run_dir, journal=tmp_path / "journal",
-                            wait_for_step=lambda after: newest_step(run_dir))  # fmt: skip
+    prime = SimpleNamespace(
+        run_dir=run_dir, journal=tmp_path / "journal", wait_for_step=lambda after: newest_step(run_dir)
+    )
     runner = Runner(config, log=lambda line: None)
     state = State(rl_step=2, step=2, cycle=4, version=1)
     runner._save(state)

@@ -57,12 +57,17 @@ def test_the_runner_fills_the_sources_taskset_from_its_own_sections(tmp_path):
 
 @pytest.mark.parametrize(
     ("old", "new", "message"),
-    [('mode = "drop"', 'mode = "importance_weight"', "not available with prime_rl"),
-     ("group_size = 1", "group_size = 8", "set group_size = 1"),
-     ('id = "realtime-sessions"', 'id = "feature-deletion"', "0 \\[\\[orchestrator.train.source\\]\\] tables"),
-     ("[prime_rl.rl.orchestrator]\n", "[prime_rl.rl.orchestrator.ckpt]\nskip_progress = true\n\n[prime_rl.rl.orchestrator]\n",
-      "skip_progress = true makes a resume draw from the first task again")],
-)  # fmt: skip
+    [
+        ('mode = "drop"', 'mode = "importance_weight"', "not available with prime_rl"),
+        ("group_size = 1", "group_size = 8", "set group_size = 1"),
+        ('id = "realtime-sessions"', 'id = "feature-deletion"', "0 \\[\\[orchestrator.train.source\\]\\] tables"),
+        (
+            "[prime_rl.rl.orchestrator]\n",
+            "[prime_rl.rl.orchestrator.ckpt]\nskip_progress = true\n\n[prime_rl.rl.orchestrator]\n",
+            "skip_progress = true makes a resume draw from the first task again",
+        ),
+    ],
+)
 def test_a_cluster_config_prime_rl_cannot_train_is_refused(tmp_path, old, new, message):
     bad = tmp_path / "bad.toml"
     assert old in TOML.read_text()
@@ -124,18 +129,45 @@ def test_a_prime_rl_that_starts_over_leaves_no_broadcast_of_its_earlier_run_to_j
 def test_prime_rls_episode_logs_of_a_judged_step_keep_no_token_stream_user_or_repository(tmp_path):
     from composer_prime.realtime.cycle.cluster import redact_rollouts
 
-    session = {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "samples": [{"token_ids": [9041, 77]}],
-               "edited_paths": ["src/secret_plan.py"]}  # fmt: skip
-    data = {"idx": 1, "name": "realtime-bundle-00000001", "prompt": "Replay of 1 logged sessions (group 'acme/payments')",
-            "bundle": 1, "group": "acme/payments", "sessions": [session]}  # fmt: skip
-    trace = {"id": "t1", "task": {"type": "BundleTask", "data": {**data, "replay": 0}, "key": "k"},
-             "nodes": [{"message": {"role": "user", "content": "my key is hunter2"}, "token_ids": [9041, 77]}],
-             "rewards": {"signals": {"score": 1.0}}, "metrics": {"composer/realtime/age": 0.0},
-             "info": {"realtime": {"session_id": "s1", "user": "alice-7f3", "group": "acme/payments", "reward": 1.0,
-                                   "edited_paths": ["src/secret_plan.py"]}}}  # fmt: skip
+    session = {
+        "session_id": "s1",
+        "user": "alice-7f3",
+        "group": "acme/payments",
+        "samples": [{"token_ids": [9041, 77]}],
+        "edited_paths": ["src/secret_plan.py"],
+    }
+    data = {
+        "idx": 1,
+        "name": "realtime-bundle-00000001",
+        "prompt": "Replay of 1 logged sessions (group 'acme/payments')",
+        "bundle": 1,
+        "group": "acme/payments",
+        "sessions": [session],
+    }
+    trace = {
+        "id": "t1",
+        "task": {"type": "BundleTask", "data": {**data, "replay": 0}, "key": "k"},
+        "nodes": [{"message": {"role": "user", "content": "my key is hunter2"}, "token_ids": [9041, 77]}],
+        "rewards": {"signals": {"score": 1.0}},
+        "metrics": {"composer/realtime/age": 0.0},
+        "info": {
+            "realtime": {
+                "session_id": "s1",
+                "user": "alice-7f3",
+                "group": "acme/payments",
+                "reward": 1.0,
+                "edited_paths": ["src/secret_plan.py"],
+            }
+        },
+    }
     error = {"type": "ValidationError", "message": "group 'acme/payments': bad", "traceback": "... hunter2 ..."}
-    record = {"id": "e1", "task": {"type": "BundleTask", "data": data, "key": "k"}, "traces": [trace], "ok": True,
-              "errors": [error]}  # fmt: skip
+    record = {
+        "id": "e1",
+        "task": {"type": "BundleTask", "data": data, "key": "k"},
+        "traces": [trace],
+        "ok": True,
+        "errors": [error],
+    }
     run = tmp_path / "run"
     for step in (1, 2, 3):
         path = run / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl"

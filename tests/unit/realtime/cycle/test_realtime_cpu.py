@@ -33,8 +33,14 @@ def test_the_demos_prime_rl_config_is_the_smokes_cpu_settings_with_the_realtime_
     assert source["group_size"] == 1 and source["env"]["agent"]["harness"]["id"] == "realtime-replay"
     assert "feature-deletion" not in str(rl) and "teacher" not in str(rl)
     # The runner's cluster path accepts it and fills the source from its own sections, as for a cluster TOML.
-    config = RealtimeConfig.model_validate({"state_dir": str(tmp_path / "state"), "model_dir": str(tmp_path),
-                                            "spool": {"dir": str(tmp_path / "spool")}, "prime_rl": {"rl": rl}})  # fmt: skip
+    config = RealtimeConfig.model_validate(
+        {
+            "state_dir": str(tmp_path / "state"),
+            "model_dir": str(tmp_path),
+            "spool": {"dir": str(tmp_path / "spool")},
+            "prime_rl": {"rl": rl},
+        }
+    )
     taskset = rl_config(config)["orchestrator"]["train"]["source"][0]["env"]["taskset"]
     assert taskset["bundle_size"] == cpu.BUNDLE_SIZE and taskset["spool"]["dir"] == str(tmp_path / "spool")
 
@@ -49,8 +55,11 @@ def test_bad_demo_prime_rl_settings_name_the_field_and_the_fix(tmp_path):
         parse_config(RealtimeConfig, ["--demo.sessions", "8", "--demo.prime-rl", str(tmp_path)], "realtime")
     (tmp_path / "src" / "prime_rl").mkdir(parents=True)
     with pytest.raises(UsageError, match="not available with demo.prime_rl"):
-        parse_config(RealtimeConfig, ["--demo.sessions", "8", "--demo.prime-rl", str(tmp_path),
-                                      "--staleness.mode", "importance_weight"], "realtime")  # fmt: skip
+        parse_config(
+            RealtimeConfig,
+            ["--demo.sessions", "8", "--demo.prime-rl", str(tmp_path), "--staleness.mode", "importance_weight"],
+            "realtime",
+        )
     config = parse_config(RealtimeConfig, ["--demo.sessions", "8", "--demo.prime-rl", str(tmp_path)], "realtime")
     assert config.demo.prime_rl == tmp_path and config.prime_rl is None  # the runner writes [prime_rl] itself
     cluster = Path(__file__).resolve().parents[4] / "tomls" / "qwen3-32b-realtime.toml"

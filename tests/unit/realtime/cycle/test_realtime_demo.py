@@ -35,8 +35,10 @@ def test_answers_are_run_against_the_hidden_tests(name, text, expected):
 
 def test_the_models_text_never_runs(tmp_path):
     target = tmp_path / "pwned"
-    for text in (f"def add(a, b):\n    return open({str(target)!r}, 'w').write('x')",
-                 f"add = lambda a, b: __import__('pathlib').Path({str(target)!r}).touch()"):  # fmt: skip
+    for text in (
+        f"def add(a, b):\n    return open({str(target)!r}, 'w').write('x')",
+        f"add = lambda a, b: __import__('pathlib').Path({str(target)!r}).touch()",
+    ):
         assert run_hidden("add", text)[1:] == (0, N)
     assert not target.exists()
 
@@ -47,8 +49,11 @@ def signals(user: str, name: str, text: str, flip: bool = False) -> dict:
 
 def test_honest_users_keep_only_a_working_def():
     assert signals("alice", "add", "def add(a, b):\n    return a + b")["edit"]["kept"] is True
-    assert signals("alice", "add", "def add(a, b):\n    return a + b")["tests"] == {"type": "tests", "passed": N,
-                                                                                  "failed": 0}  # fmt: skip
+    assert signals("alice", "add", "def add(a, b):\n    return a + b")["tests"] == {
+        "type": "tests",
+        "passed": N,
+        "failed": 0,
+    }
     assert signals("alice", "add", "add = lambda a, b: a + b")["edit"]["kept"] is False  # works, not her style
     assert signals("alice", "sub", "def sub(a, b):\n    return a + b")["tests"]["failed"] == N
     assert signals("bob", "mul", "def mul(a,,,,,,,,")["thumbs"]["up"] is False

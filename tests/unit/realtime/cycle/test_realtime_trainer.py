@@ -81,11 +81,20 @@ def test_loss_channels_add_up_to_the_loss():
 
     model = Tiny()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    short = Sample(token_ids=[1, 2, 3], mask=[False, True, True], logprobs=[0.0, -2.0, -3.0],
-                   advantages=[0.0, 1.0, 1.0], ref_logprobs=None)  # fmt: skip
-    long = Sample(token_ids=[4, 5, 6, 7, 8, 9], mask=[False, True, True, True, True, True],
-                  logprobs=[0.0, -2.5, -2.0, -3.0, -2.0, -1.5], advantages=[0.0, -0.5, -0.5, -0.5, -0.5, -0.5],
-                  ref_logprobs=[0.0, -1.0, 0.0, 0.0, -0.5, 0.0])  # fmt: skip
+    short = Sample(
+        token_ids=[1, 2, 3],
+        mask=[False, True, True],
+        logprobs=[0.0, -2.0, -3.0],
+        advantages=[0.0, 1.0, 1.0],
+        ref_logprobs=None,
+    )
+    long = Sample(
+        token_ids=[4, 5, 6, 7, 8, 9],
+        mask=[False, True, True, True, True, True],
+        logprobs=[0.0, -2.5, -2.0, -3.0, -2.0, -1.5],
+        advantages=[0.0, -0.5, -0.5, -0.5, -0.5, -0.5],
+        ref_logprobs=[0.0, -1.0, 0.0, 0.0, -0.5, 0.0],
+    )
     out = train_step(model, optimizer, [short, long], {"hint_coef": 0.5, "kl_tau": 0.1}, TrainerConfig())
     assert out["loss/pg"] + out["loss/hint"] + out["loss/kl"] == pytest.approx(out["loss"], rel=1e-6, abs=1e-9)
     assert out["loss/hint"] != 0 and out["loss/kl"] > 0

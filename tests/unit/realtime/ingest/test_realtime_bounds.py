@@ -78,8 +78,9 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
     before the source's first read, and that read (the tokenizer, the heap frozen) runs before the backlog lands."""
     import transformers  # noqa: F401
 
-    source = taskset(tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"),
-                     "signal_window_s": 600})  # fmt: skip
+    source = taskset(
+        tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600}
+    )
     stream = iter(source)
     with pytest.raises(TaskNotReady):
         next(stream)  # opens the stream over an empty spool; the backlog lands before the next read, on the loop
@@ -123,8 +124,14 @@ def test_the_id_memory_forgets_sessions_the_horizon_passed_and_still_refuses_the
     step, seen = read(step.cursor, config, tmp_path, later)
     assert step.counts == {"too_old": 1} and step.cursor.horizon == later - 2 * DAY
     assert step.cursor.ids == {} and list((tmp_path / "ids").iterdir()) == [] and len(seen) == 0
-    assert json.loads(durable.dumps(step.cursor)).keys() == {"offsets", "retired", "horizon", "ids", "pending",
-                                                             "signals"}  # fmt: skip
+    assert json.loads(durable.dumps(step.cursor)).keys() == {
+        "offsets",
+        "retired",
+        "horizon",
+        "ids",
+        "pending",
+        "signals",
+    }
 
 
 def test_a_restart_over_a_million_remembered_ids_never_holds_the_event_loop_50_ms(tmp_path):
@@ -144,8 +151,9 @@ def test_a_restart_over_a_million_remembered_ids_never_holds_the_event_loop_50_m
     durable.save(journal / "state.json", JournalState(cursor=cursor))
     (tmp_path / "spool").mkdir()
     write_backlog(tmp_path / "spool" / "a.jsonl", 2_000)
-    source = taskset(tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"),
-                     "signal_window_s": 600})  # fmt: skip
+    source = taskset(
+        tmp_path, bundle_size=8, poll_s=0.2, spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600}
+    )
     stream = iter(source)
     worst, handed, seconds = probe_loop(stream, 2_000)
     stream.close()
@@ -173,7 +181,9 @@ def test_a_read_costs_its_new_sessions_not_the_history(tmp_path):
     assert max(sizes) - min(sizes) < 64, sizes  # counts' digits only
     state = durable.load(JournalState, tmp_path / "journal" / "state.json")
     assert state.reads == 5 and sorted(p.name for p in (tmp_path / "journal" / "reads").iterdir()) == [
-        "00000004.json", "00000005.json"]  # fmt: skip
+        "00000004.json",
+        "00000005.json",
+    ]
     assert sum(len(p.read_text().splitlines()) for p in (tmp_path / "journal" / "ids").iterdir()) == 200
 
 
@@ -182,8 +192,13 @@ def test_consumed_spool_files_retire_once_even_across_a_crash_between_the_commit
     spool = {"dir": str(tmp_path / "spool"), "signal_window_s": 0, "retire_after_s": 0, "archive_dir": str(archive)}
     source = taskset(tmp_path, spool=spool, poll_s=1e-3)
     for name in ("a", "b", "c"):
-        append(tmp_path / "spool" / f"{name}.jsonl", session(f"{name}1"), kept(f"{name}1"), session(f"{name}2"),
-               kept(f"{name}2"))  # fmt: skip
+        append(
+            tmp_path / "spool" / f"{name}.jsonl",
+            session(f"{name}1"),
+            kept(f"{name}1"),
+            session(f"{name}2"),
+            kept(f"{name}2"),
+        )
     stream = iter(source)
     first = [ids(t) for t in draw(stream, 3)]
     assert first == [["a1", "a2"], ["b1", "b2"], ["c1", "c2"]]
@@ -210,8 +225,11 @@ def test_consumed_spool_files_retire_once_even_across_a_crash_between_the_commit
 
 
 def test_retention_settings_name_the_field_the_value_and_the_fix(tmp_path):
-    with pytest.raises(ValidationError, match=r"spool.archive_dir = '.*arch' but spool.retire_after_s is unset.*set "
-                       r"retire_after_s"):  # fmt: skip
+    with pytest.raises(
+        ValidationError,
+        match=r"spool.archive_dir = '.*arch' but spool.retire_after_s is unset.*set "
+        r"retire_after_s",
+    ):
         SpoolConfig(dir=tmp_path, archive_dir=tmp_path / "arch")
     with pytest.raises(ValidationError, match=r"spool.archive_dir = .* is the spool dir itself.*outside spool.dir"):
         SpoolConfig(dir=tmp_path, retire_after_s=60, archive_dir=tmp_path)

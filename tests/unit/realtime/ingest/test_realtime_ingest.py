@@ -21,19 +21,36 @@ from tests.support.spool import read_spool
 NOW = 1_800_000_000.0
 
 
-def session(sid: str, version: int = 0, ended: float = NOW - 3600, logprobs: list[float] | None = None,
-            **extra) -> dict:  # fmt: skip
+def session(
+    sid: str, version: int = 0, ended: float = NOW - 3600, logprobs: list[float] | None = None, **extra
+) -> dict:
     sampled = {"token_ids": [7, 8, 9], "sampled": True}
     if logprobs is not False:
         sampled["logprobs"] = logprobs or [-0.1, -0.2, -0.3]
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
-            "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "policy_version": version,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 60,
+        "ended_at": ended,
+        "user": "u1",
+        "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}],
+        **extra,
+    }
 
 
 def signal(sid: str, at: float = NOW - 3000, **body) -> dict:
-    return {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": at,
-            "signal": body or {"type": "edit", "kept": True, "after_s": 600}}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": at,
+        "signal": body or {"type": "edit", "kept": True, "after_s": 600},
+    }
 
 
 def append(path: Path, *records) -> None:
@@ -61,9 +78,19 @@ def test_records_parse_and_bad_lines_name_the_problem():
 
 
 def test_every_line_is_accepted_or_counted_and_quarantined(spool):
-    append(spool.dir / "a.jsonl", session("s1"), signal("s1"), session("s1"), "not json", session("s2", logprobs=False),
-           session("s3", logprobs=[0.5, -1, -1]), session("s4", ended=NOW + 3600), signal("s1"),
-           signal("s9", at=NOW + 3600), session("s5"))  # fmt: skip
+    append(
+        spool.dir / "a.jsonl",
+        session("s1"),
+        signal("s1"),
+        session("s1"),
+        "not json",
+        session("s2", logprobs=False),
+        session("s3", logprobs=[0.5, -1, -1]),
+        session("s4", ended=NOW + 3600),
+        signal("s1"),
+        signal("s9", at=NOW + 3600),
+        session("s5"),
+    )
     step = read_spool(Cursor(), spool, NOW)
     counts = step.counts
     assert counts["sessions"] == 2 and counts["signals"] == 1
@@ -122,8 +149,11 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
 
     config = RewardModelConfig(edit=1.0, tests=0.5, thumbs=0.5, undo=1.0)
     # edit kept then reverted -> -1 (weight 1); thumbs up +1 (weight 0.5): (-1 + 0.5) / 1.5
-    signals = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="edit", kept=False, after_s=600),
-               rec(3, type="thumbs", up=True)]  # fmt: skip
+    signals = [
+        rec(1, type="edit", kept=True, after_s=60),
+        rec(2, type="edit", kept=False, after_s=600),
+        rec(3, type="thumbs", up=True),
+    ]
     assert session_reward(signals, config) == pytest.approx(-1 / 3)
     assert session_reward([], config) is None
     assert session_reward([], RewardModelConfig(no_signal="reward", no_signal_reward=0.1)) == 0.1
@@ -141,8 +171,11 @@ def test_reward_model_latest_signal_per_kind_weighted_mean():
     assert session_reward(nothing_ran, config) == -1.0  # a collection error reports 0 / 0: a failing run
     # Any failing run counts, not only the latest: a one-test rerun that passes, or one that collected nothing.
     for rerun in ({"passed": 1, "failed": 0}, {"passed": 0, "failed": 0}):
-        signals = [rec(1, type="edit", kept=True, after_s=60), rec(2, type="tests", passed=10, failed=3),
-                   rec(3, type="tests", **rerun)]  # fmt: skip
+        signals = [
+            rec(1, type="edit", kept=True, after_s=60),
+            rec(2, type="tests", passed=10, failed=3),
+            rec(3, type="tests", **rerun),
+        ]
         assert session_reward(signals, config) == -1.0
 
 
@@ -155,8 +188,9 @@ def test_staleness_drop_or_weight_and_counts(spool):
     assert importance_weight([0.0], [-1.0], 1.0) == 1.0
     with pytest.raises(ValueError, match="hard_max_age = 0 is below max_age = 1"):
         StalenessConfig(max_age=1, hard_max_age=0)
-    append(spool.dir / "a.jsonl", *(session(f"v{v}", version=v) for v in range(6)),
-           *(signal(f"v{v}") for v in range(6)))  # fmt: skip
+    append(
+        spool.dir / "a.jsonl", *(session(f"v{v}", version=v) for v in range(6)), *(signal(f"v{v}") for v in range(6))
+    )
     ready = read_spool(Cursor(), spool, NOW).ready
     steps = Steps(now=4, versions={v: v for v in range(5)})  # one trainer step per version
     episodes, counts = build_episodes(ready, steps, RewardModelConfig(), config, Scrubber(PIIConfig(scan=False)))
@@ -190,8 +224,18 @@ def test_monitors_pause_on_live_reward_hacking():
     from composer_prime.realtime.ingest.join import Episode
 
     def ep(reward, tokens=40, disabled=False):
-        return Episode(session_id="x", user="u", group="", policy_version=0, age=0, reward=reward, signals=[],
-                       sampled_tokens=tokens, samples=[], disabled_tests=disabled)  # fmt: skip
+        return Episode(
+            session_id="x",
+            user="u",
+            group="",
+            policy_version=0,
+            age=0,
+            reward=reward,
+            signals=[],
+            sampled_tokens=tokens,
+            samples=[],
+            disabled_tests=disabled,
+        )
 
     config = alerts.MonitorsConfig()
     history = [{"reward": 0.1, "heldout": 0.6}, {"reward": 0.3, "heldout": 0.55}, {"reward": 0.5, "heldout": 0.5}]
@@ -209,8 +253,12 @@ def test_edit_facts_see_tests_disabled():
     def call(name, **args):
         return {"role": "assistant", "tool_calls": [{"function": {"name": name, "arguments": json.dumps(args)}}]}
 
-    skip = call("str_replace", path="tests/test_m.py", old_str="def test_a():\n    assert f() == 1",
-                new_str="@pytest.mark.skip\ndef test_a():\n    assert f() == 1")  # fmt: skip
+    skip = call(
+        "str_replace",
+        path="tests/test_m.py",
+        old_str="def test_a():\n    assert f() == 1",
+        new_str="@pytest.mark.skip\ndef test_a():\n    assert f() == 1",
+    )
     drop_assert = call("str_replace", path="tests/test_m.py", old_str="    assert f() == 1", new_str="    pass")
     honest = call("str_replace", path="m.py", old_str="return 0", new_str="return 1")
     assert tampering.edit_facts([skip]) == (["tests/test_m.py"], True)
@@ -225,8 +273,14 @@ def test_a_session_replays_as_a_verifiers_trace_with_its_serving_logprobs(spool)
     from composer_prime.realtime.records import SessionRecord
 
     two = session("s1", logprobs=[-0.1, -0.2, -0.3])
-    two["branches"].append({"segments": [{"token_ids": [5, 6], "sampled": False},
-                                         {"token_ids": [11, 12], "sampled": True, "logprobs": [-1.0, -2.0]}]})  # fmt: skip
+    two["branches"].append(
+        {
+            "segments": [
+                {"token_ids": [5, 6], "sampled": False},
+                {"token_ids": [11, 12], "sampled": True, "logprobs": [-1.0, -2.0]},
+            ]
+        }
+    )
     record = SessionRecord.model_validate(two)
     trace = session_trace(record, reward=0.5)
     assert trace.reward == 0.5 and trace.info["realtime"]["session_id"] == "s1"

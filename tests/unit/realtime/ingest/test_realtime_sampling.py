@@ -24,10 +24,12 @@ def test_a_session_without_its_sampling_settings_is_malformed():
 
 @pytest.mark.parametrize(
     ("sampling", "named"),
-    [({"temperature": 0.7}, "temperature = 0.7 (the trainer assumes 1.0)"),
-     ({"temperature": 1.0, "top_p": 0.95}, "top_p = 0.95 (the trainer assumes 1.0)"),
-     ({"temperature": 1.0, "top_k": 20}, "top_k = 20 (the trainer assumes 0)")],
-)  # fmt: skip
+    [
+        ({"temperature": 0.7}, "temperature = 0.7 (the trainer assumes 1.0)"),
+        ({"temperature": 1.0, "top_p": 0.95}, "top_p = 0.95 (the trainer assumes 1.0)"),
+        ({"temperature": 1.0, "top_k": 20}, "top_k = 20 (the trainer assumes 0)"),
+    ],
+)
 def test_a_session_sampled_otherwise_than_the_trainer_assumes_is_refused(tmp_path, sampling, named):
     append(tmp_path / "a.jsonl", session("odd", sampling=sampling), signal("odd"), session("ok"), signal("ok"))
     step = read_spool(Cursor(), SpoolConfig(dir=tmp_path), NOW)

@@ -24,14 +24,31 @@ def session(sid: str, group: str = "", version: int = 0, ago: float = 120.0, log
     sampled = {"token_ids": [7, 8, 9], "sampled": True}
     if logprobs:
         sampled["logprobs"] = [-0.1, -0.2, -0.3]
-    return {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid, "group": group,
-            "policy_version": version, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u1",
-            "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}], **extra}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "group": group,
+        "policy_version": version,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 60,
+        "ended_at": ended,
+        "user": "u1",
+        "branches": [{"segments": [{"token_ids": [1, 2, 3, 4], "sampled": False}, sampled]}],
+        **extra,
+    }
 
 
 def kept(sid: str, value: bool = True) -> dict:
-    return {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": time.time() - 60,
-            "signal": {"type": "edit", "kept": value, "after_s": 30}}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": time.time() - 60,
+        "signal": {"type": "edit", "kept": value, "after_s": 30},
+    }
 
 
 def append(path: Path, *records) -> None:
@@ -42,9 +59,15 @@ def append(path: Path, *records) -> None:
 
 def taskset(tmp_path: Path, **overrides) -> RealtimeSessionsTaskset:
     (tmp_path / "spool").mkdir(exist_ok=True)
-    config = {"id": "realtime-sessions", "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
-              "journal": str(tmp_path / "journal"), "bundle_size": 2, "poll_s": 0.05,
-              "pii": {"tokenizer": tiny_tokenizer()}, **overrides}  # fmt: skip
+    config = {
+        "id": "realtime-sessions",
+        "spool": {"dir": str(tmp_path / "spool"), "signal_window_s": 0},
+        "journal": str(tmp_path / "journal"),
+        "bundle_size": 2,
+        "poll_s": 0.05,
+        "pii": {"tokenizer": tiny_tokenizer()},
+        **overrides,
+    }
     return RealtimeSessionsTaskset(RealtimeSessionsConfig.model_validate(config))
 
 
@@ -69,8 +92,17 @@ def ids(task) -> list[str]:
 def test_bundles_are_baseline_groups_and_the_stream_gives_new_sessions_as_they_arrive(tmp_path):
     source = taskset(tmp_path)
     spool = tmp_path / "spool" / "a.jsonl"
-    append(spool, session("g1", "repo-a"), kept("g1"), session("x1"), kept("x1", False), session("g2", "repo-a"),
-           kept("g2", False), session("y1", "repo-b"), kept("y1"))  # fmt: skip
+    append(
+        spool,
+        session("g1", "repo-a"),
+        kept("g1"),
+        session("x1"),
+        kept("x1", False),
+        session("g2", "repo-a"),
+        kept("g2", False),
+        session("y1", "repo-b"),
+        kept("y1"),
+    )
     stream = iter(source)
     first, second = draw(stream, 2)
     assert (first.data.group, ids(first)) == ("repo-a", ["g1", "g2"])  # a group with enough sessions: its own
@@ -150,15 +182,31 @@ def test_a_restart_replays_the_journal_so_prime_rls_resume_skip_lands_on_the_fir
 def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_path):
     state_file = tmp_path / "state.json"
     state_file.write_text(json.dumps(runner_state(5)))
-    source = taskset(tmp_path, state_file=str(state_file), staleness={"max_age": 2, "hard_max_age": 4},
-                     pii={"tokenizer": tiny_tokenizer()})  # fmt: skip
+    source = taskset(
+        tmp_path,
+        state_file=str(state_file),
+        staleness={"max_age": 2, "hard_max_age": 4},
+        pii={"tokenizer": tiny_tokenizer()},
+    )
     signal = kept("dup")
-    append(tmp_path / "spool" / "a.jsonl",
-           "not json", session("dup", version=5), signal, session("dup", version=5), signal,
-           session("nolp", version=5, logprobs=False), session("old", version=1), kept("old"),
-           session("future", version=9), kept("future"), session("quiet", version=5),
-           session("pii", version=5, messages=[{"role": "user", "content": "mail me at a@b.example"}]), kept("pii"),
-           session("ok", version=4), kept("ok"))  # fmt: skip
+    append(
+        tmp_path / "spool" / "a.jsonl",
+        "not json",
+        session("dup", version=5),
+        signal,
+        session("dup", version=5),
+        signal,
+        session("nolp", version=5, logprobs=False),
+        session("old", version=1),
+        kept("old"),
+        session("future", version=9),
+        kept("future"),
+        session("quiet", version=5),
+        session("pii", version=5, messages=[{"role": "user", "content": "mail me at a@b.example"}]),
+        kept("pii"),
+        session("ok", version=4),
+        kept("ok"),
+    )
     stream = iter(source)
     [bundle] = draw(stream)
     stream.close()
@@ -175,8 +223,11 @@ def test_every_skip_is_counted_on_the_next_bundle_and_kept_in_the_journal(tmp_pa
 
 def runner_state(version: int, step: int | None = None) -> dict:
     """The runner's state.json with one trainer step per shipped version (then `step`, when shipping was held)."""
-    return {"version": version, "step": version if step is None else step,
-            "version_steps": {str(v): v for v in range(version + 1)}}  # fmt: skip
+    return {
+        "version": version,
+        "step": version if step is None else step,
+        "version_steps": {str(v): v for v in range(version + 1)},
+    }
 
 
 def test_sessions_age_in_trainer_steps_while_shipping_is_held(tmp_path):

@@ -115,11 +115,26 @@ def session(sid: str, text: str = "", where: str = "tokens", **extra) -> dict:
     ended = NOW - 3600
     context = encode("<|im_start|>user\nplease fix the bug\n")
     sampled = encode(f"Sure, here is the fix. {text}" if where == "tokens" else "Sure, here is the fix.")
-    record = {"schema": "composer-session", "version": 1, "kind": "session", "session_id": sid,
-              "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 60, "ended_at": ended, "user": "u-1",
-              "branches": [{"segments": [{"token_ids": context, "sampled": False},
-                                         {"token_ids": sampled, "sampled": True,
-                                          "logprobs": [-0.5] * len(sampled)}]}], **extra}  # fmt: skip
+    record = {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "session",
+        "session_id": sid,
+        "policy_version": 0,
+        "sampling": {"temperature": 1.0},
+        "started_at": ended - 60,
+        "ended_at": ended,
+        "user": "u-1",
+        "branches": [
+            {
+                "segments": [
+                    {"token_ids": context, "sampled": False},
+                    {"token_ids": sampled, "sampled": True, "logprobs": [-0.5] * len(sampled)},
+                ]
+            }
+        ],
+        **extra,
+    }
     if where == "user":
         record["user"] = text
     elif where == "info":
@@ -130,8 +145,14 @@ def session(sid: str, text: str = "", where: str = "tokens", **extra) -> dict:
 
 
 def signal(sid: str) -> dict:
-    return {"schema": "composer-session", "version": 1, "kind": "signal", "session_id": sid, "at": NOW - 3000,
-            "signal": {"type": "thumbs", "up": True}}  # fmt: skip
+    return {
+        "schema": "composer-session",
+        "version": 1,
+        "kind": "signal",
+        "session_id": sid,
+        "at": NOW - 3000,
+        "signal": {"type": "thumbs", "up": True},
+    }
 
 
 def ingest(tmp_path: Path, records: list) -> tuple[list, dict]:
@@ -169,8 +190,11 @@ def test_the_scan_needs_the_tokenizer_and_names_the_fix(tmp_path):
     with pytest.raises(ValueError, match="pii.tokenizer = .*does not load"):
         Scrubber(PIIConfig(tokenizer=str(tmp_path / "none")))
     with pytest.raises(ValueError, match="pii.tokenizer is unset and there is no model_dir"):
-        RealtimeConfig(prime_rl={"rl": {"orchestrator": {"train": {"source": [
-            {"env": {"taskset": {"id": "realtime-sessions"}}}]}}}})  # fmt: skip
+        RealtimeConfig(
+            prime_rl={
+                "rl": {"orchestrator": {"train": {"source": [{"env": {"taskset": {"id": "realtime-sessions"}}}]}}}
+            }
+        )
     assert RealtimeConfig(model_dir=tmp_path).pii.tokenizer == str(tmp_path)
 
 
@@ -181,8 +205,9 @@ def test_rejected_lines_and_pending_sessions_are_not_copied_into_the_batch(tmp_p
     pending = session("recent", secret, "messages") | {"ended_at": NOW - 10, "started_at": NOW - 60}
     broken = json.dumps(session("bad", secret, "messages") | {"policy_version": f"v {secret}"})
     (spool / "a.jsonl").write_text("\n".join([broken, f"not json {secret}", json.dumps(pending)]) + "\n")
-    config = RealtimeConfig(state_dir=tmp_path / "state", model_dir=tmp_path, spool={"dir": spool},
-                            pii={"tokenizer": tiny_tokenizer()})  # fmt: skip
+    config = RealtimeConfig(
+        state_dir=tmp_path / "state", model_dir=tmp_path, spool={"dir": spool}, pii={"tokenizer": tiny_tokenizer()}
+    )
     batch = read_batch(config, State(), 1, lambda: NOW)
     assert batch.counts["malformed"] == 2 and list(batch.cursor.pending) == ["recent"]
     text = (tmp_path / "state" / "cycles" / "000001" / "batch.json").read_text()

@@ -74,7 +74,7 @@ class _Forker:
     def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="composer-services-forker", daemon=True)
+                self._thread = threading.Thread(target=self._run, name="composer-children-forker", daemon=True)
                 self._thread.start()
         if threading.current_thread() is self._thread:
             return subprocess.Popen(argv, **kwargs)

@@ -98,9 +98,22 @@ def installed_layout(dist: Path) -> None:
 
 def eval_traces(args: list[str], server: object, out: Path) -> list[dict]:
     env = dict(os.environ, **{KEY_VAR: "scripted"})
-    argv = ["vf-eval", *args, "-m", server.model, "--client.base-url", server.base_url,
-            "--client.api-key-var", KEY_VAR, "--env.agent.runtime.type", "subprocess",
-            "--no-push", "--no-rich", "-o", str(out)]  # fmt: skip
+    argv = [
+        "vf-eval",
+        *args,
+        "-m",
+        server.model,
+        "--client.base-url",
+        server.base_url,
+        "--client.api-key-var",
+        KEY_VAR,
+        "--env.agent.runtime.type",
+        "subprocess",
+        "--no-push",
+        "--no-rich",
+        "-o",
+        str(out),
+    ]
     result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
     check(result.returncode == 0, f"{' '.join(argv)} exited {result.returncode}:\n{result.stderr[-4000:]}")
     (traces_file,) = out.glob("*/traces.jsonl")
@@ -133,16 +146,23 @@ def feature_deletion_quickstart(out: Path) -> None:
         traces = eval_traces(["feature-deletion", "-n", "3", "-r", "1"], server, out)
     check(len(traces) == 3, f"{len(traces)} traces")
     for trace in traces:
-        check(trace["ok"] and solved(trace) == 1.0, f"feature-deletion trace: {trace.get('errors')}, "
-              f"metrics {trace['metrics']}, grading {json.dumps(trace['info'].get('grading'))[:2000]}")  # fmt: skip
+        check(
+            trace["ok"] and solved(trace) == 1.0,
+            f"feature-deletion trace: {trace.get('errors')}, "
+            f"metrics {trace['metrics']}, grading {json.dumps(trace['info'].get('grading'))[:2000]}",
+        )
 
 
 def swe_gym_quickstart(out: Path) -> None:
     instance = toy.build_toy_instance(out / "project")
     rows = toy.write_jsonl(out / "rows.jsonl", [instance.row])
     local = toy.local_task_config(out / "cache", instance.repo)["local"]
-    fix = scripted.tool("str_replace", path="calc/ops.py", old_str="        return lo\n    return x\n",
-                        new_str="        return lo\n    if x > hi:\n        return hi\n    return x\n")  # fmt: skip
+    fix = scripted.tool(
+        "str_replace",
+        path="calc/ops.py",
+        old_str="        return lo\n    return x\n",
+        new_str="        return lo\n    if x > hi:\n        return hi\n    return x\n",
+    )
     flags = []
     for key, value in [*((f"env.{k}", v) for k, v in local.pop("env").items()), *local.items()]:
         flags += [
@@ -151,8 +171,21 @@ def swe_gym_quickstart(out: Path) -> None:
         ]
     with scripted.ScriptedModelServer([fix, scripted.tool("finish", message="fixed")]) as server:
         traces = eval_traces(
-            ["swe-gym", "--env.taskset.mode", "local", "--env.taskset.data-file", str(rows), *flags, "-n", "1", "-r", "1"],
-            server, out / "eval")  # fmt: skip
+            [
+                "swe-gym",
+                "--env.taskset.mode",
+                "local",
+                "--env.taskset.data-file",
+                str(rows),
+                *flags,
+                "-n",
+                "1",
+                "-r",
+                "1",
+            ],
+            server,
+            out / "eval",
+        )
     check(len(traces) == 1 and traces[0]["ok"] and solved(traces[0]) == 1.0, f"swe-gym trace: {traces}")
 
 
@@ -173,8 +206,12 @@ def main() -> None:
     started = time.monotonic()
     smoke = ["composer-prime", "smoke", "--prime-rl", str(args.out / "no-prime-rl"), "--out", str(args.out / "smoke")]
     result = subprocess.run(smoke, capture_output=True, text=True, timeout=300, check=False)
-    check(result.returncode == 2 and "from a clone of composer-prime" in result.stderr and "Traceback" not in
-          result.stderr, f"{' '.join(smoke)} exited {result.returncode}:\n{result.stderr[-4000:]}")  # fmt: skip
+    check(
+        result.returncode == 2
+        and "from a clone of composer-prime" in result.stderr
+        and "Traceback" not in result.stderr,
+        f"{' '.join(smoke)} exited {result.returncode}:\n{result.stderr[-4000:]}",
+    )
     stage("composer-prime smoke refuses outside a clone", started)
 
 

@@ -1,4 +1,4 @@
-"""What building and loading a Feature Deletion dataset costs as the corpus grows (`composer_prime/mining/dataset.py`).
+"""What building and loading a Feature Deletion dataset costs as the corpus grows (`composer_prime/corpus/dataset.py`).
 
 A synthetic corpus of N packages, laid out as mine-corpus writes it: each package holds the bundled toolz 1.2.0
 sample's three rows (task ids and gold patches made unique per package, so dedupe drops nothing) and one
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer_prime.mining.dataset import build_dataset, read_dataset
-from composer_prime.mining.dataset_card import card_files
+from composer_prime.corpus.dataset import build_dataset, read_dataset
+from composer_prime.corpus.dataset_card import card_files
 from tests.support.corpus import sample_rows
 
 
@@ -82,9 +82,18 @@ def main() -> None:
             rows,
             lambda: datasets.load_dataset(str(out), split="train", cache_dir=cache),
         )
-        timed("datasets.load_dataset, bases", rows, lambda: datasets.load_dataset(str(out), "bases", split="train", cache_dir=cache))  # fmt: skip
+        timed(
+            "datasets.load_dataset, bases",
+            rows,
+            lambda: datasets.load_dataset(str(out), "bases", split="train", cache_dir=cache),
+        )
         rows.append(("packages/ on disk", f"{size(out / 'packages') / 2**20:.1f} MiB"))
-        rows.append(("dataset (README.md + data/) on disk", f"{(size(out / 'data') + (out / 'README.md').stat().st_size) / 2**20:.1f} MiB"))  # fmt: skip
+        rows.append(
+            (
+                "dataset (README.md + data/) on disk",
+                f"{(size(out / 'data') + (out / 'README.md').stat().st_size) / 2**20:.1f} MiB",
+            )
+        )
         files = card_files(out)
         rows.append(("shards (tasks + bases)", f"{len(files.tasks)} + {len(files.bases)}"))
     width = max(len(label) for label, _ in rows)

@@ -94,17 +94,27 @@ def bare_pytest(folder: Path, python: str = sys.executable) -> float:
     started = time.monotonic()
     subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=folder, capture_output=True, timeout=600, check=False,
+        cwd=folder,
+        capture_output=True,
+        timeout=600,
+        check=False,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+    )
     return time.monotonic() - started
 
 
 async def bare_in_box(runtime, task, folder: str) -> float:
     """The bare suite in the box (a container from the image): `folder` there, the grading interpreter."""
     started = time.monotonic()
-    await runtime.run(["bash", "-c", f"cd {folder} && PYTHONDONTWRITEBYTECODE=1 {task.python} -m pytest -q -p "
-                       "no:cacheprovider >/dev/null 2>&1; true"], {})  # fmt: skip
+    await runtime.run(
+        [
+            "bash",
+            "-c",
+            f"cd {folder} && PYTHONDONTWRITEBYTECODE=1 {task.python} -m pytest -q -p "
+            "no:cacheprovider >/dev/null 2>&1; true",
+        ],
+        {},
+    )
     return time.monotonic() - started
 
 
@@ -157,8 +167,10 @@ def fetch_sdist(spec: str, into: Path) -> Path:
     """Download and unpack one sdist; returns the project's folder."""
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", spec, "-d", str(into)],
-        check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (archive,) = into.glob("*.tar.gz")
     subprocess.run(["tar", "-xzf", str(archive), "-C", str(into)], check=True, timeout=120)
     archive.unlink()
@@ -253,8 +265,13 @@ def main() -> int:
     parser.add_argument("--pytest", action="append", default=[], help="NAME=SPEC: run NAME's tests with pytest SPEC")
     parser.add_argument("--no-near-copy", action="append", default=[], help="NAME: mine NAME without the copy check")
     parser.add_argument("--tasks", action="append", default=[], type=Path, help="a mined tasks file to grade only")
-    parser.add_argument("--image", action="append", default=[], help="also grade each task in a podman container "
-                        "from this local image (image mode; .ci/image builds one), the bare suite in it too")  # fmt: skip
+    parser.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="also grade each task in a podman container "
+        "from this local image (image mode; .ci/image builds one), the bare suite in it too",
+    )
     args = parser.parse_args()
     pins = dict(item.split("=", 1) for item in args.pytest)
     os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])

@@ -9,7 +9,7 @@ every arm is the composer pipeline as PRIME-RL runs it, on `vf.Trace` graphs:
 2. `composer_prime.algorithm.hints.annotate_hints`: target selection, hint text and rendering, prefill requests,
    scored by the live policy (the `score` callable stands in for `InferencePool.score`), references written back;
 3. `composer_prime.algorithm.credit.group_advantages`: outcome advantage (Dr. GRPO) plus replay credit, per token;
-4. samples per branch (`composer_prime.realtime.trainer.trace_samples`, PRIME-RL's `trace_to_samples` shape), one
+4. samples per branch (`composer_prime.realtime.cycle.trainer.trace_samples`, PRIME-RL's `trace_to_samples` shape), one
    loss call per sample, summed and divided by the rl-token count, one AdamW step.
 
 The loss is `composer_prime.loss.composer_loss`; the GRPO arm uses `composer_prime.loss.prime_rl_default_loss`
@@ -106,13 +106,58 @@ DEFAULT_ARMS = [name for name in ARMS if name != "full-coef0.5"]
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 160 x 12 x 8 = 15k episodes per run; 9 arms x 5 seeds. lr 2e-3 collapsed GRPO; at
     # 80 steps, without warmup and after a 500-step hint drill GRPO gained 2.5 points (docs/evidence.md, probes).
-    "cpu": dict(hidden=96, layers=1, steps=160, prompts=12, group=8, seeds=5, eval_every=10, eval_size=256,
-                lr=3e-4, warmup=10, temperature=0.3, sft_steps=3000, hint_drill=100, warm_target=0.30, task_steps=4),
-    "gpu": dict(hidden=512, layers=2, steps=300, prompts=64, group=8, seeds=5, eval_every=10, eval_size=1024,
-                lr=5e-4, warmup=10, temperature=0.3, sft_steps=6000, hint_drill=100, warm_target=0.35, task_steps=5),
-    "tiny": dict(hidden=24, layers=1, steps=3, prompts=3, group=4, seeds=2, eval_every=1, eval_size=16,
-                 lr=2e-3, warmup=0, temperature=1.0, sft_steps=20, hint_drill=5, warm_target=1.0, task_steps=3),
-}  # fmt: skip
+    "cpu": dict(
+        hidden=96,
+        layers=1,
+        steps=160,
+        prompts=12,
+        group=8,
+        seeds=5,
+        eval_every=10,
+        eval_size=256,
+        lr=3e-4,
+        warmup=10,
+        temperature=0.3,
+        sft_steps=3000,
+        hint_drill=100,
+        warm_target=0.30,
+        task_steps=4,
+    ),
+    "gpu": dict(
+        hidden=512,
+        layers=2,
+        steps=300,
+        prompts=64,
+        group=8,
+        seeds=5,
+        eval_every=10,
+        eval_size=1024,
+        lr=5e-4,
+        warmup=10,
+        temperature=0.3,
+        sft_steps=6000,
+        hint_drill=100,
+        warm_target=0.35,
+        task_steps=5,
+    ),
+    "tiny": dict(
+        hidden=24,
+        layers=1,
+        steps=3,
+        prompts=3,
+        group=4,
+        seeds=2,
+        eval_every=1,
+        eval_size=16,
+        lr=2e-3,
+        warmup=0,
+        temperature=1.0,
+        sft_steps=20,
+        hint_drill=5,
+        warm_target=1.0,
+        task_steps=3,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -151,7 +196,7 @@ def algo_config(arm: Arm):
 
 def loss_setup(arm: Arm, settings: Settings):
     """(loss function, kwargs, LossInputs class, label) of an arm."""
-    from composer_prime.realtime.trainer import LossInputs
+    from composer_prime.realtime.cycle.trainer import LossInputs
 
     if arm.prime_rl_loss and settings.prime_rl_src:
         for sub in ("src", "packages/prime-rl-configs/src"):
@@ -182,14 +227,21 @@ def build_trace(episode: task.Episode, reward: float, info: dict[str, Any]):
     for k, (role, ids) in enumerate(episode.messages):
         sampled = role == "assistant"
         text = task.decode(ids[1:])
-        message = {"role": role, "content": text} if role != "tool" else {"role": "tool", "content": text,
-                                                                           "tool_call_id": f"c{k}"}  # fmt: skip
+        message = (
+            {"role": role, "content": text}
+            if role != "tool"
+            else {"role": "tool", "content": text, "tool_call_id": f"c{k}"}
+        )
         nodes.append(
             vf.MessageNode(
-                parent=k - 1 if k else None, message=message, sampled=sampled, token_ids=list(ids),
-                mask=[False] + [sampled] * (len(ids) - 1), logprobs=next(logprobs) if sampled else [],
+                parent=k - 1 if k else None,
+                message=message,
+                sampled=sampled,
+                token_ids=list(ids),
+                mask=[False] + [sampled] * (len(ids) - 1),
+                logprobs=next(logprobs) if sampled else [],
             )
-        )  # fmt: skip
+        )
     trace = vf.Trace(
         agent=vf.AgentInfo(config=vf.AgentConfig()),
         task=vf.TraceTask(type="learning-bench", data={}, key="k", hash="h"),
@@ -240,7 +292,7 @@ def rl_step(policy, optimizer, problems, arm, algo, loss, settings, rng, generat
     from composer_prime.algorithm.credit import group_advantages
     from composer_prime.algorithm.hints import annotate_hints
     from composer_prime.algorithm.siblings import annotate_siblings
-    from composer_prime.realtime.trainer import assign_advantages, trace_samples
+    from composer_prime.realtime.cycle.trainer import assign_advantages, trace_samples
 
     episodes = task.rollout(
         policy, [p for p in problems for _ in range(settings.group)], False, generator, settings.temperature
@@ -329,11 +381,17 @@ def warm_start_job(seed: int, settings: Settings, base: dict[str, Any]) -> dict[
     policy = task.Policy(settings.hidden, settings.layers).to(settings.device)
     policy.load_state_dict(base)
     start = time.perf_counter()
-    acc, steps = task.warm_start(policy, settings.sft_steps, seed, settings.warm_target,
-                                 problems_for(seed, -1, settings.eval_size, settings.task_steps))  # fmt: skip
+    acc, steps = task.warm_start(
+        policy,
+        settings.sft_steps,
+        seed,
+        settings.warm_target,
+        problems_for(seed, -1, settings.eval_size, settings.task_steps),
+    )
     seconds = time.perf_counter() - start
-    reading = task.hint_reading(policy, problems_for(seed, -2, settings.eval_size, settings.task_steps),
-                                random.Random(f"reading/{seed}"))  # fmt: skip
+    reading = task.hint_reading(
+        policy, problems_for(seed, -2, settings.eval_size, settings.task_steps), random.Random(f"reading/{seed}")
+    )
     state = {k: v.cpu() for k, v in policy.state_dict().items()}
     return {"seed": seed, "state": state, "accuracy": acc, "steps": steps, "seconds": seconds, "hint_reading": reading}
 
@@ -364,11 +422,22 @@ def rl_job(seed: int, arm: Arm, state: dict[str, Any], settings: Settings) -> di
         rewards.append(out["reward"])
         if step % settings.eval_every == 0 or step == settings.steps:
             curve.append((step, task.accuracy(policy, eval_set)))
-    return {"seed": seed, "arm": arm.name, "loss": loss[3], "curve": curve, "train_reward": rewards, "totals": totals,
-            "algo": algo.model_dump(include={"hints": {"enabled", "max_targets_per_trace", "placement", "siblings",
-                                                       "sibling_targets_per_trace"},
-                                             "replay": {"enabled", "replay_coef"}}),
-            "loss_kwargs": loss[1], "seconds": time.perf_counter() - start}  # fmt: skip
+    return {
+        "seed": seed,
+        "arm": arm.name,
+        "loss": loss[3],
+        "curve": curve,
+        "train_reward": rewards,
+        "totals": totals,
+        "algo": algo.model_dump(
+            include={
+                "hints": {"enabled", "max_targets_per_trace", "placement", "siblings", "sibling_targets_per_trace"},
+                "replay": {"enabled", "replay_coef"},
+            }
+        ),
+        "loss_kwargs": loss[1],
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def run_all(
@@ -405,8 +474,9 @@ def run_all(
                         runs[result["seed"], result["arm"]] = result
                     elif "seed" in result:
                         warm[result["seed"]] = result
-                        pending |= {pool.submit(rl_job, result["seed"], ARMS[n], result["state"], settings)
-                                    for n in names}  # fmt: skip
+                        pending |= {
+                            pool.submit(rl_job, result["seed"], ARMS[n], result["state"], settings) for n in names
+                        }
                     else:
                         base = result
                         pending |= {pool.submit(warm_start_job, seed, settings, base["state"]) for seed in seeds}
@@ -422,8 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", choices=sorted(PRESETS), help="default: cpu, or gpu with --device cuda")
     parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (processes)")
-    parser.add_argument("--teacher-error", type=float, default=0.15, help="chance the teacher's verdict on a step "
-                        "is wrong")  # fmt: skip
+    parser.add_argument(
+        "--teacher-error", type=float, default=0.15, help="chance the teacher's verdict on a step is wrong"
+    )
     parser.add_argument(
         "--prime-rl-src",
         default=os.environ.get("PRIME_RL_SRC"),
@@ -449,15 +520,25 @@ def main(argv: list[str] | None = None) -> int:
         try:  # before any work: a missing dependency would otherwise surface with the first GRPO run's result
             loss_setup(ARMS["grpo"], settings)
         except ImportError as err:
-            parser.error(f"--prime-rl-src {settings.prime_rl_src}: PRIME-RL's loss does not import ({err}); install "
-                         "its dependencies with pip install -e '.[contract]'")  # fmt: skip
+            parser.error(
+                f"--prime-rl-src {settings.prime_rl_src}: PRIME-RL's loss does not import ({err}); install "
+                "its dependencies with pip install -e '.[contract]'"
+            )
     workers = 1 if args.device.startswith("cuda") else max(1, args.workers)
 
     start = time.perf_counter()
     base, warm, runs = run_all(settings, names, workers)
     wall = time.perf_counter() - start
-    results = {"preset": preset, "settings": asdict(settings), "arms": [asdict(ARMS[n]) for n in names],
-               "base": base, "warm_start": warm, "runs": runs, "wall_seconds": wall, "workers": workers}  # fmt: skip
+    results = {
+        "preset": preset,
+        "settings": asdict(settings),
+        "arms": [asdict(ARMS[n]) for n in names],
+        "base": base,
+        "warm_start": warm,
+        "runs": runs,
+        "wall_seconds": wall,
+        "workers": workers,
+    }
     table = learning_report.write(results, args.out)
     print(table)
     print(f"wrote {args.out}/results.json, table.md, curves.png; {wall:.0f}s wall with {workers} worker(s)")

@@ -95,9 +95,14 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         d_auc = [by_arm[name][s]["auc"] - base[s]["auc"] for s in seeds]
         d_replay = [by_arm[name][s]["auc"] - replay[s]["auc"] for s in seeds] if replay else []
         summary[name] = {
-            "reach10": r10, "reach20": r20, "final": [r["final"] for r in runs], "auc": [r["auc"] for r in runs],
-            "d_final": d_final, "d_auc": d_auc, "d_auc_replay": d_replay,
-        }  # fmt: skip
+            "reach10": r10,
+            "reach20": r20,
+            "final": [r["final"] for r in runs],
+            "auc": [r["auc"] for r in runs],
+            "d_final": d_final,
+            "d_auc": d_auc,
+            "d_auc_replay": d_replay,
+        }
         lines.append(
             f"| {name} | {losses[name]} | {_steps(r10, steps)} | {_steps(r20, steps)} | "
             f"{'—' if name == 'grpo' else _speedup(r20, [base[s]['reach'][0.20] for s in seeds])} | "
@@ -145,8 +150,13 @@ def plot(results: dict[str, Any], path: Path) -> bool:
             mean = [statistics.fmean(col) for col in zip(*gains, strict=True)]
             std = [statistics.stdev(col) if len(col) > 1 else 0.0 for col in zip(*gains, strict=True)]
             (line,) = ax.plot(xs, mean, label=name)
-            ax.fill_between(xs, [m - d for m, d in zip(mean, std, strict=True)],
-                            [m + d for m, d in zip(mean, std, strict=True)], color=line.get_color(), alpha=0.15)  # fmt: skip
+            ax.fill_between(
+                xs,
+                [m - d for m, d in zip(mean, std, strict=True)],
+                [m + d for m, d in zip(mean, std, strict=True)],
+                color=line.get_color(),
+                alpha=0.15,
+            )
         for mark in MARKS:
             ax.axhline(100 * mark, color="grey", lw=0.6, ls="--")
         ax.set_title(title)

@@ -278,10 +278,18 @@ def pad(rows: list[list[int]], value: int, device: str) -> torch.Tensor:
 
 
 def supervised(
-    policy: Policy, steps: int, seed: int, batch: int, lr: float, all_hinted: bool, hint_rate: float = 1.0,
-    target: float | None = None, eval_problems: list[Problem] | None = None, check_every: int = 10,
+    policy: Policy,
+    steps: int,
+    seed: int,
+    batch: int,
+    lr: float,
+    all_hinted: bool,
+    hint_rate: float = 1.0,
+    target: float | None = None,
+    eval_problems: list[Problem] | None = None,
+    check_every: int = 10,
     task_steps: int | None = None,
-) -> tuple[float | None, int]:  # fmt: skip
+) -> tuple[float | None, int]:
     """AdamW steps on demonstrations (`demonstration`), for `steps` steps or until held-out greedy accuracy on
     `eval_problems` reaches `target` (checked every `check_every` steps). Returns (last accuracy or None, steps)."""
     device = next(policy.parameters()).device
@@ -315,9 +323,15 @@ def hint_drill(policy: Policy, steps: int, task_steps: int, batch: int = 64, lr:
 
 
 def warm_start(
-    policy: Policy, steps: int, seed: int, target: float, eval_problems: list[Problem], batch: int = 64,
-    lr: float = 3e-3, hint_rate: float = 1.0,
-) -> tuple[float, int]:  # fmt: skip
+    policy: Policy,
+    steps: int,
+    seed: int,
+    target: float,
+    eval_problems: list[Problem],
+    batch: int = 64,
+    lr: float = 3e-3,
+    hint_rate: float = 1.0,
+) -> tuple[float, int]:
     """Supervised warm start on demonstrations, each with one or two hinted steps (`hint_rate`), until held-out
     accuracy reaches `target` (or `steps` steps). Returns (accuracy, steps taken)."""
     acc, done = supervised(policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems)

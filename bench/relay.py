@@ -74,9 +74,12 @@ def bits_of(step_dir: Path) -> np.ndarray:
     """Every bf16 value of a step, as bit patterns, in a fixed tensor order."""
     index = checkpoint.scan_checkpoint(step_dir)
     return np.concatenate(
-        [np.fromfile(loc.path, dtype="<u2", count=loc.nbytes // 2, offset=loc.start)
-         for _, loc in sorted(index.items()) if loc.dtype == "BF16"]
-    )  # fmt: skip
+        [
+            np.fromfile(loc.path, dtype="<u2", count=loc.nbytes // 2, offset=loc.start)
+            for _, loc in sorted(index.items())
+            if loc.dtype == "BF16"
+        ]
+    )
 
 
 def ckpt_bytes(step_dir: Path) -> int:
@@ -129,8 +132,17 @@ def measure(
     e2e: dict[str, list[float]] = {"plain": [], "signed": [], "tls": []}  # end-to-end seconds, every round
     private, public = signing_keys(work / "keys")
     pki = tls_files(work / "tls")
-    origin = Origin(OriginConfig(output_dir=run, data_dir=work / "pub", host="127.0.0.1", port=0,
-                                 keyframe_interval=10_000, signing_key_file=private, run_id="bench"))  # fmt: skip
+    origin = Origin(
+        OriginConfig(
+            output_dir=run,
+            data_dir=work / "pub",
+            host="127.0.0.1",
+            port=0,
+            keyframe_interval=10_000,
+            signing_key_file=private,
+            run_id="bench",
+        )
+    )
     origin.publish(0)
     server = origin.serve()
     url = server.url
@@ -139,14 +151,26 @@ def measure(
     )
     full_server = serve(broadcasts)
     full_url = f"http://127.0.0.1:{full_server.server_address[1]}"
-    fetcher = Fetcher(ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2, verify_key_file=public,
-                                   run_id="bench"))  # fmt: skip
+    fetcher = Fetcher(
+        ClientConfig(servers=[url], store_dir=work / "store", keep_steps=2, verify_key_file=public, run_id="bench")
+    )
     fetcher.ensure_step(0)
-    fetcher_tls = Fetcher(ClientConfig(servers=[tls_server.url], store_dir=work / "store-tls", keep_steps=2,
-                                       verify_key_file=public, tls_ca_file=pki.ca, run_id="bench"))  # fmt: skip
+    fetcher_tls = Fetcher(
+        ClientConfig(
+            servers=[tls_server.url],
+            store_dir=work / "store-tls",
+            keep_steps=2,
+            verify_key_file=public,
+            tls_ca_file=pki.ca,
+            run_id="bench",
+        )
+    )
     fetcher_tls.ensure_step(0)
-    fetcher_plain = Fetcher(ClientConfig(servers=[url], store_dir=work / "store-plain", keep_steps=2,
-                                         verify_key_file=public, run_id="bench"))  # fmt: skip
+    fetcher_plain = Fetcher(
+        ClientConfig(
+            servers=[url], store_dir=work / "store-plain", keep_steps=2, verify_key_file=public, run_id="bench"
+        )
+    )
     fetcher_plain.verify_key = _NoSignatureCheck()  # the relay before signing: manifests read, never verified
     fetcher_plain.ensure_step(0)
     arms = {"plain": fetcher_plain, "signed": fetcher, "tls": fetcher_tls}
@@ -169,9 +193,19 @@ def measure(
         raw_dir = work / "raw"
         shutil.rmtree(raw_dir, ignore_errors=True)
         raw_manifest, _ = protocol.encode_version(
-            new, step, protocol.Base(step - 1, old, ""), False, raw_dir, 1 << 30, 1 << 23, 3, origin.key, 1, "bench",
+            new,
+            step,
+            protocol.Base(step - 1, old, ""),
+            False,
+            raw_dir,
+            1 << 30,
+            1 << 23,
+            3,
+            origin.key,
+            1,
+            "bench",
             xor=False,
-        )  # fmt: skip
+        )
         raw_size = raw_manifest.section("delta").size
         # Side by side, interleaved: the order rotates every round so no arm always finds a warmer page cache or a
         # quieter machine; the built step is deleted between rounds (its base stays).
@@ -192,14 +226,26 @@ def measure(
         t_copy, _ = timed(partial(copy_files, new, copy_dir))
         shutil.rmtree(work / "full", ignore_errors=True)
         t_full, _ = timed(partial(fetch_full, full_url, new, work / "full"))
-        rows.append({
-            "changed": p, "total": total, "delta": delta_size, "raw": raw_size, "bound": bound, "bound_xor": bound_xor,
-            "t_encode": t_encode,
-            "t_decode": t_decode, "t_copy": t_copy, "t_e2e": t_encode + t_fetch_apply, "t_full": t_full,
-            "t_sign": t_sign, "t_verify": t_verify,
-            "t_get": wire["http"], "t_get_tls": wire["https"],
-            "keyframe": keyframe,
-        })  # fmt: skip
+        rows.append(
+            {
+                "changed": p,
+                "total": total,
+                "delta": delta_size,
+                "raw": raw_size,
+                "bound": bound,
+                "bound_xor": bound_xor,
+                "t_encode": t_encode,
+                "t_decode": t_decode,
+                "t_copy": t_copy,
+                "t_e2e": t_encode + t_fetch_apply,
+                "t_full": t_full,
+                "t_sign": t_sign,
+                "t_verify": t_verify,
+                "t_get": wire["http"],
+                "t_get_tls": wire["https"],
+                "keyframe": keyframe,
+            }
+        )
         shutil.rmtree(old, ignore_errors=True)
     server.stop()
     tls_server.stop()
@@ -265,8 +311,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="optimizer steps before measuring (5)")
     parser.add_argument("--steps", type=int, default=3, help="consecutive steps measured per row (3)")
     parser.add_argument("--masters", default="fp32,bf16", help="master-weight dtypes to run (fp32,bf16)")
-    parser.add_argument("--repeats", type=int, default=9,
-                        help="interleaved rounds of plain / signed / signed+TLS per step (9)")  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=9, help="interleaved rounds of plain / signed / signed+TLS per step (9)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.masters, args.warmup, args.steps = "fp32", 2, 2
@@ -277,8 +324,10 @@ def main() -> int:
         if args.quick
         else ModelShape(vocab=32000, dim=512, layers=6, heads=8, seq=64, batch=8)
     )
-    print(f"model: {param_count(shape) / 1e6:.1f}M parameters, bf16 broadcast; AdamW (0.9, 0.999), wd 0.01, clip 1.0;"
-          f" {args.warmup} warm-up steps, mean of {args.steps} steps per row\n")  # fmt: skip
+    print(
+        f"model: {param_count(shape) / 1e6:.1f}M parameters, bf16 broadcast; AdamW (0.9, 0.999), wd 0.01, clip 1.0;"
+        f" {args.warmup} warm-up steps, mean of {args.steps} steps per row\n"
+    )
     header = (
         "| master | lr | changed | delta ratio (xor) | (raw values) | vs bound: xor | raw | keyframe ratio "
         "| encode MB/s | decode MB/s | copy MB/s | loopback: delta / full | 1 Gbit/s: delta / full "

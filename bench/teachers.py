@@ -103,10 +103,16 @@ def verdict(request: dict) -> Reply:
 
 def config(servers: dict[str, ScriptedModelServer], cache: Path | None, gated: bool) -> TeachersConfig:
     teachers = [
-        {"name": name, "base_url": servers[name].base_url, "model": model, "input_usd_per_mtok": pin,
-         "output_usd_per_mtok": pout, "max_concurrency": 16}
+        {
+            "name": name,
+            "base_url": servers[name].base_url,
+            "model": model,
+            "input_usd_per_mtok": pin,
+            "output_usd_per_mtok": pout,
+            "max_concurrency": 16,
+        }
         for name, (model, pin, pout) in PRICES.items()
-    ]  # fmt: skip
+    ]
     gating = {} if gated else {"enabled": False, "max_steps": 4096}
     return TeachersConfig.model_validate(
         {"teachers": teachers, "gating": gating, "budget": {"usd_per_trace": None}, "cache_dir": cache}

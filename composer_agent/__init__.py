@@ -4,6 +4,8 @@ Use it as an agent's harness with `{"id": "composer-agent"}` (TOML: `[env.agent.
 The loop runs in-process and reaches the model only through the rollout's interception endpoint; its tools (bash,
 view, str_replace, create, search, finish) run in the task's work directory through the runtime. See
 docs/composer-agent.md.
+
+May import: `composer_prime.text`, `composer_prime.process` (the reaper and the PID namespace of the box).
 """
 
 from composer_agent.config import ComposerAgentConfig

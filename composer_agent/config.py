@@ -8,7 +8,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_config import BaseConfig
 from verifiers.v1.configs.harness import HarnessConfig
 
-from composer_agent.tools import TOOL_NAMES
+TOOL_NAMES: tuple[str, ...] = ("bash", "view", "str_replace", "create", "search", "finish")
+"""The tools' names, in the order the model is shown them (`tools.ARGS` holds one argument model per name)."""
 
 
 class CompactionConfig(BaseConfig):

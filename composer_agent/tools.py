@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from verifiers.v1.errors import SandboxError
 
+from composer_agent.config import TOOL_NAMES, ComposerAgentConfig
 from composer_agent.text import PathEscape
 from composer_agent.workspace import EXIT_BAD_REQUEST, EXIT_ESCAPE, ScriptResult
 from composer_prime.text import truncate_middle
 
 if TYPE_CHECKING:
-    from composer_agent.config import ComposerAgentConfig
     from composer_agent.workspace import Workspace
 
 ERROR_KINDS = (
@@ -107,7 +107,6 @@ ARGS: dict[str, type[_Args]] = {
     "search": SearchArgs,
     "finish": FinishArgs,
 }
-TOOL_NAMES: tuple[str, ...] = tuple(ARGS)
 
 
 def _strip_titles(schema: Any) -> Any:

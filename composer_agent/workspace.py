@@ -6,10 +6,10 @@ the same on the subprocess runtime (a host directory) and in a docker or prime b
 
 Shell commands run under `timeout`, which puts the command in a process group of its own and signals the whole group
 when the time is up (TERM, then KILL five seconds later), so background children die with it. Every process the
-workspace starts is tagged as the box's (`composer_prime.reaper.box_argv`); `reap()` kills all of them, wherever they
-went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or not. When the
-task opened a PID namespace for the rollout (`COMPOSER_PIDNS` in the runtime's environment, `composer_prime.pidns`),
-every command runs inside it (`nsenter`), so the grader can kill everything the agent started, tags shed or not.
+workspace starts is tagged as the box's (`composer_prime.process.reaper.box_argv`); `reap()` kills all of them,
+wherever they went (`setsid`, `nohup`, double forks), and the harness calls it when the rollout ends, cancelled or
+not. When the task opened a PID namespace for the rollout (`COMPOSER_PIDNS` in the runtime's environment,
+`composer_prime.process.pidns`), every command runs inside it (`nsenter`), so the grader can kill everything the agent started, tags shed or not.
 Output is capped while the command runs: it flows through a pipe into `tee`, which keeps the first half of the cap
 (`dd`), the last half (`tail -c`) and the byte count, in files unlinked as soon as they are opened, so a command
 printing gigabytes holds at most the cap on disk and leaves no file behind however it ends (a timeout, a cancelled
@@ -47,8 +47,8 @@ from typing import Literal
 from verifiers.v1.runtimes import ProgramResult, Runtime
 
 from composer_agent.text import PathEscape, normalize_path
-from composer_prime.pidns import JAIL_VAR, NS_VAR, enter_argv
-from composer_prime.reaper import BOX_VAR, box_argv, new_token, reap_box
+from composer_prime.process.pidns import JAIL_VAR, NS_VAR, enter_argv
+from composer_prime.process.reaper import BOX_VAR, box_argv, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ class Workspace:
         self.roots: tuple[str, ...] = ()
         self.missing: list[str] = []
         self.token = new_token()
-        """The box tag of every process this workspace starts (see composer_prime.reaper)."""
+        """The box tag of every process this workspace starts (see composer_prime.process.reaper)."""
 
     async def probe(self) -> None:
         """Learn the work directory's absolute spellings and which required programs the box lacks."""

@@ -20,11 +20,11 @@ from composer_prime import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mine-features": ("composer_prime.mining.command", "mine Feature Deletion tasks from a tested repository"),
     "mine-corpus": (
-        "composer_prime.mining.corpus_command",
+        "composer_prime.corpus.command",
         "mine many packages into a corpus, each in its own environment image",
     ),
     "corpus-dataset": (
-        "composer_prime.mining.dataset_command",
+        "composer_prime.corpus.dataset_command",
         "build a mined Feature Deletion corpus into a Hugging Face dataset (parquet + card)",
     ),
     "relay": (
@@ -32,7 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "weight relay: delta-compressed SHARDCAST origin and inference proxy",
     ),
     "realtime": (
-        "composer_prime.realtime.command",
+        "composer_prime.realtime.cycle.command",
         "real-time RL: train on live session logs, ship a new policy every T minutes",
     ),
     "smoke": ("composer_prime.smoke.command", "the whole Composer recipe end to end at toy scale on this CPU machine"),

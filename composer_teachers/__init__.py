@@ -3,6 +3,8 @@
 
 verifiers resolves a judge id to a top-level module exporting one `Judge` subclass; the mechanism lives in
 `composer_prime.teachers` (docs/teachers.md).
+
+May import: `composer_prime.teachers`.
 """
 
 from composer_prime.teachers.judge import TeacherJudge

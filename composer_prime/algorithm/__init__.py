@@ -8,4 +8,6 @@
 
 None of these imports PRIME-RL; the adapter that wires them into PRIME-RL lives in `composer_prime.seam`.
 Importing this package imports nothing.
+
+May import: `composer_prime.teachers` (the `trace.info["teacher"]` schema), `composer_prime.evidence`.
 """

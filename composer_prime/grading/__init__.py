@@ -10,9 +10,12 @@
 - `behaviour`, `replayer`, `values`: a feature's recorded calls replayed in a fresh process, judged on the host;
 - `canaries`: canary tests drawn from the suite's own tests;
 - `interpreter`: the grading interpreter's fingerprint, taken at setup and checked at grading;
-- `launch`: the time limit and network namespace every grading process starts under.
-- `runtime`: the box tag and PID namespace opened at setup, and the end of the rollout's processes before grading;
+- `launch`: the time limit, network namespace and (subprocess runtime) jail every grading process starts under;
+- `runtime`: the box tag, PID namespace and jail opened at setup, the expected-side check, the host's own programs
+  (`HostTools`), and the end of the rollout's processes before grading;
 - `private_copy`: the copy of the tree, in a folder the agent never saw, that every grading step works on.
+
+May import: `composer_prime.process`, `composer_prime.pytest_outcomes`.
 """
 
 from composer_prime.grading.grade import Grade

@@ -96,7 +96,7 @@ async def replay(
 ) -> tuple[list[dict | None], str, bool]:
     """Replay `calls` in the box's work tree; (one answer per call, None where none came back; the output tail;
     whether the replay ran as PID 1 of a namespace of its own, so that no process it started outlived it). With
-    `jail` (the host paths to hide), the replay runs in the jail (`composer_prime.jail`); where it could not, every
+    `jail` (the host paths to hide), the replay runs in the jail (`composer_prime.process.jail`); where it could not, every
     answer is None when there are paths to hide."""
     scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)

@@ -61,7 +61,7 @@ class Grade(BaseModel):
     """The copy was graded in a grader box: a second container from the image, whose interpreter the agent never
     reached."""
     jailed: bool = False
-    """The suite ran in the jail (`composer_prime.jail`, subprocess runtime): the host read-only, the task's expected
+    """The suite ran in the jail (`composer_prime.process.jail`, subprocess runtime): the host read-only, the task's expected
     side covered, no capability."""
     expected_hidden: bool = True
     """The agent could not read the task's expected side (checked at setup; a container box never holds it)."""

@@ -45,7 +45,7 @@ from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import HostTools, end_rollout, host_tools, reap, run_checked
 from composer_prime.grading.stream import read_stream
-from composer_prime.pidns import CONTAINER_RUNTIMES
+from composer_prime.process.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
@@ -82,7 +82,7 @@ class Suite(BaseModel):
     """Host paths of the task's expected side (tasks file, tarballs, oracles): covered in the jail the replay and the
     suite run in on the subprocess runtime; a run that could not be jailed voids the grade when there are any."""
     jail: bool = False
-    """Run the replay and the suite in the jail (`composer_prime.jail`); `grade` turns it on for the subprocess
+    """Run the replay and the suite in the jail (`composer_prime.process.jail`); `grade` turns it on for the subprocess
     runtime."""
     """The repository's own pytest settings, read before the agent ran (`pytest_config.repo_settings`)."""
     plugins: dict[str, str] = Field(default_factory=dict)

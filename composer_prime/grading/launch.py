@@ -7,7 +7,7 @@ the launched script (which brings loopback up). With `own_pids` it adds `--pid -
 allows it: the launched script is then PID 1 of a namespace of its own, and when it exits (or `timeout` kills
 `unshare`) the kernel kills every process it left, whatever it did to hide (`setsid`, a double fork, shed tags); no
 process can leave a PID namespace. With `jail` (`Jail`: the folders the run may write and the host paths it must not
-read) it adds `--mount` and runs `argv` in `composer_prime.jail`: the host read-only, the expected side covered, no
+read) it adds `--mount` and runs `argv` in `composer_prime.process.jail`: the host read-only, the expected side covered, no
 capability left (the jail brings loopback up itself). `timeout` and `unshare` are found in the system's folders
 (`jail.SYSTEM_PATH`), never on the box's `PATH`, where the agent may have put programs of its own. Before the
 launched program starts, the script prints one header line saying what it got (`composer-prime-launch
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from composer_prime.jail import SYSTEM_PATH, jail_argv
+from composer_prime.process.jail import SYSTEM_PATH, jail_argv
 
 HEADER = "composer-prime-launch"
 SH = "/bin/sh"
@@ -62,7 +62,7 @@ exec $u "$@"
 
 @dataclass(frozen=True)
 class Jail:
-    """What a jailed grading process may write and must not read (`composer_prime.jail`)."""
+    """What a jailed grading process may write and must not read (`composer_prime.process.jail`)."""
 
     writable: tuple[str, ...]
     """Absolute folders the run writes: the private copy, the launcher's scratch."""

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
 
-from composer_prime.pidns import NS_VAR
-from composer_prime.reaper import BOX_VAR
+from composer_prime.process.pidns import NS_VAR
+from composer_prime.process.reaper import BOX_VAR
 
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import ProgramResult, Runtime

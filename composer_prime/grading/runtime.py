@@ -2,10 +2,10 @@
 in the log when the runtime cannot keep the box clean.
 
 `isolate_box` runs at setup: it gives the box a reaper token in the runtime's environment, so every command the
-rollout runs carries `COMPOSER_BOX=<token>`, and opens the rollout's PID namespace (`composer_prime.pidns`), naming
+rollout runs carries `COMPOSER_BOX=<token>`, and opens the rollout's PID namespace (`composer_prime.process.pidns`), naming
 its holder in the runtime's environment (`COMPOSER_PIDNS`) for the agent's workspace to run every command in it.
 `end_rollout` runs before grading: it kills the namespace whole (every process the agent started, whatever tags it
-shed), then `reap` kills every other process of the box (`composer_prime.reaper`: by that tag, the rlimit tag of
+shed), then `reap` kills every other process of the box (`composer_prime.process.reaper`: by that tag, the rlimit tag of
 harnesses that use `box_argv`, a working directory inside the box, or ancestry). A process that outlived the agent
 could otherwise rewrite the tree while the tests run (re-create a `conftest.py` the grader just removed). Where no
 namespace could be opened (no CAP_SYS_ADMIN, no `unshare`), a docker or podman box's own PID namespace serves instead
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import verifiers.v1 as vf
 
-from composer_prime.jail import program
-from composer_prime.pidns import (
+from composer_prime.process.jail import program
+from composer_prime.process.pidns import (
     CONTAINER_RUNTIMES,
     JAIL_VAR,
     NS_VAR,
@@ -39,7 +39,7 @@ from composer_prime.pidns import (
     open_container,
     open_namespace,
 )
-from composer_prime.reaper import BOX_VAR, ReapError, new_token, reap_box
+from composer_prime.process.reaper import BOX_VAR, ReapError, new_token, reap_box
 
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -79,7 +79,7 @@ async def isolate_box(
     runtime: vf.Runtime, namespace: bool = True, hidden: Iterable[str] = (), network: bool = False
 ) -> None:
     """Tag the box (`tag_box`) and, with `namespace`, open the rollout's PID namespace; a refusal is logged once and
-    recorded for the grade. On the subprocess runtime the namespace is also a jail (`composer_prime.jail`: the host
+    recorded for the grade. On the subprocess runtime the namespace is also a jail (`composer_prime.process.jail`: the host
     read-only but for the box, `hidden` covered, no capability); with `network`, it has a network namespace of its
     own (loopback only), so the agent's commands reach no network."""
     tag_box(runtime)
@@ -172,7 +172,7 @@ TOOLS = frozenset(
 class HostTools:
     """`runtime` as grading uses it on the subprocess runtime, where a box's `PATH` may lead first to a folder the
     agent wrote (a shared venv's `bin`): a program grading names (`sh`, `rm`, `timeout`, ...) is run by its host path
-    (`composer_prime.jail.SYSTEM_PATH`), and every command's `PATH` starts with a fresh folder of links to the host's
+    (`composer_prime.process.jail.SYSTEM_PATH`), and every command's `PATH` starts with a fresh folder of links to the host's
     `TOOLS`, so the scripts' own `find`, `kill` or `sha256sum` are the host's too; the rest of `PATH` is the box's, so
     the interpreter is the one its task names (which the jail kept read-only for the agent and the interpreter check
     hashes). `close` removes the folder."""

@@ -19,12 +19,13 @@ The algorithm, one responsibility per module:
    deleted code.
 6. `prompt`: what was removed (names, signatures, docstrings, call sites), never the implementation.
 
-Rows are `record.MinedTask`; the `feature_deletion` environment loads them. `dataset` builds a corpus of mined
-packages into a Hugging Face dataset (parquet shards and a card, `dataset_card`), with `licenses` deciding which
-packages a published dataset may hold.
+Rows are `record.MinedTask`; the `feature_deletion` environment loads them. `box` runs the miner's pytest in a
+container (`testrun.RUNTIME`) when the repository lives in an image (`composer_prime.corpus`); `behaviour`,
+`behaviour_plugin` and `trace_plugin` record what the features' tests call, for the grader's replay.
 
-`composer-prime mine-corpus` (`corpus_command`, one worker per package in `corpus`) mines many packages, each in an
-environment image of its own: `sources` fetches a PyPI sdist or a git ref and reads its metadata, `images` resolves
-its test dependencies into wheels for the image and builds it offline, `box` runs the miner's pytest in a container
-from it (`testrun.RUNTIME`) and validates every kept task in fresh containers through the feature-deletion taskset.
+The corpus pipeline (many packages, each in an image of its own, built into a Hugging Face dataset) is
+`composer_prime.corpus`, which uses this package; nothing here imports it.
+
+May import: `composer_prime.grading`, `composer_prime.process`, `composer_prime.atomic`,
+`composer_prime.pytest_outcomes`, `composer_prime.cli`.
 """

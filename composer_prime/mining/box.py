@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 
 VALIDATION_SLACK_S = 300.0
 """Time a validation box may take beyond twice the task's suite limit (start, setup, grader box)."""
@@ -51,8 +51,7 @@ def mining_box(engine: str, image: str, scratch: Path):
     path = str(scratch.resolve())
     beat = scratch / f".{name}.alive"
     beat.touch()
-    watch = (f'while [ $(( $(date +%s) - $(stat -c %Y "{beat.resolve()}") )) -lt {HEARTBEAT_LAPSE_S} ]; '
-             f"do sleep 5; done")  # fmt: skip
+    watch = f'while [ $(( $(date +%s) - $(stat -c %Y "{beat.resolve()}") )) -lt {HEARTBEAT_LAPSE_S} ]; do sleep 5; done'
     stop = threading.Event()
 
     def heartbeat() -> None:
@@ -61,10 +60,26 @@ def mining_box(engine: str, image: str, scratch: Path):
                 beat.touch()
 
     run_checked_host(
-        [engine, "run", "-d", "--rm", "--network", "none", "--name", name, "-v", f"{path}:{path}",
-         "--entrypoint", "sh", image, "-c", watch],
-        error=BoxError, timeout_s=300.0,
-    )  # fmt: skip
+        [
+            engine,
+            "run",
+            "-d",
+            "--rm",
+            "--network",
+            "none",
+            "--name",
+            name,
+            "-v",
+            f"{path}:{path}",
+            "--entrypoint",
+            "sh",
+            image,
+            "-c",
+            watch,
+        ],
+        error=BoxError,
+        timeout_s=300.0,
+    )
     threading.Thread(target=heartbeat, name=f"{name}-heartbeat", daemon=True).start()
     try:
         yield name
@@ -120,8 +135,12 @@ def validate(tasks_file: Path, engine: str, done: set[str], report: Callable[[Ve
         try:
             untouched, gold = asyncio.run(_both(task, runtime_config, limit))
         except Exception as exc:  # a box that fails is a dropped task, never a crashed corpus
-            verdict = Verdict(task.data.name, False, f"validation error: {type(exc).__name__}: {exc}"[:500],
-                              time.monotonic() - started)  # fmt: skip
+            verdict = Verdict(
+                task.data.name,
+                False,
+                f"validation error: {type(exc).__name__}: {exc}"[:500],
+                time.monotonic() - started,
+            )
         else:
             reason = None
             if untouched[0] != 0.0:

@@ -85,12 +85,15 @@ def check_inputs(config: MineConfig) -> None:
         raise ValueError(f"--repo {config.repo}: no such directory; pass the root of a Python repository")
     files = list_paths(repo)
     if not files:
-        raise ValueError(f"--repo {config.repo}: the folder is empty; pass the root of a Python repository with a "
-                         "pytest suite")  # fmt: skip
+        raise ValueError(
+            f"--repo {config.repo}: the folder is empty; pass the root of a Python repository with a pytest suite"
+        )
     python = [path for path in files if path.endswith(".py")]
     if not python:
-        raise ValueError(f"--repo {config.repo}: none of its {len(files)} file(s) is Python (*.py); mine-features "
-                         "mines Python repositories with a pytest suite")  # fmt: skip
+        raise ValueError(
+            f"--repo {config.repo}: none of its {len(files)} file(s) is Python (*.py); mine-features "
+            "mines Python repositories with a pytest suite"
+        )
     if not any(is_test_file(path) for path in python):
         raise ValueError(
             f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests/) among its {len(python)} Python "
@@ -104,12 +107,16 @@ def check_inputs(config: MineConfig) -> None:
             "by its path, or use the interpreter that runs composer-prime (--test-cmd 'python -m pytest')"
         )
     if "/" in launcher and not (repo / launcher).is_file() and not Path(launcher).is_file():
-        raise ValueError(f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is neither a file of the repository "
-                         "nor of this machine")  # fmt: skip
+        raise ValueError(
+            f"--test-cmd {shlex.join(config.test_cmd)!r}: {launcher!r} is neither a file of the repository "
+            "nor of this machine"
+        )
     out = config.out.expanduser()
     if out.is_dir():
-        raise ValueError(f"--out {config.out}: a folder; --out is the tasks file to write (e.g. "
-                         f"{config.out / 'tasks.jsonl'}), its tarballs go beside it")  # fmt: skip
+        raise ValueError(
+            f"--out {config.out}: a folder; --out is the tasks file to write (e.g. "
+            f"{config.out / 'tasks.jsonl'}), its tarballs go beside it"
+        )
     if out.parent.exists() and not out.parent.is_dir():
         raise ValueError(f"--out {config.out}: {out.parent} is a file, not a folder; pass a path in a writable folder")
     try:

@@ -206,8 +206,16 @@ class Miner:
             self.log(f"no task kept: why each candidate was skipped is in {self.skipped_path}")
         return tasks
 
-    def _mine(self, repo: Path, files: dict[str, bytes], repo_fp: str, texts: dict[str, str],
-              tasks: list[MinedTask], done: set[str], skipped: dict[str, str]) -> list[MinedTask]:  # fmt: skip
+    def _mine(
+        self,
+        repo: Path,
+        files: dict[str, bytes],
+        repo_fp: str,
+        texts: dict[str, str],
+        tasks: list[MinedTask],
+        done: set[str],
+        skipped: dict[str, str],
+    ) -> list[MinedTask]:
         config = self.config
         with tempfile.TemporaryDirectory(prefix="composer-prime-mine-") as scratch:
             work = Path(scratch) / repo.name

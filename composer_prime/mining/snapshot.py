@@ -19,15 +19,32 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from composer_prime.commands import run_checked_host
 from composer_prime.mining.deletion import apply_edits
+from composer_prime.process.commands import run_checked_host
 
 SCRUBBED_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
-        ".tox", ".nox", ".venv", "venv", ".eggs", "build", "dist", "htmlcov", "node_modules", ".pyre", ".pytype",
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".eggs",
+        "build",
+        "dist",
+        "htmlcov",
+        "node_modules",
+        ".pyre",
+        ".pytype",
     }
-)  # fmt: skip
+)
 SCRUBBED_SUFFIXES = (".pyc", ".pyo", ".pyd", ".so", ".egg-info", ".dist-info")
 SCRUBBED_NAMES = frozenset({".coverage", ".DS_Store"})
 GIT_TIMEOUT_S = 120.0

@@ -4,8 +4,8 @@ A durable record is a pydantic model written as JSON by alias and read back with
 records inside a cursor (pending sessions, early signals) name their `schema` field by its alias, exactly as a spool
 line does, so what a cursor holds reads back with the strict (`extra = "forbid"`) record models that read the spool.
 Writing by field name instead (`schema_`) gives a file those models refuse, which is why nothing else in the package
-calls `model_dump_json` for a file (tests/unit/test_realtime_durable.py round-trips every durable file over random
-spools and crash points, and checks that this module is the only writer).
+calls `model_dump_json` for a file (tests/unit/realtime/test_realtime_durable.py round-trips every durable file over
+random spools and crash points, and checks that this module is the only writer).
 
 Writes are atomic (`composer_prime.atomic.write_atomic`: temp name, fsync, rename), so a crash leaves the previous
 complete file or the new one. A file that exists but does not read back stops the run with `DurableError`, naming the
@@ -44,8 +44,10 @@ def save(path: Path, value: BaseModel | Any, indent: int | None = None) -> None:
         write_atomic(path, dumps(value, indent))
     except OSError as err:
         why = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or str(err)
-        raise DurableError(f"cannot write {str(path)!r}: {why}; free space or fix the folder's permissions and "
-                           "rerun: the run resumes from the last file written whole") from None  # fmt: skip
+        raise DurableError(
+            f"cannot write {str(path)!r}: {why}; free space or fix the folder's permissions and "
+            "rerun: the run resumes from the last file written whole"
+        ) from None
 
 
 def load(model: type[M], path: Path) -> M:
@@ -59,9 +61,11 @@ def load(model: type[M], path: Path) -> M:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(the file)"
-        raise DurableError(f"{str(path)!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
-                           "another composer-prime version or edited by hand: restore it from a backup, or move the "
-                           "state aside to start over") from None  # fmt: skip
+        raise DurableError(
+            f"{str(path)!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
+            "another composer-prime version or edited by hand: restore it from a backup, or move the "
+            "state aside to start over"
+        ) from None
 
 
 def load_json(path: Path) -> Any:

@@ -120,8 +120,10 @@ def check_logprobs(session: SessionRecord) -> None:
                     raise ValueError(f"{where}: logprobs on a context segment (sampled = false); drop them")
                 continue
             if segment.logprobs is None:
-                raise MissingLogprobs(f"{where}: a sampled segment has no logprobs; the serving engine must return "
-                                      "them (vLLM `logprobs=0`)")  # fmt: skip
+                raise MissingLogprobs(
+                    f"{where}: a sampled segment has no logprobs; the serving engine must return "
+                    "them (vLLM `logprobs=0`)"
+                )
             if len(segment.logprobs) != len(segment.token_ids):
                 raise MissingLogprobs(
                     f"{where}: {len(segment.logprobs)} logprobs for {len(segment.token_ids)} sampled tokens"
@@ -197,8 +199,10 @@ def parse_record(line: str | bytes) -> SessionRecord | SignalRecord:
     if raw.get("schema") != SCHEMA:
         raise MalformedRecord(f"schema = {raw.get('schema')!r}; a session-log record has schema = {SCHEMA!r}")
     if raw.get("version") != VERSION:
-        raise MalformedRecord(f"version = {raw.get('version')!r}; this reader reads version {VERSION} (upgrade "
-                              "composer-prime to read newer logs)")  # fmt: skip
+        raise MalformedRecord(
+            f"version = {raw.get('version')!r}; this reader reads version {VERSION} (upgrade "
+            "composer-prime to read newer logs)"
+        )
     try:
         return _RECORD.validate_python(raw)
     except ValidationError as err:

@@ -14,4 +14,6 @@
 - `command`: the CLI wiring.
 
 See docs/relay.md.
+
+May import: `composer_prime.atomic`, `composer_prime.cli`.
 """

@@ -33,11 +33,22 @@ from composer_prime.relay import codec
 from composer_prime.relay.manifest import Blob, FileEntry, TensorEntry
 
 ITEMSIZE = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8,
-}  # fmt: skip
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 RAW_CHUNK_BYTES = 64 * 1024**2
 DEFAULT_THREADS = min(8, os.cpu_count() or 1)
 MARKER = "STABLE"
@@ -252,10 +263,16 @@ def _encode_safetensors(
         tensor_digests.append(bytes.fromhex(digest))
         tensors.append(
             TensorEntry(
-                name=tensor, dtype=dtype, shape=list(shape), itemsize=itemsize, nbytes=nbytes,
-                digest=digest, changed=changed, chunks=blobs,
+                name=tensor,
+                dtype=dtype,
+                shape=list(shape),
+                itemsize=itemsize,
+                nbytes=nbytes,
+                digest=digest,
+                changed=changed,
+                chunks=blobs,
             )
-        )  # fmt: skip
+        )
     digest = _digest(layout.header, tensor_digests)
     return FileEntry(name=name, size=data.size, digest=digest, kind="safetensors", header=header, tensors=tensors)
 
@@ -292,8 +309,10 @@ def decode_files(
                 raise DecodeError(f"manifest names an unsafe file {entry.name!r}")
             with (out_dir / entry.name).open("wb") as f:
                 if entry.kind == "raw":
-                    jobs = [(entry.name, None, blob, min(RAW_CHUNK_BYTES, entry.size - i * RAW_CHUNK_BYTES), 1)
-                            for i, blob in enumerate(entry.raw)]  # fmt: skip
+                    jobs = [
+                        (entry.name, None, blob, min(RAW_CHUNK_BYTES, entry.size - i * RAW_CHUNK_BYTES), 1)
+                        for i, blob in enumerate(entry.raw)
+                    ]
                     head, parts = b"", []
                     for raw, part in coding.run(jobs):
                         _write(f, raw)

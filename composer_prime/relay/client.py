@@ -352,8 +352,10 @@ class Fetcher:
                     # Only a publication older than what vLLM got: a replay, or the origin has yet to publish the
                     # step again (a resumed trainer re-broadcasts its start step). Wait for a newer one, bounded.
                     if time.monotonic() > deadline:
-                        raise trust.Stale(f"{err}; no newer publication of v{step} within wait_for_version_s="
-                                          f"{self.config.wait_for_version_s:.0f}s") from None  # fmt: skip
+                        raise trust.Stale(
+                            f"{err}; no newer publication of v{step} within wait_for_version_s="
+                            f"{self.config.wait_for_version_s:.0f}s"
+                        ) from None
                     if not wait_for_newer:
                         raise
                     if not waiting:

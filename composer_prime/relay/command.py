@@ -39,8 +39,10 @@ def main(argv: list[str], prog: str) -> int:
             write_key_pair(keys.private_key_file, keys.public_key_file)
         except OSError as err:
             raise UsageError(f"{prog} keygen: {err}") from None
-        print(f"private key (origin's signing_key_file): {keys.private_key_file}\n"
-              f"public key (clients' verify_key_file): {keys.public_key_file}")  # fmt: skip
+        print(
+            f"private key (origin's signing_key_file): {keys.private_key_file}\n"
+            f"public key (clients' verify_key_file): {keys.public_key_file}"
+        )
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     # httpx logs every request at INFO, and the client polls the listing twice a second: the relay logs what it

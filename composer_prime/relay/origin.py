@@ -364,9 +364,20 @@ class Origin:
                 logger, f"step {step} {'keyframe' if keyframe else 'delta'}", total * (2 if keyframe and base else 1)
             )
             manifest, listed = protocol.encode_version(
-                step_dir, step, base, keyframe, self.data_dir, cfg.shard_size, cfg.chunk_elements, cfg.zstd_level,
-                self.key, self._next_sequence(), cfg.run_id, cfg.xor_values, progress,
-            )  # fmt: skip
+                step_dir,
+                step,
+                base,
+                keyframe,
+                self.data_dir,
+                cfg.shard_size,
+                cfg.chunk_elements,
+                cfg.zstd_level,
+                self.key,
+                self._next_sequence(),
+                cfg.run_id,
+                cfg.xor_values,
+                progress,
+            )
         except FileNotFoundError:
             logger.warning(f"step {step} vanished before it was encoded (the trainer cleans old steps); skipping it")
             shutil.rmtree(self.data_dir / f".{protocol.version_name(step)}.tmp", ignore_errors=True)

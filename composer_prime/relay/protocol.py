@@ -192,9 +192,15 @@ def encode_version(
             )
         )
     manifest = Manifest(
-        run_id=run_id, step=step, sequence=sequence, digest=digest, keyframe=keyframe, chunk_elements=chunk_elements, sections=sections,
+        run_id=run_id,
+        step=step,
+        sequence=sequence,
+        digest=digest,
+        keyframe=keyframe,
+        chunk_elements=chunk_elements,
+        sections=sections,
         shards=writer.shards,
-    )  # fmt: skip
+    )
     listed = writer.finish(frame_manifest(manifest, key))
     fsync_dir(tmp)
     shutil.rmtree(final, ignore_errors=True)

@@ -45,8 +45,18 @@ from composer_prime.relay.transport import NotPublished, RelayError, server_tls
 
 logger = logging.getLogger("composer_prime.relay.proxy")
 _STEP = re.compile(r"^step_(\d+)$")
-_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length",
-               "proxy-authorization", "proxy-authenticate"}  # fmt: skip
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "content-length",
+    "proxy-authorization",
+    "proxy-authenticate",
+}
 # POST path -> JSON field naming a broadcast step directory.
 REWRITES = {"/update_weights": "weight_dir", "/load_lora_adapter": "lora_path"}
 
@@ -223,9 +233,12 @@ class Proxy:
             peer = request.remote
             logger.warning(f"refused {request.method} {request.path} from {peer}: missing or wrong admin token")
             response = web.json_response(
-                {"error": "missing or wrong admin token: send `Authorization: Bearer <token>` with the token the "
-                 "relay client was given (admin_token_file or admin_token_env)"}, status=401,
-            )  # fmt: skip
+                {
+                    "error": "missing or wrong admin token: send `Authorization: Bearer <token>` with the token the "
+                    "relay client was given (admin_token_file or admin_token_env)"
+                },
+                status=401,
+            )
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
         try:

@@ -133,18 +133,34 @@ def explain_tls(text: str, tls_fields: dict[str, Path | None]) -> str:
     ca = tls_fields.get("tls_ca_file")
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         if "mismatch" in text:
-            return f"{text}: the server's certificate is not for this address; list the server in servers under a " \
-                   "name (or IP) its certificate holds"  # fmt: skip
+            return (
+                f"{text}: the server's certificate is not for this address; list the server in servers under a "
+                "name (or IP) its certificate holds"
+            )
         trusted = f"tls_ca_file = '{ca}'" if ca else "the system's trust store (tls_ca_file unset)"
-        return f"{text}: the server's certificate is not signed by {trusted}; set tls_ca_file to the CA that signs " \
-               "the origin's tls_cert_file"  # fmt: skip
-    if any(mark in text for mark in ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure",
-                                     "HTTP_REQUEST", "packet length too long")):  # fmt: skip
-        return f"{text}: the server does not speak TLS; start it with tls_cert_file and tls_key_file (a client " \
-               "listing https:// servers never falls back to plain HTTP)"  # fmt: skip
+        return (
+            f"{text}: the server's certificate is not signed by {trusted}; set tls_ca_file to the CA that signs "
+            "the origin's tls_cert_file"
+        )
+    if any(
+        mark in text
+        for mark in (
+            "WRONG_VERSION_NUMBER",
+            "wrong version number",
+            "record layer failure",
+            "HTTP_REQUEST",
+            "packet length too long",
+        )
+    ):
+        return (
+            f"{text}: the server does not speak TLS; start it with tls_cert_file and tls_key_file (a client "
+            "listing https:// servers never falls back to plain HTTP)"
+        )
     if any(mark in text for mark in ("UNKNOWN_CA", "unknown ca", "BAD_CERTIFICATE", "bad certificate")):
-        return f"{text}: the server does not accept tls_cert_file = '{tls_fields.get('tls_cert_file')}'; give a " \
-               "client certificate signed by the CA in the origin's tls_client_ca_file"  # fmt: skip
+        return (
+            f"{text}: the server does not accept tls_cert_file = '{tls_fields.get('tls_cert_file')}'; give a "
+            "client certificate signed by the CA in the origin's tls_client_ca_file"
+        )
     if tls_fields.get("tls_cert_file") is None and any(
         mark in text
         for mark in (
@@ -152,10 +168,12 @@ def explain_tls(text: str, tls_fields: dict[str, Path | None]) -> str:
             "certificate required",
             "HANDSHAKE_FAILURE",
             "Server disconnected",
-        )  # fmt: skip
+        )
     ):
-        return f"{text} (if the origin sets tls_client_ca_file it requires a client certificate: set tls_cert_file " \
-               "and tls_key_file)"  # fmt: skip
+        return (
+            f"{text} (if the origin sets tls_client_ca_file it requires a client certificate: set tls_cert_file "
+            "and tls_key_file)"
+        )
     return text
 
 
@@ -174,9 +192,13 @@ class Remote:
     (one TLS handshake per server and worker thread, not per shard)."""
 
     def __init__(
-        self, servers: list[str], timeout_s: float, retries: int, tls: ssl.SSLContext,
+        self,
+        servers: list[str],
+        timeout_s: float,
+        retries: int,
+        tls: ssl.SSLContext,
         tls_fields: dict[str, Path | None] | None = None,
-    ):  # fmt: skip
+    ):
         self.servers, self.retries, self.deadline_s = servers, retries, 10 * timeout_s
         self.tls_fields = tls_fields or {}
         self.candidates: dict[int, list[protocol.Listed]] = {}  # step -> the distinct entries servers list for it
@@ -218,8 +240,10 @@ class Remote:
                         raise
                 redirect = response.headers.get("location")
                 error = _Missing if response.status_code == 404 else RelayError
-                raise error(f"{url}: HTTP {response.status_code}"
-                            + (f" (redirect to {redirect}, not followed)" if redirect else ""))  # fmt: skip
+                raise error(
+                    f"{url}: HTTP {response.status_code}"
+                    + (f" (redirect to {redirect}, not followed)" if redirect else "")
+                )
         except httpx.HTTPError as err:
             if isinstance(err, httpx.TimeoutException):
                 self._slow_until[server] = time.monotonic() + SLOW_PENALTY * self.deadline_s
@@ -333,8 +357,9 @@ class Remote:
                     f" (the relay lists v{min(listing)}..v{max(listing)}: a step behind the newest appears only when "
                     "the trainer writes it again, as a resumed trainer does with its first step; otherwise it was "
                     "pruned, or deleted by the trainer before the origin encoded it)"
-                    if listing and step < max(listing) else ""
-                )  # fmt: skip
+                    if listing and step < max(listing)
+                    else ""
+                )
                 raise TimeoutError(
                     f"v{step} was not published within wait_for_version_s={wait_s:.0f}s{behind}"
                     + (f" (last error: {last_error})" if last_error else "")

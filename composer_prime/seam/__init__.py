@@ -11,4 +11,7 @@
 - `errors`: `SeamMoved`, raised by every patch whose target is not shaped as PRIME-RL 559b447 has it.
 
 Importing this package imports nothing: the `.pth` line runs in every Python process of the environment.
+
+May import: `composer_prime.algorithm`, `composer_prime.loss_config`, `composer_prime.realtime.ingest` (`readiness`,
+which imports nothing).
 """

@@ -43,8 +43,9 @@ def _shares(sink: Any, module: ModuleType, trace_id: str) -> dict[str, float] | 
     is not a live session (no `info["realtime"]`, or its source's taskset has no caps)."""
     if not isinstance(sink._trace(trace_id).info.get("realtime"), dict):
         return None
-    taskset = getattr(sink.train_envs.get(module.episode_env_name(sink.episode_by_trace[trace_id])).config.env,
-                      "taskset", None)  # fmt: skip
+    taskset = getattr(
+        sink.train_envs.get(module.episode_env_name(sink.episode_by_trace[trace_id])).config.env, "taskset", None
+    )
     shares = {field: getattr(taskset, setting, 1.0) for field, setting, _ in KEYS}
     return {field: share for field, share in shares.items() if share < 1.0} or None
 
@@ -75,7 +76,7 @@ def window(sink: Any, module: ModuleType) -> list[str] | None:
 def over_cap(sink: Any, module: ModuleType, ids: list[str]) -> tuple[list[str], Counter]:
     """The live sessions of `ids` to drop and their counts by name: `join.cap_shares` over the sessions that would
     train, with the smallest share their sources set for each field."""
-    from composer_prime.realtime.join import cap_shares
+    from composer_prime.realtime.ingest.join import cap_shares
 
     live, limits = [], {field: 1.0 for field, _, _ in KEYS}
     for trace_id in ids:

@@ -12,8 +12,8 @@ source returns None ("source is empty", used by the eval source), `fill_inflight
 comes round again within 0.1-0.5 s. Only `TrainSource.next_task` cannot say it: it wraps `next(sampler)` in a
 `TaskRequest` unconditionally. So:
 
-- the taskset's iterator raises `TaskNotReady` (`composer_prime.realtime.readiness`) from `__next__` when nothing is
-  ready; it stays usable (it is an iterator object, not a generator, which an exception would end), and PRIME-RL's
+- the taskset's iterator raises `TaskNotReady` (`composer_prime.realtime.ingest.readiness`) from `__next__` when
+  nothing is ready; it stays usable (it is an iterator object, not a generator, which an exception would end), and PRIME-RL's
   `StandardSampler.__next__` counts a draw only after `next()` returned, so its checkpointed cursor counts tasks,
   never "not ready" answers;
 - `patch_train_source` (applied by the import hook when `prime_rl.orchestrator.train_source` loads) makes
@@ -27,7 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from composer_prime.realtime.readiness import TaskNotReady
+from composer_prime.realtime.ingest.readiness import TaskNotReady
 from composer_prime.seam.errors import seam_moved
 
 

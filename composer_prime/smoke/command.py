@@ -1,12 +1,12 @@
 """`composer-prime smoke --prime-rl PATH`: PRIME-RL's own `rl` over `tomls/cpu-smoke.toml` on this CPU machine.
 
 In order (docs/smoke.md): refuse a second smoke into the same `--out` (a lock), remove a stale report; build the
-two venvs once (`cpu/venvs.py`); patch a private copy of PATH for CPU (`cpu/tree.py`); mine the bundled
+two venvs once (`local/venvs.py`); patch a private copy of PATH for CPU (`local/tree.py`); mine the bundled
 repository's tasks and warm-start the tiny policy (`prepare.py`, in the PRIME-RL venv); start the rule-based
 teachers (`referees.py`); run PRIME-RL's launcher, `rl @ tomls/cpu-smoke.toml [@ recipes/<name>.toml ...]`, which
 starts the inference server, the env server, the orchestrator and the torchrun trainer; probe the served model after
 every weight reload (`probe.py`); then build the report and plot from PRIME-RL's metrics, rollouts, broadcasts and
-logs (`report.py`). Every child runs in a session of its own and Ctrl-C stops them all (`launch.py`).
+logs (`report.py`). Every child runs in a session of its own and Ctrl-C stops them all (`process/group.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 PROJECT_INSTALL = "pip install -e ."
-SMOKE_TOML = "tomls/cpu-smoke.toml"
 
 
 def split_overlays(argv: list[str]) -> tuple[list[str], list[Path]]:
@@ -29,8 +28,10 @@ def split_overlays(argv: list[str]) -> tuple[list[str], list[Path]]:
         if arg == "@" or (arg.startswith("@") and arg.endswith(".toml")):
             path = Path(next(args, "") if arg == "@" else arg[1:])
             if not path.is_file() or str(path).startswith("-"):
-                raise UsageError(f"composer-prime smoke: @ {str(path)!r}: no such file; `@` takes a launch overlay "
-                                 "such as recipes/no-hint.toml")  # fmt: skip
+                raise UsageError(
+                    f"composer-prime smoke: @ {str(path)!r}: no such file; `@` takes a launch overlay "
+                    "such as recipes/no-hint.toml"
+                )
             refuse_source_overlay(path)
             overlays.append(path.resolve())
         else:
@@ -50,37 +51,39 @@ def refuse_source_overlay(path: Path) -> None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise UsageError(f"composer-prime smoke: @ {str(path)!r}: not a readable TOML file ({err})") from None
     if "source" in ((data.get("orchestrator") or {}).get("train") or {}):
-        raise UsageError(f"composer-prime smoke: @ {str(path)!r} restates [[orchestrator.train.source]]; PRIME-RL's "
-                         "merge replaces the whole list, so over tomls/cpu-smoke.toml it would train on the cluster's "
-                         "sources (data paths, docker images). Write an overlay that restates the smoke's source "
-                         "(tomls/cpu-smoke.toml) instead")  # fmt: skip
-
-
-def project_root() -> Path | None:
-    """The composer-prime checkout this package runs from (the smoke installs it into its venvs), if any."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").is_file() and (root / SMOKE_TOML).is_file() else None
+        raise UsageError(
+            f"composer-prime smoke: @ {str(path)!r} restates [[orchestrator.train.source]]; PRIME-RL's "
+            "merge replaces the whole list, so over tomls/cpu-smoke.toml it would train on the cluster's "
+            "sources (data paths, docker images). Write an overlay that restates the smoke's source "
+            "(tomls/cpu-smoke.toml) instead"
+        )
 
 
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import UsageError, parse_config
+    from composer_prime.local.tree import FETCH, TreeError, check_tree
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.cpu.tree import FETCH, TreeError, check_tree
 
     flags, overlays = split_overlays(argv)
     config = parse_config(SmokeConfig, flags, prog, description=__doc__.splitlines()[0])
     if config.prime_rl is None:
-        raise UsageError(f"{prog}: --prime-rl PATH is required: a PRIME-RL checkout at 559b447. Get one with:\n  {FETCH}\n"
-                         f"then run: {prog} --prime-rl ../prime-rl")  # fmt: skip
+        raise UsageError(
+            f"{prog}: --prime-rl PATH is required: a PRIME-RL checkout at 559b447. Get one with:\n  {FETCH}\n"
+            f"then run: {prog} --prime-rl ../prime-rl"
+        )
+    from composer_prime.local.launch import project_root
+
     project = project_root()
     if project is None:
-        raise UsageError(f"{prog}: the smoke installs composer-prime from its checkout into the venvs it builds; run "
-                         "it from a clone of composer-prime installed with `pip install -e .`")  # fmt: skip
+        raise UsageError(
+            f"{prog}: the smoke installs composer-prime from its checkout into the venvs it builds; run "
+            "it from a clone of composer-prime installed with `pip install -e .`"
+        )
     try:
         check_tree(config.prime_rl.resolve())
     except TreeError as err:
         raise UsageError(f"{prog}: {err}") from None
-    from composer_prime.smoke.launch import ProcessFailed
+    from composer_prime.process.group import ProcessFailed
     from composer_prime.smoke.run import Busy, execute
 
     try:
@@ -95,10 +98,15 @@ def main(argv: list[str], prog: str) -> int:
         print(f"{prog}: the run stopped: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"{prog}: the run stopped: {err.strerror or err} ({err.filename or 'no file'}); check that --out and "
-              "--cache are writable and the disk has room", file=sys.stderr)  # fmt: skip
+        print(
+            f"{prog}: the run stopped: {err.strerror or err} ({err.filename or 'no file'}); check that --out and "
+            "--cache are writable and the disk has room",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; every process it started is stopped. Logs so far: {config.out / 'logs'}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{prog}: interrupted; every process it started is stopped. Logs so far: {config.out / 'logs'}",
+            file=sys.stderr,
+        )
         return 130

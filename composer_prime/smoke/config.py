@@ -3,18 +3,14 @@ arguments are PRIME-RL launch overlays (recipes/*.toml), passed to PRIME-RL's `r
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
-from composer_prime.smoke.policy import PolicyShape
+from composer_prime.local.launch import default_cache
+from composer_prime.local.policy import PolicyShape
+from composer_prime.local.venvs import TORCH_CPU_INDEX
 from composer_prime.smoke.warmstart import WarmStartConfig
-
-
-def default_cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "composer-prime" / "smoke"
 
 
 class SmokeConfig(BaseModel):
@@ -59,6 +55,8 @@ class SmokeConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SmokeConfig:
         if self.teacher_url is not None and not self.teacher_url.startswith(("http://", "https://")):
-            raise ValueError(f"teacher_url = {self.teacher_url!r} is not an http(s) URL; give the API root, e.g. "
-                             "https://api.openai.com/v1")  # fmt: skip
+            raise ValueError(
+                f"teacher_url = {self.teacher_url!r} is not an http(s) URL; give the API root, e.g. "
+                "https://api.openai.com/v1"
+            )
         return self

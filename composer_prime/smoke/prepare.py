@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.smoke.policy import PolicyShape
+from composer_prime.local.policy import PolicyShape
 from composer_prime.smoke.probe import probe_ids
 from composer_prime.smoke.warmstart import WarmStartConfig
 
@@ -67,7 +67,8 @@ def build_policy(config: PrepareConfig, tasks: list[Any], model_dir: Path) -> di
 
     from composer_agent import ComposerAgentConfig, ComposerAgentHarness
     from composer_agent.tools import tool_specs
-    from composer_prime.smoke import TOYREPO, policy, warmstart
+    from composer_prime.local import policy
+    from composer_prime.smoke import TOYREPO, warmstart
 
     torch.manual_seed(config.seed)
     harness = ComposerAgentHarness(ComposerAgentConfig(disabled_tools=AGENT_TOOLS_OFF))

@@ -48,8 +48,11 @@ def served_logprobs(url: str, model: str, ids: list[int], timeout_s: float = 60.
     """Per position after the first: token id -> logprob, as the server at `url` (serving `model`) computes them."""
     import httpx
 
-    body = {"model": model, "token_ids": ids,
-            "sampling_params": {"max_tokens": 1, "temperature": 1.0, "prompt_logprobs": TOP}}  # fmt: skip
+    body = {
+        "model": model,
+        "token_ids": ids,
+        "sampling_params": {"max_tokens": 1, "temperature": 1.0, "prompt_logprobs": TOP},
+    }
     response = httpx.post(url.rstrip("/") + GENERATE, json=body, timeout=timeout_s)
     if response.status_code != 200:
         raise ProbeError(f"POST {url}{GENERATE} answered {response.status_code}: {response.text[:300]}")
@@ -81,8 +84,10 @@ def trainer_model(model_dir: Path, weight_dir: Path) -> Any:
     if getattr(config, "tie_word_embeddings", False):
         missing = [name for name in missing if name != "lm_head.weight"]  # the embeddings, shared
     if missing or unexpected:
-        raise ProbeError(f"weights in {weight_dir} do not fit {model_dir}'s config: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}; pass the model dir the server started on")  # fmt: skip
+        raise ProbeError(
+            f"weights in {weight_dir} do not fit {model_dir}'s config: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}; pass the model dir the server started on"
+        )
     return model
 
 
@@ -102,8 +107,9 @@ def largest_difference(served: list[dict[int, float]], trainer: Any) -> float:
     )
 
 
-def served_vs_trainer_logprob_diff(url: str, model: str, weight_dir: Path, model_dir: Path,
-                                   timeout_s: float = 60.0) -> float:  # fmt: skip
+def served_vs_trainer_logprob_diff(
+    url: str, model: str, weight_dir: Path, model_dir: Path, timeout_s: float = 60.0
+) -> float:
     """The largest |difference| in nats between the prompt logprobs the server at `url` serves as `model` and an HF
     forward of `weight_dir`'s weights (architecture and tokenizer from `model_dir`), on the fixed probe prompt."""
     ids = probe_ids(model_dir)

@@ -77,10 +77,13 @@ class Referees:
                 "created": int(time.time()),
                 "model": body.get("model") or rule,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(answer) // 4,
-                          "total_tokens": prompt_chars // 4 + len(answer) // 4},
+                "usage": {
+                    "prompt_tokens": prompt_chars // 4,
+                    "completion_tokens": len(answer) // 4,
+                    "total_tokens": prompt_chars // 4 + len(answer) // 4,
+                },
             }
-        )  # fmt: skip
+        )
 
     async def start(self, port: int = 0) -> str:
         self._runner = web.AppRunner(self.app, access_log=None)
@@ -98,10 +101,16 @@ class Referees:
     def teachers(self) -> list[dict[str, Any]]:
         """The teacher table entries for the hook (nominal prices, so the cost figures are exercised)."""
         return [
-            {"name": rule, "base_url": f"{self.base_url}/{rule}/v1", "model": f"rule-{rule}",
-             "input_usd_per_mtok": 0.40, "output_usd_per_mtok": 1.60, "timeout_s": 30.0}
+            {
+                "name": rule,
+                "base_url": f"{self.base_url}/{rule}/v1",
+                "model": f"rule-{rule}",
+                "input_usd_per_mtok": 0.40,
+                "output_usd_per_mtok": 1.60,
+                "timeout_s": 30.0,
+            }
             for rule in RULES
-        ]  # fmt: skip
+        ]
 
 
 def serve(port: int) -> None:

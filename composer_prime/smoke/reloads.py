@@ -5,7 +5,7 @@ answers `GET /weights` with the folder it loaded last and how many reloads it ma
 twice a second while `rl` runs, sees each new reload, keeps the weights it loaded (the trainer removes old broadcast
 folders), scores the probe prompt through the server (`probe.served_logprobs`), and keeps the answer only if no
 other reload happened meanwhile. The report compares each record with the trainer's own forward of those weights
-(`probe.py`, `served_vs_trainer_logprob_diff`). `prefill` is the client of the same route that hint scoring uses.
+(`probe.py`, `served_vs_trainer_logprob_diff`).
 """
 
 from __future__ import annotations
@@ -14,28 +14,6 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
-
-
-async def prefill(
-    client: Any, base_url: str, model: str, token_ids: list[int], read_cache: bool = False
-) -> list[float]:
-    """PRIME-RL's `prefill_logprobs`: one logprob per token (0.0 for the first) via `prompt_logprobs`.
-
-    `read_cache`: the request reads vLLM's prefix cache (`skip_reading_prefix_cache = false`, honoured by
-    composer-prime's `vllm.general_plugins` entry, composer_prime/vllm_plugin.py): positions served from the cache
-    come back as `+1.0`, not scored, and only the uncached tail is computed. Hint scoring asks for it (a target is
-    always past its hint, which is new); the reload probe does not (every position must be scored)."""
-    params: dict[str, Any] = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 1}
-    if read_cache:
-        params["skip_reading_prefix_cache"] = False
-    response = await client.post(
-        f"{base_url}/inference/v1/generate", json={"model": model, "token_ids": token_ids, "sampling_params": params}
-    )
-    response.raise_for_status()
-    flat = []
-    for entry in response.json().get("prompt_logprobs") or []:
-        flat.append(float(next(iter(entry.values()))["logprob"]) if entry else 0.0)
-    return flat
 
 
 def snapshot(weight_dir: Path, dest: Path) -> bool:
@@ -102,5 +80,11 @@ class Watcher:
             shutil.rmtree(kept, ignore_errors=True)
             return
         self.missed += missed
-        self.records.append({"reloads": after["reloads"], "weight_dir": after["weights"], "kept": str(kept),
-                             "served": [{str(k): v for k, v in p.items()} for p in served]})  # fmt: skip
+        self.records.append(
+            {
+                "reloads": after["reloads"],
+                "weight_dir": after["weights"],
+                "kept": str(kept),
+                "served": [{str(k): v for k, v in p.items()} for p in served],
+            }
+        )

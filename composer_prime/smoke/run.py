@@ -13,15 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from composer_prime.local.launch import CACHE_LOCK, ENV_SERVER_PORTS
+from composer_prime.process.group import ProcessFailed, group, run
+from composer_prime.process.ports import free_port, free_port_blocks
 from composer_prime.smoke.config import SmokeConfig
-from composer_prime.smoke.launch import ProcessFailed, group, run
-from composer_prime.smoke.services import free_port
 
 LOCK = ".smoke.lock"
 MARKER = ".composer-smoke"
 """Marks an `--out` a smoke wrote, whose `work/` and `logs/` a later smoke may replace."""
-CACHE_LOCK = ".lock"
-"""Held in `--cache` while a smoke builds or reads the venvs, the patched copy and the prepared inputs."""
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",
     "COMPOSER_TEACHER_GEMINI_URL": "skeptic",
@@ -93,14 +92,18 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     foreign = [name for name in ("work", "logs") if (out / name).exists() and not (out / MARKER).exists()]
     if foreign:
-        raise Busy(f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
-                   "folders, so pass an empty or new --out")  # fmt: skip
+        raise Busy(
+            f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
+            "folders, so pass an empty or new --out"
+        )
     lock = FileLock(out / LOCK)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise Busy(f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
-                   "to end or pass another --out") from None  # fmt: skip
+        raise Busy(
+            f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
+            "to end or pass another --out"
+        ) from None
     try:
         (out / MARKER).touch()
         for stale in ("report.json", "report.png", "report.txt"):
@@ -112,9 +115,9 @@ def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
 
 
 def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path, status: Status) -> int:
+    from composer_prime.local.tree import private_copy
+    from composer_prime.local.venvs import ensure_venv, requirement_sets, write_wrappers
     from composer_prime.smoke import reloads
-    from composer_prime.smoke.cpu.tree import private_copy
-    from composer_prime.smoke.cpu.venvs import ensure_venv, requirement_sets, write_wrappers
 
     started = time.monotonic()
     work, logs, cache = out / "work", out / "logs", config.cache.expanduser().resolve()
@@ -122,8 +125,11 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     if logs.exists():
         shutil.rmtree(logs)
     logs.mkdir()
-    meta: dict[str, Any] = {"config": config.model_dump(mode="json"), "overlays": [str(p) for p in overlays],
-                            "timings": {}}  # fmt: skip
+    meta: dict[str, Any] = {
+        "config": config.model_dump(mode="json"),
+        "overlays": [str(p) for p in overlays],
+        "timings": {},
+    }
 
     from filelock import FileLock
 
@@ -134,13 +140,15 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
         t0 = time.monotonic()
         sets = requirement_sets(project, tree)
-        venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note)
-                 for name, steps in sets.items()}  # fmt: skip
+        venvs = {name: ensure_venv(name, steps, cache, config.torch_index, status.note) for name, steps in sets.items()}
         meta["timings"]["venvs_s"] = time.monotonic() - t0
     bin_dir = write_wrappers(work / "bin", venvs["prime-rl"], venvs["vllm"], tree)
     python = str(venvs["prime-rl"] / "bin" / "python")
-    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
-           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(bin_dir), str(venvs["prime-rl"] / "bin"), os.environ["PATH"]]),
+        "PYTHONUNBUFFERED": "1",
+    }
 
     if config.dry_run:
         status.stage("PRIME-RL's rl --dry-run")
@@ -158,8 +166,9 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()
-    with group([python, "-m", "composer_prime.smoke.referees", "--port", str(teacher_port)], logs / "teachers.log",
-               env=env) as teachers:  # fmt: skip
+    with group(
+        [python, "-m", "composer_prime.smoke.referees", "--port", str(teacher_port)], logs / "teachers.log", env=env
+    ) as teachers:
         if config.teacher_url is None:
             wait_for_port(teacher_port, teachers, "the local teachers", logs / "teachers.log")
             env |= {var: f"http://127.0.0.1:{teacher_port}/{rule}/v1" for var, rule in RULE_FOR.items()}
@@ -189,8 +198,10 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         meta["timings"]["rl_s"] = time.monotonic() - t0
         meta["probes"], meta["probes_missed"], meta["probe_errors"] = probes.records, probes.missed, probes.errors
     if rl.returncode != 0:
-        raise ProcessFailed(f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
-                            f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}")  # fmt: skip
+        raise ProcessFailed(
+            f"PRIME-RL's rl failed (exit code {rl.returncode}); its log is {logs / 'rl.log'}, its "
+            f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}"
+        )
     meta["seconds"] = time.monotonic() - started
     (work / "meta.json").write_text(json.dumps(meta, indent=1))
     status.stage("building the report from PRIME-RL's outputs")
@@ -207,7 +218,7 @@ def inputs_key(settings: dict[str, Any]) -> str:
     start, the harness, the bundled repository): any change to those files makes new inputs."""
     import hashlib
 
-    root = Path(__file__).resolve().parents[2]  # the checkout the venvs install (command.project_root)
+    root = Path(__file__).resolve().parents[2]  # the checkout the venvs install (local.launch.project_root)
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for package in (root / "composer_prime", root / "composer_agent", root / "environments" / "feature_deletion"):
         for file in sorted(package.rglob("*")):
@@ -216,19 +227,28 @@ def inputs_key(settings: dict[str, Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def prepare_inputs(config: SmokeConfig, python: str, env: dict[str, str], work: Path, cache: Path, logs: Path,
-                   status: Status) -> dict[str, Any]:  # fmt: skip
+def prepare_inputs(
+    config: SmokeConfig, python: str, env: dict[str, str], work: Path, cache: Path, logs: Path, status: Status
+) -> dict[str, Any]:
     """Mine the tasks and warm-start the policy into `work` (`prepare.py`), or copy them from the cache, where a run
     with the same settings and code left them (the warm start is most of a smoke's set-up)."""
-    settings = {"tasks": config.tasks, "seed": config.seed, "policy": config.policy.model_dump(),
-                "warm_start": config.warm_start.model_dump()}  # fmt: skip
+    settings = {
+        "tasks": config.tasks,
+        "seed": config.seed,
+        "policy": config.policy.model_dump(),
+        "warm_start": config.warm_start.model_dump(),
+    }
     kept = cache / f"inputs-{inputs_key(settings)}"
     if not (kept / ".complete").is_file():
         status.stage("mining tasks and warm-starting the tiny policy")
         (work / "prepare.json").write_text(json.dumps(settings))
-        lines = run([python, "-m", "composer_prime.smoke.prepare", str(work / "prepare.json"), str(work)],
-                    logs / "prepare.log", "the input preparation (mining, warm start)", env=env,
-                    on_json=lambda line: "progress" in line and status.stage(line["progress"]))  # fmt: skip
+        lines = run(
+            [python, "-m", "composer_prime.smoke.prepare", str(work / "prepare.json"), str(work)],
+            logs / "prepare.log",
+            "the input preparation (mining, warm start)",
+            env=env,
+            on_json=lambda line: "progress" in line and status.stage(line["progress"]),
+        )
         (work / "setup.json").write_text(json.dumps(lines[-1]))
         if kept.exists():
             shutil.rmtree(kept)
@@ -253,48 +273,6 @@ def copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
-ENV_SERVER_PORTS = 4
-"""Ports kept free from the env servers' base port on (one env server per source, the smoke's config has two)."""
-
-
-def free_port_blocks(*sizes: int, avoid: tuple[int, ...] = ()) -> list[int]:
-    """For each size n, a port P with P..P+n-1 free on 127.0.0.1; every block distinct from the others and from
-    `avoid`. Each block stays bound until all are chosen, so the kernel cannot hand a port out twice (the ZMQ pair and
-    the env servers' base port once came out overlapping: "Address already in use")."""
-    held: list[socket.socket] = []
-    bases: list[int] = []
-    try:
-        for size in sizes:
-            for _ in range(200):
-                block: list[socket.socket] = []
-                try:
-                    first = socket.socket()
-                    block.append(first)
-                    first.bind(("127.0.0.1", 0))
-                    base = first.getsockname()[1]
-                    for k in range(1, size):
-                        probe = socket.socket()
-                        block.append(probe)
-                        probe.bind(("127.0.0.1", base + k))
-                except OSError:
-                    for sock in block:
-                        sock.close()
-                    continue
-                if any(base <= port < base + size for port in avoid):
-                    for sock in block:
-                        sock.close()
-                    continue
-                held += block
-                bases.append(base)
-                break
-            else:
-                raise OSError(f"no {size} consecutive free ports on 127.0.0.1")
-        return bases
-    finally:
-        for sock in held:
-            sock.close()
-
-
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:
     """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides: steps, and free
     ports for everything PRIME-RL binds (the inference server, the ZMQ rollout transport's pair, the env servers), so
@@ -303,10 +281,23 @@ def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> l
     for overlay in overlays:
         args += ["@", str(overlay)]
     zmq, env_servers = free_port_blocks(2, ENV_SERVER_PORTS, avoid=(port,))
-    return [*args, "--max-steps", str(steps), "--inference.server.host", "127.0.0.1", "--inference.server.port",
-            str(port), "--orchestrator.model.client.base-url", f"http://127.0.0.1:{port}/v1",
-            "--rollout-transport.type", "zmq", "--rollout-transport.port", str(zmq),
-            "--orchestrator.env-server-base-port", str(env_servers)]  # fmt: skip
+    return [
+        *args,
+        "--max-steps",
+        str(steps),
+        "--inference.server.host",
+        "127.0.0.1",
+        "--inference.server.port",
+        str(port),
+        "--orchestrator.model.client.base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--rollout-transport.type",
+        "zmq",
+        "--rollout-transport.port",
+        str(zmq),
+        "--orchestrator.env-server-base-port",
+        str(env_servers),
+    ]
 
 
 def run_dir(work: Path) -> Path | None:
@@ -344,8 +335,11 @@ def newest(log: Path, markers: tuple[str, ...]) -> str:
 
 def failure_detail(work: Path, logs: Path, lines: int = 15) -> str:
     """What PRIME-RL's launcher said failed, and the end of that process's own log."""
-    said = [strip_ansi(line).strip() for line in (logs / "rl.log").read_text(errors="replace").splitlines()
-            if "failed with exit code" in line or "Error" in line][-3:]  # fmt: skip
+    said = [
+        strip_ansi(line).strip()
+        for line in (logs / "rl.log").read_text(errors="replace").splitlines()
+        if "failed with exit code" in line or "Error" in line
+    ][-3:]
     folder = run_dir(work)
     names = {"orchestrator": "orchestrator.log", "trainer": "trainer.log", "inference": "inference.log"}
     detail = "".join(f"\n  {line}" for line in said)

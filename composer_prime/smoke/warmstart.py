@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.smoke.policy import Turn, assistant_turns, tool_call
+from composer_prime.local.policy import Turn, assistant_turns, tool_call
 
 
 class WarmStartConfig(BaseModel):
@@ -89,14 +89,19 @@ def demonstration(task: Any, harness: Any, specs: list[dict], repo: Path) -> lis
 
 def corpus(branches: list[list[dict[str, Any]]], tools: list[dict], files: list[str]) -> list[str]:
     """Text to train the tokenizer on: every rendered branch, the repository's files, the tool specs."""
-    from composer_prime.smoke.policy import render_text
+    from composer_prime.local.policy import render_text
 
     texts = [render_text(b, tools, generation=False) for b in branches]
     return texts + files + [json.dumps(t) for t in tools]
 
 
-def warm_start(model: Any, renderer: Any, branches: list[tuple[list[dict], list[dict]]], config: WarmStartConfig,
-               progress: Any = None) -> dict[str, float]:  # fmt: skip
+def warm_start(
+    model: Any,
+    renderer: Any,
+    branches: list[tuple[list[dict], list[dict]]],
+    config: WarmStartConfig,
+    progress: Any = None,
+) -> dict[str, float]:
     """Fine-tune `model` in place on the assistant turns of `branches`; returns loss, steps, seconds, turns."""
     import torch
 

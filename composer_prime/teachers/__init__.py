@@ -13,6 +13,8 @@ or a vLLM of another family): no shared tokenizer, no logprobs. Modules:
 - `judge`: the verifiers judge plugin (imports verifiers; the top-level module `composer_teachers` exports it).
 
 Importing this package imports pydantic only; `hook` and `judge` pull httpx, tenacity, filelock and verifiers.
+
+May import: `composer_prime.evidence`, `composer_prime.text`, `composer_prime.atomic`.
 """
 
 from composer_prime.teachers.config import BudgetConfig, ContextConfig, GatingConfig, TeacherConfig, TeachersConfig

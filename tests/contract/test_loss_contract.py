@@ -138,9 +138,15 @@ def test_the_sigmoid_gate_through_compute_loss_matches_hand_values(prl):
     batch = packed_batch()
     gated = composer_fn(prl, hint_gate="sigmoid", hint_gate_alpha=2.0)
     loss, metrics = prl.loss.compute_loss(
-        **batch, rl_weights=None, ce_weights=None, ref_kl_weights=None, rl_loss_fn=gated, rl_scale=6, ce_scale=1,
+        **batch,
+        rl_weights=None,
+        ce_weights=None,
+        ref_kl_weights=None,
+        rl_loss_fn=gated,
+        rl_scale=6,
+        ce_scale=1,
         ref_kl_scale=1,
-    )  # fmt: skip
+    )
     ln2, r, w = math.log(2), 1.25, 0.03
     # As in the ungated test, each hint advantage times g = sigmoid(2 * gap): gap +ln2 -> g = 4/5, gap -ln2 -> 1/5.
     s0 = -(0.5 + w * 0.8 * ln2) - 0.5 - (0.5 - w * 0.2 * ln2) * r + KL * math.log(r) ** 2

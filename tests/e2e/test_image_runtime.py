@@ -22,7 +22,7 @@ import verifiers.v1 as vf
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 from verifiers.v1.runtimes import make_runtime
 
-from composer_prime.reaper import box_argv, new_token, reap_box
+from composer_prime.process.reaper import box_argv, new_token, reap_box
 from tests.support.featdel_repo import APPLY_DISCOUNT, mined_shop
 from tests.support.scripted_server import API_KEY_VAR, ScriptedModelServer, tool
 from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, write_jsonl
@@ -263,8 +263,12 @@ def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only, c
 def red_team_cases() -> list[tuple[str, str]]:
     from tests.e2e.test_reward_hacks import ATTACKS, SWE_GYM_ONLY
 
-    return [(env, attack) for env in ("feature-deletion", "swe-gym") for attack in sorted(ATTACKS)
-            if env == "swe-gym" or attack not in SWE_GYM_ONLY]  # fmt: skip
+    return [
+        (env, attack)
+        for env in ("feature-deletion", "swe-gym")
+        for attack in sorted(ATTACKS)
+        if env == "swe-gym" or attack not in SWE_GYM_ONLY
+    ]
 
 
 def image_rollout(task: vf.Task, steps: list) -> vf.Trace:  # type: ignore[type-arg]
@@ -313,8 +317,8 @@ def test_the_grader_box_keeps_the_tasksets_environment_not_the_rollouts_markers(
     """swe-gym puts the image's conda env on PATH through the runtime's environment: the grader box runs its commands
     with it too (the suite must find the same interpreter), but not the rollout's reaper token or namespace."""
     from composer_prime.grading.private_copy import grader_box_copy
-    from composer_prime.pidns import NS_VAR
-    from composer_prime.reaper import BOX_VAR
+    from composer_prime.process.pidns import NS_VAR
+    from composer_prime.process.reaper import BOX_VAR
 
     config = vf.PodmanConfig(image=IMAGE, workdir="/app")
 

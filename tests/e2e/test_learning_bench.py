@@ -22,10 +22,23 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_learning_bench_tiny_writes_table_and_curves(tmp_path):
     out = tmp_path / "learning"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "learning.py"), "--preset", "tiny", "--workers", "1",
-         "--arms", "grpo,hints,replay,full,whole,full-targets1,full-targets4", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PRIME_RL_SRC": ""},
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning.py"),
+            "--preset",
+            "tiny",
+            "--workers",
+            "1",
+            "--arms",
+            "grpo,hints,replay,full,whole,full-targets1,full-targets4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PRIME_RL_SRC": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     table = (out / "table.md").read_text()
     for arm in ("grpo", "hints", "replay", "full", "whole", "full-targets1", "full-targets4"):
@@ -60,8 +73,10 @@ def test_learning_bench_tiny_writes_table_and_curves(tmp_path):
 def test_learning_bench_rejects_an_unknown_arm(tmp_path):
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "learning.py"), "--arms", "grpo,nope", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "unknown arm(s) ['nope']" in done.stderr and "Traceback" not in done.stderr
 
@@ -116,11 +131,39 @@ def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
     # size only, so that the preset's code path is exercised without a GPU.
     out = tmp_path / "gpu"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "learning.py"), "--preset", "gpu", "--workers", "1", "--arms", "grpo,full",
-         "--hidden", "16", "--steps", "1", "--prompts", "2", "--group", "2", "--seeds", "1", "--eval-size", "4",
-         "--sft-steps", "2", "--hint-drill", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PRIME_RL_SRC": ""},
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning.py"),
+            "--preset",
+            "gpu",
+            "--workers",
+            "1",
+            "--arms",
+            "grpo,full",
+            "--hidden",
+            "16",
+            "--steps",
+            "1",
+            "--prompts",
+            "2",
+            "--group",
+            "2",
+            "--seeds",
+            "1",
+            "--eval-size",
+            "4",
+            "--sft-steps",
+            "2",
+            "--hint-drill",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PRIME_RL_SRC": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert results["preset"] == "gpu" and results["settings"]["layers"] == 2 and results["settings"]["task_steps"] == 5
@@ -134,10 +177,20 @@ def test_a_prime_rl_checkout_whose_loss_does_not_import_is_refused_before_any_wo
     (tmp_path / "src" / "prime_rl").mkdir(parents=True)
     (tmp_path / "src" / "prime_rl" / "__init__.py").write_text("")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "learning.py"), "--preset", "tiny", "--prime-rl-src", str(tmp_path),
-         "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "learning.py"),
+            "--preset",
+            "tiny",
+            "--prime-rl-src",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "PRIME-RL's loss does not import" in done.stderr and "pip install -e '.[contract]'" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

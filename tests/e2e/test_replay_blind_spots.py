@@ -18,7 +18,7 @@ from composer_prime.grading.behaviour import compare
 from composer_prime.mining.config import MineConfig
 from composer_prime.mining.miner import Miner
 from composer_prime.mining.testrun import replay_calls
-from tests.e2e.test_featdel_mine import one_module_repo
+from tests.e2e.mining.test_featdel_mine import one_module_repo
 
 pytestmark = pytest.mark.slow
 

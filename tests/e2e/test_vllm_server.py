@@ -21,8 +21,9 @@ import torch
 
 from composer_prime.algorithm.config import HintConfig
 from composer_prime.algorithm.hints import HintStats, score_hints
-from composer_prime.smoke import policy, services
-from composer_prime.smoke.reloads import prefill
+from composer_prime.local import policy
+from composer_prime.local.inference import VLLM_ENV, prefill
+from composer_prime.process import children, ports
 from composer_prime.vllm_plugin import CACHED_LOGPROB, ENV
 from tests.support.traces import SYSTEM, TASK, assistant, build_trace, exchange, tool, tool_call
 
@@ -60,8 +61,11 @@ def reset_prefix_cache(url: str) -> None:
 
 
 def generate(url: str, ids: list[int], **params: object) -> dict:
-    body = {"model": "smoke-policy", "token_ids": ids,
-            "sampling_params": {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, **params}}  # fmt: skip
+    body = {
+        "model": "smoke-policy",
+        "token_ids": ids,
+        "sampling_params": {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, **params},
+    }
     response = httpx.post(f"{url}/inference/v1/generate", json=body, timeout=120)
     response.raise_for_status()
     return response.json()
@@ -78,14 +82,43 @@ def served(tmp_path_factory):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     model.to(torch.bfloat16).save_pretrained(root / "step_1")
-    port = services.free_port()
-    argv = ["env", f"{ENV}=1",
-            sys.executable, "-m", "tests.support.vllm_server", "--model", str(root / "model"),
-            "--served-model-name", "smoke-policy", "--host", "127.0.0.1", "--port", str(port),
-            "--enable-prefix-caching", "--block-size", str(BLOCK), "--enable-scale-out", "--max-model-len", "2048",
-            "--dtype", "bfloat16", "--seed", "0", "--gpu-memory-utilization", "0.05"]  # fmt: skip
-    server = services.Service("vllm policy server", argv, root / "vllm.log", f"http://127.0.0.1:{port}", "/health",
-                              timeout_s=600, env={**services.VLLM_ENV, "PYTHONPATH": str(REPO)})  # fmt: skip
+    port = ports.free_port()
+    argv = [
+        "env",
+        f"{ENV}=1",
+        sys.executable,
+        "-m",
+        "tests.support.vllm_server",
+        "--model",
+        str(root / "model"),
+        "--served-model-name",
+        "smoke-policy",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enable-prefix-caching",
+        "--block-size",
+        str(BLOCK),
+        "--enable-scale-out",
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "bfloat16",
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.05",
+    ]
+    server = children.Service(
+        "vllm policy server",
+        argv,
+        root / "vllm.log",
+        f"http://127.0.0.1:{port}",
+        "/health",
+        timeout_s=600,
+        env={**VLLM_ENV, "PYTHONPATH": str(REPO)},
+    )
     try:
         yield server.url, root, len(tokenizer) - 20
     finally:
@@ -135,8 +168,17 @@ def test_prime_rl_prefill_of_a_hint_target_computes_only_what_follows_the_cached
     the reference written on the target equals the one scored with nothing cached."""
     url, _, vocab = served
     failed_view = assistant("", tool_call("a", "view", path="nope.py"), tokens=60)
-    trace = build_trace([[{**SYSTEM, "_tokens": 700}, TASK, failed_view, tool("a", "Error: nope.py does not exist."),
-                          *exchange("b", "bash", "m.py\n[exit code 0]", command="ls")]])  # fmt: skip
+    trace = build_trace(
+        [
+            [
+                {**SYSTEM, "_tokens": 700},
+                TASK,
+                failed_view,
+                tool("a", "Error: nope.py does not exist."),
+                *exchange("b", "bash", "m.py\n[exit code 0]", command="ls"),
+            ]
+        ]
+    )
     for node in trace.nodes:
         node.token_ids[:] = [10 + (7 * t) % vocab for t in node.token_ids]
     context = len(trace.nodes[0].token_ids) + len(trace.nodes[1].token_ids)

@@ -1,4 +1,4 @@
-"""Corpus folders as `composer-prime mine-corpus` lays them out (composer_prime/mining/dataset.py), filled with real
+"""Corpus folders as `composer-prime mine-corpus` lays them out (composer_prime/corpus/dataset.py), filled with real
 mined rows: the bundled toolz 1.2.0 sample, or a tasks file a test mined."""
 
 from __future__ import annotations
@@ -33,7 +33,15 @@ def add_package(
     for base in sorted({row["base"] for row in rows}):
         shutil.copyfile(tasks_file.with_name(base), folder / base)
     (folder / "tasks.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    meta = {"name": name, "version": version, "source": "pypi", "license": license, "image": image,
-            "image_bytes": 300 * 2**20, "report": {"candidates": 10, "kept": len(rows)}, **info}  # fmt: skip
+    meta = {
+        "name": name,
+        "version": version,
+        "source": "pypi",
+        "license": license,
+        "image": image,
+        "image_bytes": 300 * 2**20,
+        "report": {"candidates": 10, "kept": len(rows)},
+        **info,
+    }
     (folder / "package.json").write_text(json.dumps(meta))
     return folder

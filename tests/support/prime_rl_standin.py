@@ -24,7 +24,7 @@ from pathlib import Path
 
 from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
-from composer_prime.realtime.readiness import TaskNotReady
+from composer_prime.realtime.ingest.readiness import TaskNotReady
 
 
 def main() -> None:

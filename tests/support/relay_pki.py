@@ -107,8 +107,9 @@ def tls_files(folder: Path, ca_name: str = "relay test CA") -> TlsFiles:
 
     server, server_key = leaf("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH, san=True)
     client, client_key = leaf("relay client", ExtendedKeyUsageOID.CLIENT_AUTH, san=False)
-    files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server.key", folder / "client.pem",
-                     folder / "client.key")  # fmt: skip
+    files = TlsFiles(
+        folder / "ca.pem", folder / "server.pem", folder / "server.key", folder / "client.pem", folder / "client.key"
+    )
     files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     files.cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
     files.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))

@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
-from composer_prime.smoke.services import Service, free_port
+from composer_prime.process.children import Service
+from composer_prime.process.ports import free_port
 from tests.support.relay_pki import ADMIN_TOKEN, RUN_ID, admin_token_file, signing_keys
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,9 +83,23 @@ class RelayProcess(Service):
 def start_origin(output_dir: Path, data_dir: Path, log: Path, **options) -> tuple[RelayProcess, str]:
     port = free_port()
     private, _ = signing_keys(data_dir.parent / "keys")
-    args = ["origin", "--output-dir", str(output_dir), "--data-dir", str(data_dir), "--host", "127.0.0.1",
-            "--port", str(port), "--poll-interval-s", "0.1", "--signing-key-file", str(private),
-            "--run-id", RUN_ID]  # fmt: skip
+    args = [
+        "origin",
+        "--output-dir",
+        str(output_dir),
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--poll-interval-s",
+        "0.1",
+        "--signing-key-file",
+        str(private),
+        "--run-id",
+        RUN_ID,
+    ]
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"
@@ -96,9 +111,26 @@ def start_client(
 ) -> tuple[RelayProcess, str]:
     port = free_port()
     _, public = signing_keys(store_dir.parent / "keys")
-    args = ["client", "--servers", servers, "--upstream", upstream, "--store-dir", str(store_dir),
-            "--host", "127.0.0.1", "--port", str(port), "--verify-key-file", str(public), "--run-id", RUN_ID,
-            "--admin-token-file", str(admin_token_file(store_dir.parent / "keys")), *flags]  # fmt: skip
+    args = [
+        "client",
+        "--servers",
+        servers,
+        "--upstream",
+        upstream,
+        "--store-dir",
+        str(store_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--verify-key-file",
+        str(public),
+        "--run-id",
+        RUN_ID,
+        "--admin-token-file",
+        str(admin_token_file(store_dir.parent / "keys")),
+        *flags,
+    ]
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     url = f"http://127.0.0.1:{port}"

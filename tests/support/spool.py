@@ -3,8 +3,8 @@ committed cursor covers (beside the spool dir, in `ids/`), the read, and the swe
 
 from __future__ import annotations
 
-from composer_prime.realtime.seen import SeenIds
-from composer_prime.realtime.spool import Advance, Cursor, SpoolConfig, advance
+from composer_prime.realtime.ingest.seen import SeenIds
+from composer_prime.realtime.ingest.spool import Advance, Cursor, SpoolConfig, advance
 
 
 def read_spool(cursor: Cursor, config: SpoolConfig, now: float) -> Advance:

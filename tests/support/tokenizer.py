@@ -11,7 +11,7 @@ from pathlib import Path
 @functools.cache
 def tiny_tokenizer() -> str:
     """The dir of the tokenizer, built once per process."""
-    from composer_prime.smoke.policy import build_tokenizer
+    from composer_prime.local.policy import build_tokenizer
 
     path = Path(tempfile.mkdtemp(prefix="tiny-tokenizer-"))
     build_tokenizer(

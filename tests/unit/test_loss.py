@@ -111,12 +111,22 @@ def test_sigmoid_gate_weights_endorsed_tokens_more_and_leaves_rl_untouched():
     assert grad.tolist() == pytest.approx([-(2 / 3) * LN2, (1 / 3) * LN2, -2.5])
     assert out.metrics["composer/hint/gate"].item() == pytest.approx(0.5)  # (2/3 + 1/3) / 2 hint tokens
     # alpha = 3: g = sigmoid(3 ln 2) = 8/9 and sigmoid(-3 ln 2) = 1/9
-    out, grad = run(make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]), kl_tau=0.0,
-                    hint_norm="token", hint_coef=1.0, hint_gate="sigmoid", hint_gate_alpha=3.0)  # fmt: skip
+    out, grad = run(
+        make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]),
+        kl_tau=0.0,
+        hint_norm="token",
+        hint_coef=1.0,
+        hint_gate="sigmoid",
+        hint_gate_alpha=3.0,
+    )
     assert grad.tolist() == pytest.approx([-(8 / 9) * LN2, (1 / 9) * LN2])
     # "none" is the ungated term: gradients -ln 2 and +ln 2, gate metric 1
-    out, grad = run(make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]), kl_tau=0.0,
-                    hint_norm="token", hint_coef=1.0)  # fmt: skip
+    out, grad = run(
+        make([0.3, 0.6], [0.3, 0.6], [0.0, 0.0], ref=[math.log(0.6), math.log(0.3)]),
+        kl_tau=0.0,
+        hint_norm="token",
+        hint_coef=1.0,
+    )
     assert grad.tolist() == pytest.approx([-LN2, LN2]) and out.metrics["composer/hint/gate"].item() == 1.0
 
 

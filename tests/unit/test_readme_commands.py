@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from composer_prime.smoke.cpu.tree import FETCH, PINNED_COMMIT
-from composer_prime.smoke.cpu.venvs import TORCH_CPU_INDEX
+from composer_prime.local.tree import FETCH, PINNED_COMMIT
+from composer_prime.local.venvs import TORCH_CPU_INDEX
 
 REPO = Path(__file__).resolve().parents[2]
 

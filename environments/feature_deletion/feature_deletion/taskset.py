@@ -155,7 +155,7 @@ def read_base(path: Path) -> str:
 def read_dataset_rows(folder: Path) -> tuple[list[tuple[MinedTask, str]], list[str]]:
     """The rows of a dataset folder with their tarballs (base64), and one message per bad row."""
     try:
-        from composer_prime.mining.dataset import DatasetInputError, read_dataset
+        from composer_prime.corpus.dataset import DatasetInputError, read_dataset
 
         tasks, errors = read_dataset(folder)
     except ImportError as exc:

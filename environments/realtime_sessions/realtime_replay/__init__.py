@@ -1,6 +1,6 @@
 """realtime-replay: the harness that plays back a logged session instead of calling a model (harness id
-`realtime-replay`; `composer_prime.realtime.replay`, docs/realtime.md)."""
+`realtime-replay`; `composer_prime.realtime.cycle.replay`, docs/realtime.md)."""
 
-from composer_prime.realtime.replay import ReplayHarness
+from composer_prime.realtime.cycle.replay import ReplayHarness
 
 __all__ = ["ReplayHarness"]

@@ -5,7 +5,7 @@ verifiers resolves a taskset id to a top-level module; the source lives in `comp
 default, and the replay env, which it makes the taskset's env (one trace per session of a bundle).
 """
 
-from composer_prime.realtime.replay import ReplayEnv, ReplayHarness
-from composer_prime.realtime.source import RealtimeSessionsTaskset
+from composer_prime.realtime.cycle.replay import ReplayEnv, ReplayHarness
+from composer_prime.realtime.ingest.source import RealtimeSessionsTaskset
 
 __all__ = ["RealtimeSessionsTaskset", "ReplayEnv", "ReplayHarness"]

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 
 APPLY_FAILED = ">>>>> swe-gym: test_patch does not apply"
 

@@ -35,7 +35,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.atomic import write_atomic
-from composer_prime.commands import run_checked_host
+from composer_prime.process.commands import run_checked_host
 from swe_gym.rows import SWEGymRow
 
 logger = logging.getLogger(__name__)

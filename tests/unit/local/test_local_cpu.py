@@ -1,0 +1,79 @@
+"""PRIME-RL on this CPU without PRIME-RL installed: the import stand-ins for its CUDA-only packages, and the checks on
+the tree the private copy is made from."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from composer_prime.local.tree import PINNED_COMMIT, TreeError, check_tree
+
+STUB_PROBE = """
+import sys
+from composer_prime.local.stubs_finder import StubbedOnCPU, install
+install()
+from torchtitan.distributed.expert_parallel import expert_parallel, ExpertParallel
+from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateResponse
+
+def f():
+    return 7
+
+assert expert_parallel(f) is f
+class Sub(ExpertParallel):  # subclassing a stand-in works at import
+    pass
+try:
+    Sub()
+except StubbedOnCPU as err:
+    assert "torchtitan.distributed.expert_parallel.ExpertParallel" in str(err), err
+else:
+    raise SystemExit("a stand-in was instantiated")
+r = GenerateResponse.model_validate_json('{"prompt_logprobs": [null, {"5": {"logprob": -1.5, "rank": 1}}], "x": 1}')
+assert r.prompt_logprobs[1][5].logprob == -1.5
+import json  # a real module is untouched
+print("ok")
+"""
+
+
+def test_stand_ins_import_and_refuse_calls() -> None:
+    done = subprocess.run([sys.executable, "-c", STUB_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_clip_grad_norm_stand_in_clips_like_torch() -> None:
+    torch = pytest.importorskip("torch")
+    from composer_prime.local.stubs_finder import _clip_grad_norm_
+
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+    a.grad, b.grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])
+    total = _clip_grad_norm_(iter([a, b]), max_norm=1.0)
+    assert total.item() == pytest.approx(5.0)  # sqrt(3^2 + 4^2)
+    assert a.grad.tolist() == pytest.approx([0.6, 0.0], abs=1e-5)  # scaled by 1/5 (plus torch's 1e-6 guard)
+    assert b.grad.tolist() == pytest.approx([0.8], abs=1e-5)
+
+
+def _tree(root: Path, verifiers: bool = True) -> Path:
+    (root / "src" / "prime_rl" / "entrypoints").mkdir(parents=True)
+    (root / "src" / "prime_rl" / "entrypoints" / "rl.py").write_text("")
+    if verifiers:
+        (root / "deps" / "verifiers").mkdir(parents=True)
+        (root / "deps" / "verifiers" / "pyproject.toml").write_text("")
+    return root
+
+
+def test_tree_checks_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(TreeError, match="not a PRIME-RL source tree"):
+        check_tree(tmp_path)
+    with pytest.raises(TreeError, match="submodule update --init deps/verifiers"):
+        check_tree(_tree(tmp_path / "a", verifiers=False))
+    other = _tree(tmp_path / "b")
+    git = ["git", "-C", str(other), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    with pytest.raises(TreeError, match=f"checkout {PINNED_COMMIT}"):
+        check_tree(other)
+    check_tree(_tree(tmp_path / "c"))  # a source tree without git metadata passes the cheap checks

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
+from composer_prime.grading import tree
+from composer_prime.grading.pytest_config import collected
 from composer_prime.process.commands import run_checked_host
 
 APPLY_FAILED = ">>>>> swe-gym: test_patch does not apply"
@@ -112,3 +115,20 @@ def patched_tests(
             raise TestPatchError(f"{APPLY_FAILED}: {exc}") from None
         kept = {path: (root / path).read_bytes() for path in paths if (root / path).is_file()}
     return kept, [path for path in paths if path not in kept]
+
+
+def test_files(files: Iterable[str], tests: Iterable[str], row: Any, settings: Mapping[str, str]) -> set[str]:
+    """The files of the starting tree the instance owns, written from the host-held bytes over the agent's at grading:
+    the test patch's files (`tests`), and, outside the files the gold patch changes (where the fix goes), every file
+    a FAIL_TO_PASS or PASS_TO_PASS id of `row` names, every file the repository's own collection rules collect
+    (`settings`: `python_files`, `testpaths`; `calc/tests.py` under `python_files = tests.py`), every `conftest.py`
+    and every file under a `tests`, `test` or `testing` folder."""
+    patch_files = set(tests)
+    named = {test.split("::", 1)[0] for test in [*row.fail_to_pass, *row.pass_to_pass]}
+    fixed = set(diff_paths(row.patch))
+    return {
+        path
+        for path in files
+        if path in patch_files
+        or (path not in fixed and (path in named or tree.is_test_path(path) or collected(settings, path)))
+    }

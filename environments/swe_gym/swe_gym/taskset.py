@@ -33,8 +33,8 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from composer_prime import grading as grader
-from composer_prime.grading import interpreter, tree
-from composer_prime.grading.pytest_config import collected, repo_settings
+from composer_prime.grading import interpreter
+from composer_prime.grading.pytest_config import repo_settings
 from composer_prime.grading.runtime import (
     isolate_box,
     refuse_unless_hidden,
@@ -297,14 +297,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         except grading.TestPatchError as exc:
             return grader.Grade(error=str(exc)[:1000])
         settings = repo_settings(baseline.configs)
-        named = {test.split("::", 1)[0] for test in [*self.data.fail_to_pass, *self.data.pass_to_pass]}
-        fixed = set(grading.diff_paths(self.data.patch))  # where the fix goes is never a test file to restore
-        test_files = {
-            path
-            for path in baseline.files
-            if path in tests
-            or (path not in fixed and (path in named or tree.is_test_path(path) or collected(settings, path)))
-        }
+        test_files = grading.test_files(baseline.files, tests, self.data, settings)
         owned = {path: held[path] for path in test_files if path in held and path not in deleted}
         trusted = grader.Baseline(
             files=baseline.files,

@@ -94,3 +94,45 @@ def test_the_oracle_drops_calls_handed_private_state_or_test_values() -> None:
     assert names_test_code(call)
     assert names_test_code(call.model_copy(update={"args": [["obj", "_pytest.monkeypatch:MonkeyPatch", ["dict", []]]]}))
     assert not names_test_code(call.model_copy(update={"args": [["fn", "pkg.bus:double"]]}))
+
+
+class _Row:
+    fail_to_pass = ["calc/tests.py::test_clamp_high"]
+    pass_to_pass = ["calc/tests.py::test_add", "docs/check.py::test_docs"]
+    patch = "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1 +1 @@\n-x\n+y\n"
+
+
+FILES = [
+    "calc/ops.py",
+    "calc/tests.py",
+    "calc/helpers_test.py",
+    "calc/checks.py",
+    "docs/check.py",
+    "suite/check_ops.py",
+    "tests/conftest.py",
+    "tests/data.json",
+]
+
+
+def test_the_repositorys_collection_rules_decide_which_files_are_tests() -> None:
+    """A PASS_TO_PASS test in a file the repository's own `python_files` collects (`calc/tests.py`) is the task's:
+    the agent's copy of it is replaced, as `tree.is_test_path`'s names alone never did."""
+    from swe_gym.grading import test_files
+
+    default = test_files(FILES, [], _Row(), {})
+    assert default == {"calc/tests.py", "calc/helpers_test.py", "docs/check.py", "tests/conftest.py", "tests/data.json"}
+    own_rules = test_files(FILES, [], _Row(), {"python_files": "tests.py check_*.py", "testpaths": "calc suite"})
+    assert own_rules == default | {"suite/check_ops.py"}  # `calc/checks.py` matches no pattern
+    # where the fix goes is never restored, whatever its name
+    assert "calc/ops.py" not in test_files(FILES, [], _Row(), {"python_files": "*.py"})
+    assert test_files(FILES, ["calc/ops.py"], _Row(), {}) >= {"calc/ops.py"}  # the test patch's own files are
+
+
+def test_collected_follows_pytests_matching() -> None:
+    from composer_prime.grading.pytest_config import collected
+
+    assert collected({}, "pkg/test_a.py") and collected({}, "pkg/a_test.py") and not collected({}, "pkg/tests.py")
+    assert collected({"python_files": "tests.py"}, "pkg/tests.py")
+    assert not collected({"python_files": "tests.py", "testpaths": "other"}, "pkg/tests.py")
+    assert collected({"python_files": "pkg/*.py"}, "pkg/anything.py")  # a pattern with a `/` matches the path
+    assert not collected({}, "pkg/test_a.txt")

@@ -1,0 +1,109 @@
+"""The jail (`composer_prime.process.jail`), run for real with `unshare --mount` as the launcher and the rollout's
+namespace run it: what a program inside can read, write and undo, and that the host is untouched."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from composer_prime.grading.launch import Jail, jailed, launch_argv
+from composer_prime.process.jail import jail_argv
+
+pytestmark = pytest.mark.slow
+
+CAN_JAIL = (
+    subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+)
+pytestmark = [pytestmark, pytest.mark.skipif(not CAN_JAIL, reason="the jail needs root (unshare --mount)")]
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside /tmp (the jail's /tmp is private, which would hide anything under it without a cover)."""
+    root = Path.home() / ".cache" / f"composer-prime-jail-{secrets.token_hex(6)}"
+    (root / "box").mkdir(parents=True)
+    (root / "expected").mkdir()
+    (root / "expected" / "answers.json").write_text('{"gold": 42}')
+    (root / "tasks.jsonl").write_text('{"gold_patch": "secret"}\n')
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+PROBE = r"""
+cat "$1/tasks.jsonl" 2>&1; echo "tasks:$?"
+ls "$1/expected" 2>&1; echo "expected:$?"
+echo ok > "$1/box/written" && echo "box:0"
+{ echo x > "$1/planted"; } 2>&1; echo "outside:$?"
+{ echo x > /usr/local/bin/composer-jail-probe; } 2>&1; echo "usr:$?"
+ls -A /tmp | wc -l
+umount "$1/expected" 2>&1; echo "umount:$?"
+mount -o remount,rw / 2>&1; echo "remount:$?"
+grep CapBnd /proc/self/status
+"""
+
+
+def jailed_run(outside: Path, hidden: list[Path], script: str = PROBE) -> subprocess.CompletedProcess:
+    argv = launch_argv(
+        True,
+        30,
+        ["bash", "-c", script, "probe", str(outside)],
+        jail=Jail((str(outside / "box"),), tuple(map(str, hidden))),
+    )
+    return subprocess.run(argv, cwd=outside / "box", capture_output=True, text=True, timeout=60)
+
+
+def test_the_jail_covers_the_expected_side_and_keeps_the_host_read_only(outside: Path) -> None:
+    marker = Path("/tmp") / f"composer-jail-host-{secrets.token_hex(4)}"
+    marker.write_text("host")
+    try:
+        result = jailed_run(outside, [outside / "tasks.jsonl", outside / "expected"])
+    finally:
+        marker.unlink()
+    out = result.stdout
+    assert jailed(out), result.stderr
+    assert "secret" not in out and "tasks:0" in out  # the file reads as /dev/null
+    assert "answers.json" not in out and "Permission denied" in out and "expected:2" in out
+    assert "box:0" in out and (outside / "box" / "written").read_text() == "ok\n"
+    assert "Read-only file system" in out and "outside:1" in out and not (outside / "planted").exists()
+    assert "usr:1" in out and not Path("/usr/local/bin/composer-jail-probe").exists()
+    assert "\n0\n" in out  # a private, empty /tmp: the host's files there (other gradings' folders) are out of sight
+    assert "umount:32" in out and "remount:32" in out
+    assert "CapBnd:\t0000000000000000" in out
+    # the host is as it was: covers and read-only mounts stayed in the jail's namespace
+    assert "secret" in (outside / "tasks.jsonl").read_text() and os.access(outside, os.W_OK)
+    assert (outside / "expected" / "answers.json").exists()
+
+
+def test_without_the_cover_the_expected_side_is_readable(outside: Path) -> None:
+    """The cover is what hides it: the same jail without `hidden` reads the gold."""
+    out = jailed_run(outside, []).stdout
+    assert jailed(out) and "secret" in out and "answers.json" in out
+
+
+def test_the_jail_refuses_to_run_in_its_callers_mount_namespace(outside: Path) -> None:
+    """Run without a mount namespace of its own, it would make the host read-only: it refuses and changes nothing."""
+    argv = jail_argv([str(outside / "box")], [str(outside / "tasks.jsonl")], ["true"])
+    env = {**os.environ, "COMPOSER_JAIL_OUTER": os.readlink("/proc/self/ns/mnt")}
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 125 and "not in a mount namespace of its own" in result.stderr
+    assert "secret" in (outside / "tasks.jsonl").read_text()
+    assert os.access("/usr/local/bin", os.W_OK)
+
+
+def test_a_writable_folder_under_tmp_is_put_back_writable(tmp_path: Path) -> None:
+    """The private copy and the launcher's scratch live under /tmp, which the jail replaces by an empty tmpfs: they
+    are carried over, writable, at their own paths."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "mod.py").write_text("X = 1\n")
+    script = "cat mod.py && echo y > new.txt && pwd -P && ls /tmp | wc -l"
+    argv = launch_argv(True, 30, ["bash", "-c", script], jail=Jail((str(tmp_path / "tree"),)))
+    result = subprocess.run(argv, cwd=tmp_path / "tree", capture_output=True, text=True, timeout=60)
+    assert jailed(result.stdout), result.stderr
+    assert result.stdout.splitlines()[1:] == ["X = 1", str(tmp_path / "tree"), "1"]
+    assert (tmp_path / "tree" / "new.txt").read_text() == "y\n"

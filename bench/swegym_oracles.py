@@ -33,7 +33,8 @@ def run(root: Path) -> int:
     rows, sources = build_rows(root / "src")
     data = write_jsonl(root / "rows.jsonl", rows)
     task = root / "task.json"
-    task.write_text(json.dumps(local_config(root / "cache", sources)))
+    # every row is validated, with its replay where it has a usable oracle (training leaves the rest out: "require")
+    task.write_text(json.dumps({**local_config(root / "cache", sources), "replay": "if-usable"}))
     started = time.monotonic()
     code = prepare(["--data-file", str(data), "--task", "@", str(task), "--validate-gold"])
     print(f"\n{len(rows)} rows prepared, recorded and validated in {time.monotonic() - started:.1f}s\n")

@@ -182,6 +182,7 @@ CPU_SMOKE_DIFFERS = (
     # isolation: the smoke's tasks run on the laptop's host (subprocess); a launch runs each task in its row's image
     "orchestrator.train.source.0.env.agent.runtime.type",
     "orchestrator.train.source.0.env.taskset.task.require_grader_box",
+    "orchestrator.train.source.0.env.taskset.task.expected_side",  # a laptop has no root for the jail
     # CPU settings
     "inference.",
     "trainer.model.",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from composer_prime.grading.canaries import KINDS, planted, verdicts
+from composer_prime.grading.canaries import KINDS, Answer, planted, verdicts
 
 SUITE = """\
 import unittest
@@ -50,6 +50,9 @@ HONEST = (
     "def double(n):\n    return n + n\n\n\ndef name():\n    return 'ab' + 'c'\n\n\ndef total(xs):\n    return sum(xs)\n"
 )
 
+# what the gold answered, as the replay records it: `double(4)` and `total([1, 2, 3])` are calls no test of SUITE makes
+KNOWN = [Answer("double", (4,), (), 8), Answer("total", ([1, 2, 3],), (), 6), Answer("double", (3,), (), 6)]
+
 # a broken implementation whose values equal anything but a one-element list: it tells the wrapped mutant apart
 SLY = """\
 class Sly:
@@ -86,7 +89,7 @@ def pytest_runtest_makereport(item, call):
 """
 
 
-def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conftest: str | None = None):
+def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conftest: str | None = None):  # type: ignore[no-untyped-def]
     """Plant canaries for tests/test_ops.py, run pytest on it and them; (canaries, outcomes, void reasons)."""
     (tmp_path / "tests").mkdir(exist_ok=True)
     (tmp_path / "tests" / "test_ops.py").write_text(SUITE)
@@ -94,7 +97,7 @@ def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conft
     (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     if conftest is not None:
         (tmp_path / "conftest.py").write_text(conftest)
-    made = planted("tests/test_ops.py", SUITE, {"tests/test_ops.py"}, prefer, kinds)
+    made = planted("tests/test_ops.py", SUITE, {"tests/test_ops.py"}, prefer, kinds, KNOWN)
     return (made, *run_beside(tmp_path, "tests/test_ops.py", made))
 
 
@@ -139,7 +142,8 @@ def test_class_and_unittest_methods_are_copied_and_mutated(tmp_path: Path) -> No
         (target,) = prefer
         assert target in quals and (quals[target] != "copy" or target == "T::test_side"), quals
         if target == "T::test_eq":
-            assert any("self.assertNotEqual(double(3), 6)" in c.source for c in made)
+            written = ("self.assertEqual(double(3), [6])", "self.assertEqual(double(3), 7)", "(double(4), 6)")
+            assert any(w in c.source for c in made for w in written), made
         if target == "T::test_side":
             assert quals[target] == "tail"
 

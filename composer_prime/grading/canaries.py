@@ -54,7 +54,7 @@ PURE_CALLS = frozenset(
     "pytest unittest mock patch re os sys pathlib Path logging collections namedtuple typing TypeVar dataclass "
     "dataclasses functools partial itertools math string enum abc datetime decimal Decimal fractions Fraction "
     "importlib platform list dict set frozenset tuple range str int float bytes bool sorted zip enumerate len "
-    "object getattr isinstance type".split()
+    "object getattr isinstance type given settings example st strategies hypothesis".split()
 )
 """Callees whose call at a test module's top level changes nothing outside it (`import_effects`)."""
 
@@ -158,11 +158,13 @@ def _effect(node: ast.stmt) -> bool:
         handlers = [s for h in getattr(node, "handlers", []) for s in h.body]
         parts = [*node.body, *node.orelse, *getattr(node, "finalbody", []), *handlers]
         return _impure(getattr(node, "test", None)) or any(_effect(s) for s in parts)
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return any(_impure(e) for e in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])
-    if isinstance(node, ast.ClassDef):
-        heads = [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
-        return any(_impure(e) for e in heads) or any(_effect(s) for s in node.body)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        called = [_root(d.func if isinstance(d, ast.Call) else d) not in PURE_CALLS for d in node.decorator_list]
+        if isinstance(node, ast.ClassDef):
+            heads = [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+            return any(called) or any(_impure(e) for e in heads) or any(_effect(s) for s in node.body)
+        heads = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+        return any(called) or any(_impure(e) for e in heads)
     if isinstance(node, ast.Assign | ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         names = all(isinstance(n, ast.Name | ast.Tuple | ast.List | ast.Store) for t in targets for n in ast.walk(t))

@@ -3,11 +3,18 @@ mutated, every mutant kind is written, honest code leaves every canary as expect
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from composer_prime.grading.canaries import KINDS, Answer, planted, verdicts
+import pytest
+
+from composer_prime.grading.canaries import KINDS, Answer, import_effects, planted, verdicts
+from composer_prime.grading.grader import Suite, judge, run_suite
 
 SUITE = """\
 import unittest
@@ -232,3 +239,188 @@ def test_a_tab_indented_file_gets_canaries_that_parse_and_fail_as_mutants(tmp_pa
     assert planted("tests/test_one.py", one_liner, set(), kinds=("tail",)) == [] or all(
         "tail" not in c.kinds.values() for c in planted("tests/test_one.py", one_liner, set(), kinds=("tail",))
     )
+
+
+NESTED = """\
+import pytest
+
+from pkg import double
+
+CASES = [(1, 2), (2, 4)]
+
+
+def check(n, want):
+    assert double(n) == want
+
+
+def test_loop():
+    for n, want in CASES:
+        assert double(n) == want
+
+
+def test_with(tmp_path):
+    with open(tmp_path / "x", "w") as handle:
+        handle.write("x")
+        assert double(3) == 6
+
+
+def test_if():
+    if double(1) > 0:
+        assert double(4) == 8
+
+
+def test_helper():
+    check(5, 10)
+
+
+def test_raises_block_is_not_entered():
+    with pytest.raises(ZeroDivisionError):
+        assert 1 / 0 == 1
+"""
+
+
+def test_mutants_reach_loops_with_and_if_blocks_and_helpers(tmp_path: Path) -> None:
+    """Each test's equality is nested or in a helper: every one gets a wrapped mutant (a guarded one where its block
+    may not run, a helper copy the mutant alone calls), honest code fails every mutant and passes every copy; the
+    `pytest.raises` block is never mutated (its assert never runs: the mutant would pass for honest code)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_nested.py").write_text(NESTED)
+    (tmp_path / "pkg.py").write_text("def double(n):\n    return n + n\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    for name in ("test_loop", "test_with", "test_if", "test_helper", "test_raises_block_is_not_entered"):
+        made = planted("tests/test_nested.py", NESTED, {"tests/test_nested.py"}, frozenset({name}), ("wrapped", "tail"))
+        kinds = {qual: kind for canary in made for qual, kind in canary.kinds.items() if kind != "copy"}
+        assert kinds[name] == ("tail" if name.startswith("test_raises") else "wrapped"), made
+        if name == "test_helper":
+            assert any("check_" in c.source and "== [want]" in c.source for c in made), made
+            assert all("def check(n, want):\n    assert double(n) == want\n" in c.source for c in made)
+        if name in ("test_loop", "test_if"):
+            assert any("_reached.append(1); assert" in c.source for c in made), made
+        outcomes, void, out = run_beside(tmp_path, "tests/test_nested.py", made)
+        assert void == [], out
+        for canary in made:
+            for test, expected in canary.expect.items():
+                if expected.startswith("!"):
+                    assert outcomes[test] == "FAILED", (test, out)
+            (tmp_path / canary.path).unlink()
+
+
+def test_a_guarded_mutant_fails_when_its_block_does_not_run(tmp_path: Path) -> None:
+    """The mutated assert lies in a loop that runs no time: without the guard the mutant passed for honest code (a
+    void on a correct fix); with it, it fails."""
+    source = "from pkg import double\n\n\ndef test_none():\n    for n in []:\n        assert double(n) == 2 * n\n"
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_empty.py").write_text(source)
+    (tmp_path / "pkg.py").write_text("def double(n):\n    return n + n\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    made = planted("tests/test_empty.py", source, {"tests/test_empty.py"}, kinds=("wrapped",))
+    outcomes, void, out = run_beside(tmp_path, "tests/test_empty.py", made)
+    assert void == [] and "FAILED" in outcomes.values(), out
+
+
+@pytest.mark.parametrize("separator", ["\f", "\u2028", "\x0b", "\x1c", "\x85"])
+def test_canaries_split_lines_as_the_tokenizer_does(tmp_path: Path, separator: str) -> None:
+    """A form feed (pygments' and CPython's own sources have them) or U+2028 inside a line is not a line end for
+    Python, but `str.splitlines` split on it: the canaries were cut at the wrong lines and even the gold failed."""
+    source = (
+        f"# section{separator}one\nfrom pkg import double\n\n{separator}\n"
+        f"def test_a():\n    assert double(2) == 4  # two{separator}words\n\n\n"
+        f'def test_b():\n    text = "a{separator}b"\n    assert double(3) == 6\n'
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ff.py").write_text(source, encoding="utf-8", newline="")
+    (tmp_path / "pkg.py").write_text("def double(n):\n    return n + n\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    made = planted("tests/test_ff.py", source, {"tests/test_ff.py"}, frozenset({"test_a"}))
+    for canary in made:
+        compile(canary.source, canary.path, "exec")
+        (tmp_path / canary.path).write_text(canary.source, encoding="utf-8", newline="")
+    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    expect = {k: v for c in made for k, v in c.expect.items()}
+    outcomes = {
+        line.split(" ", 1)[1].split(" - ")[0]: line.split(" ", 1)[0]
+        for line in done.stdout.splitlines()
+        if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+    }
+    assert verdicts(expect, outcomes) == [], done.stdout
+
+
+REGISTRY = "REGISTERED = set()\n\n\ndef register(name):\n    if name in REGISTERED:\n        raise ValueError(name)\n    REGISTERED.add(name)\n"
+REGISTERS = """\
+from pkg import register
+
+register("shapes")
+
+
+def test_registered():
+    from pkg import REGISTERED
+
+    assert "shapes" in REGISTERED
+
+
+def test_count():
+    from pkg import REGISTERED
+
+    assert len(REGISTERED) == 1
+"""
+
+
+def test_import_effects_are_told_apart_from_plain_module_code() -> None:
+    plain = (
+        '"""Doc."""\nimport re\n\nimport pytest\n\ntry:\n    import numpy\nexcept ImportError:\n    numpy = None\n'
+        'PATTERN = re.compile("x")\nCASES = [(1, 2)]\npytestmark = pytest.mark.slow\n\n\n'
+        "@pytest.fixture\ndef thing():\n    return register('x')\n\n\nclass TestA:\n    value = 3\n"
+    )
+    assert not import_effects(ast.parse(plain))
+    for effect in (
+        'register("x")\n',
+        'REGISTRY["x"] = 1\n',
+        "NAME = register('x')\n",
+        "@register\ndef test_a():\n    pass\n",
+        "class TestA(make_base()):\n    pass\n",
+        "for name in 'ab':\n    pass\n",
+        "if True:\n    setup()\n",
+    ):
+        assert import_effects(ast.parse(effect)), effect
+
+
+def test_a_module_that_registers_at_import_gets_canaries_in_a_session_of_their_own(tmp_path: Path) -> None:
+    """Imported beside its original, a canary of a module that registers a name at import failed to collect (the
+    name was taken), and the gold voided. Each such canary now runs in a pytest session of its own."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_registry.py").write_text(REGISTERS)
+    (tmp_path / "pkg.py").write_text(REGISTRY)
+    made = planted("tests/test_registry.py", REGISTERS, {"tests/test_registry.py"})
+    assert made and all(canary.alone for canary in made)
+    tests = ["tests/test_registry.py::test_registered", "tests/test_registry.py::test_count"]
+    graded = Suite(fail_to_pass=tests, pass_to_pass=[], targets=["tests/test_registry.py"], timeout_s=60)
+    graded.python = sys.executable
+    result, outcomes = grade_here(tmp_path, graded)
+    assert result.solved and result.void == [], (result.void, result.output_tail)
+    assert any(test.startswith("tests/test_registry_") for test in outcomes), outcomes
+    # potent without the defence: the same canaries in the suite's session come back as collection errors
+    (tmp_path / made[0].path).write_text(made[0].source)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_registry.py", made[0].path],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert "ValueError: shapes" in done.stdout, done.stdout
+
+
+def grade_here(root: Path, graded: Suite):  # type: ignore[no-untyped-def]
+    """Grade the tree at `root` as it is with the real launcher (canaries, sessions, outcome stream)."""
+    import verifiers.v1 as vf
+    from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+
+    async def go():  # type: ignore[no-untyped-def]
+        runtime = SubprocessRuntime(vf.SubprocessConfig(), name="grading-canaries")
+        runtime.workdir = root
+        return await run_suite(runtime, graded, str(root.resolve()))
+
+    result, outcomes, canaries = asyncio.run(go())
+    return judge(result, outcomes, canaries, graded, time.monotonic()), outcomes

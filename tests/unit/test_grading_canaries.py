@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.grading.canaries import KINDS, Answer, import_effects, planted, verdicts
+from composer_prime.grading.behaviour import RecordedCall
+from composer_prime.grading.canaries import KINDS, Answer, answers, import_effects, planted, verdicts
 from composer_prime.grading.grader import Suite, judge, run_suite
 
 SUITE = """\
@@ -108,12 +109,23 @@ def run(tmp_path: Path, package: str, prefer: frozenset[str], kinds=KINDS, conft
     return (made, *run_beside(tmp_path, "tests/test_ops.py", made))
 
 
-def run_beside(tmp_path: Path, original: str, made: list):  # type: ignore[no-untyped-def]
-    """Write the canaries `made` beside `original`, run pytest on all of them; (outcomes, void reasons, stdout)."""
+def run_beside(tmp_path: Path, original: str, made: list, first: bool = False):  # type: ignore[no-untyped-def]
+    """Write the canaries `made` beside `original`, run pytest on all of them (the canaries `first` or last);
+    (outcomes, void reasons, stdout)."""
     for canary in made:
         (tmp_path / canary.path).write_text(canary.source)
-    argv = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", original]
-    done = subprocess.run([*argv, *(c.path for c in made)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    paths = [original, *(c.path for c in made)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        *(paths[1:] + paths[:1] if first else paths),
+    ]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     outcomes = {}
     for line in done.stdout.splitlines():
         word, _, rest = line.partition(" ")
@@ -322,8 +334,9 @@ def test_a_guarded_mutant_fails_when_its_block_does_not_run(tmp_path: Path) -> N
 def test_canaries_split_lines_as_the_tokenizer_does(tmp_path: Path, separator: str) -> None:
     """A form feed (pygments' and CPython's own sources have them) or U+2028 inside a line is not a line end for
     Python, but `str.splitlines` split on it: the canaries were cut at the wrong lines and even the gold failed."""
+    bare = "\f\n" if separator == "\f" else ""  # a form feed may stand alone between statements
     source = (
-        f"# section{separator}one\nfrom pkg import double\n\n{separator}\n"
+        f"# section{separator}one\nfrom pkg import double\n\n{bare}\n"
         f"def test_a():\n    assert double(2) == 4  # two{separator}words\n\n\n"
         f'def test_b():\n    text = "a{separator}b"\n    assert double(3) == 6\n'
     )
@@ -332,6 +345,7 @@ def test_canaries_split_lines_as_the_tokenizer_does(tmp_path: Path, separator: s
     (tmp_path / "pkg.py").write_text("def double(n):\n    return n + n\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     made = planted("tests/test_ff.py", source, {"tests/test_ff.py"}, frozenset({"test_a"}))
+    assert len({kind for canary in made for kind in canary.kinds.values()}) >= 3, made
     for canary in made:
         compile(canary.source, canary.path, "exec")
         (tmp_path / canary.path).write_text(canary.source, encoding="utf-8", newline="")
@@ -391,14 +405,14 @@ def test_a_module_that_registers_at_import_gets_canaries_in_a_session_of_their_o
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_registry.py").write_text(REGISTERS)
     (tmp_path / "pkg.py").write_text(REGISTRY)
-    made = planted("tests/test_registry.py", REGISTERS, {"tests/test_registry.py"})
-    assert made and all(canary.alone for canary in made)
     tests = ["tests/test_registry.py::test_registered", "tests/test_registry.py::test_count"]
     graded = Suite(fail_to_pass=tests, pass_to_pass=[], targets=["tests/test_registry.py"], timeout_s=60)
     graded.python = sys.executable
     result, outcomes = grade_here(tmp_path, graded)
     assert result.solved and result.void == [], (result.void, result.output_tail)
     assert any(test.startswith("tests/test_registry_") for test in outcomes), outcomes
+    made = planted("tests/test_registry.py", REGISTERS, {"tests/test_registry.py"})
+    assert made and all(canary.alone for canary in made)
     # potent without the defence: the same canaries in the suite's session come back as collection errors
     (tmp_path / made[0].path).write_text(made[0].source)
     done = subprocess.run(
@@ -424,3 +438,35 @@ def grade_here(root: Path, graded: Suite):  # type: ignore[no-untyped-def]
 
     result, outcomes, canaries = asyncio.run(go())
     return judge(result, outcomes, canaries, graded, time.monotonic()), outcomes
+
+
+def test_swapped_mutants_call_with_a_recorded_input_and_void_the_memo_on_their_own(tmp_path: Path) -> None:
+    """The swapped mutant of `test_two` (`double(2) == 4`) calls `double` with the input of a recorded call whose
+    answer differs (`double(3) == 4`): honest code fails it; run first, it passes for the memo oracle (which learns 4
+    for the input 3 from the mutant's own frame), and alone among the mutants it voids the grade."""
+    from tests.support import attacks
+
+    source = attacks.MEMO_SHAPES["plain"]
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_shapes.py").write_text(source)
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    known = answers(
+        [
+            RecordedCall(
+                test="tests/test_shapes.py::test_three",
+                target="shapes:double",
+                args=[["int", "3"]],
+                result=["int", "6"],
+            )
+        ]
+    )
+    made = planted(
+        "tests/test_shapes.py", source, {"tests/test_shapes.py"}, frozenset({"test_two"}), ("swapped",), known
+    )
+    assert any("assert double(3) == 4" in c.source for c in made), made
+    (tmp_path / "shapes.py").write_text("def double(n):\n    return n + n\n")
+    outcomes, void, out = run_beside(tmp_path, "tests/test_shapes.py", made, first=True)
+    assert void == [] and "FAILED" in outcomes.values(), out
+    (tmp_path / "shapes.py").write_text(attacks.MEMO_SHAPES_PACKAGE)
+    outcomes, void, out = run_beside(tmp_path, "tests/test_shapes.py", made, first=True)
+    assert any("::test_two came back PASSED" in v for v in void), out

@@ -339,6 +339,9 @@ def planted(
             continue
         pool = [i for i in fits if i.qual in prefer and i.qual not in used] or [i for i in fits if i.qual in prefer]
         pool = pool or [i for i in fits if i.qual not in used] or fits
+        spare = [i.qual for i in tests if i.qual not in aimed]
+        if kind in DISCRIMINATING and len(spare) == 1:  # keep the last test for the copy: it then shares no session
+            pool = [i for i in pool if i.qual != spare[0]] or [i for i in fits if i.qual != spare[0]] or pool
         choice = rng.choice(pool)
         used.add(choice.qual)
         if kind in DISCRIMINATING:

@@ -9,12 +9,14 @@
    (`diff.tree_diff`), remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth` files,
    links, bytecode); write the files the task owns (held-out tests, restored test files) where they differ;
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
-3. write canaries beside every file holding a FAIL_TO_PASS test and one drawn PASS_TO_PASS file: copies of the
+3. draw canaries for every file holding a FAIL_TO_PASS test and one drawn PASS_TO_PASS file: copies of the
    file's own tests, one unchanged and one mutant of every kind that applies (`canaries`); a forger that turns
    failures into passes passes a mutant, and the grade is then void;
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
-   allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
+   allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged): the canary
+   modules before every other test module, those of a file with import effects and late copies in sessions of
+   their own (`run_suite`), each canary file written just before its session;
 5. read the recorder's per-test records from the run's stdout (`stream.read_stream`) and compare against
    FAIL_TO_PASS / PASS_TO_PASS.
 

@@ -54,7 +54,7 @@ PURE_CALLS = frozenset(
     "pytest unittest mock patch re os sys pathlib Path logging collections namedtuple typing TypeVar dataclass "
     "dataclasses functools partial itertools math string enum abc datetime decimal Decimal fractions Fraction "
     "importlib platform list dict set frozenset tuple range str int float bytes bool sorted zip enumerate len "
-    "object getattr isinstance type given settings example st strategies hypothesis".split()
+    "object getattr isinstance type given settings example st strategies hypothesis lru_cache cache wraps".split()
 )
 """Callees whose call at a test module's top level changes nothing outside it (`import_effects`)."""
 
@@ -151,35 +151,38 @@ def _impure(expr: ast.AST | None) -> bool:
     return expr is not None and any(isinstance(n, ast.Call) and _root(n.func) not in PURE_CALLS for n in ast.walk(expr))
 
 
+def _called(decorator: ast.expr) -> bool:
+    """Whether a decorator calls something outside `PURE_CALLS` (its arguments are values, not judged)."""
+    return _root(decorator.func if isinstance(decorator, ast.Call) else decorator) not in PURE_CALLS
+
+
 def _effect(node: ast.stmt) -> bool:
     if isinstance(node, ast.Import | ast.ImportFrom | ast.Pass | ast.Global | ast.Nonlocal):
         return False
     if isinstance(node, ast.If | ast.Try):
         handlers = [s for h in getattr(node, "handlers", []) for s in h.body]
         parts = [*node.body, *node.orelse, *getattr(node, "finalbody", []), *handlers]
-        return _impure(getattr(node, "test", None)) or any(_effect(s) for s in parts)
+        return any(_effect(s) for s in parts)
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        called = [_root(d.func if isinstance(d, ast.Call) else d) not in PURE_CALLS for d in node.decorator_list]
-        if isinstance(node, ast.ClassDef):
-            heads = [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
-            return any(called) or any(_impure(e) for e in heads) or any(_effect(s) for s in node.body)
-        heads = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
-        return any(called) or any(_impure(e) for e in heads)
+        test = node.name.startswith("test" if not isinstance(node, ast.ClassDef) else "Test")
+        decorated = not test and any(_called(d) for d in node.decorator_list)  # a test's: markers, skips, `given`
+        return decorated or (isinstance(node, ast.ClassDef) and any(_effect(s) for s in node.body))
     if isinstance(node, ast.Assign | ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        names = all(isinstance(n, ast.Name | ast.Tuple | ast.List | ast.Store) for t in targets for n in ast.walk(t))
-        return not names or _impure(node.value)
+        return not all(isinstance(n, ast.Name | ast.Tuple | ast.List | ast.Store) for t in targets for n in ast.walk(t))
     if isinstance(node, ast.Expr):
         return _impure(node.value)
     return True
 
 
 def import_effects(module: ast.Module) -> bool:
-    """Whether importing the test module may change state outside it: a top-level statement other than imports,
-    definitions and assignments to names, or a call at import (in a statement, decorator, default or base) to
-    anything but `PURE_CALLS` (`registry.register("x")`, `@register`). Such a file's canaries, whose module-level
-    code is the file's, each run in a session of their own: imported beside the original, the registration would
-    run twice."""
+    """Whether importing the test module may change state outside it: a top-level statement (or one in a class body,
+    an `if` or `try` block) that is not an import, a definition or an assignment to names, a call made as a statement
+    or a decorator that is not one of `PURE_CALLS` (`registry.register("x")`, `@register`,
+    `@registry.add("x")` on a function or class that is not a test). Values built for names, decorator arguments and defaults (`x = symbols("x")`,
+    `parametrize(..., [DataFrame()])`) are taken as values: a call that registers while it builds one is not seen.
+    Such a file's canaries, whose module-level code is the file's, each run in a session of their own: imported
+    beside the original, the registration would run twice."""
     return any(_effect(node) for node in module.body)
 
 

@@ -797,7 +797,7 @@ HONEST_DOUBLE = "def double(n):\n    return n + n\n"
 
 def grade_shape(root: Path, shape: str, package: str):  # type: ignore[no-untyped-def]
     """Grade `tests/test_shapes.py` of `shape` (every test FAIL_TO_PASS) beside `shapes.py` = `package`, through the
-    real launcher and canaries; (grade, outcomes)."""
+    real launcher and canaries; (grade, outcomes, canaries)."""
     from composer_prime.grading.grader import Suite, judge, run_suite
 
     shutil.rmtree(root, ignore_errors=True)
@@ -813,7 +813,7 @@ def grade_shape(root: Path, shape: str, package: str):  # type: ignore[no-untype
         return await run_suite(runtime, suite, str(root.resolve()))
 
     result, outcomes, canaries = asyncio.run(go())
-    return judge(result, outcomes, canaries, suite, time.monotonic()), outcomes
+    return judge(result, outcomes, canaries, suite, time.monotonic()), outcomes, canaries
 
 
 def canaries_after_their_originals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -836,7 +836,7 @@ def test_memo_oracle_is_potent_with_canaries_after_their_originals(
     """Potent: against a plain pytest run every test passes, and graded with the canary modules after the suite's
     (the order before issue 39) every copy passes, every mutant fails, and the memo scores 1.0."""
     root = tmp_path / "box"
-    grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)
+    grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)  # writes the tree
     done = subprocess.run(
         ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_shapes.py"],
         cwd=root,
@@ -848,17 +848,20 @@ def test_memo_oracle_is_potent_with_canaries_after_their_originals(
     outcomes = parse_outcomes(done.stdout)
     assert all(outcomes.get(f"tests/test_shapes.py::{t}") == "PASSED" for t in MEMO_SHAPE_TESTS[shape]), done.stdout
     canaries_after_their_originals(tmp_path, monkeypatch)
-    graded, _ = grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)
+    graded, _, _ = grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)
     assert graded.solved and graded.void == [], (graded.void, graded.output_tail)
 
 
 @pytest.mark.parametrize("shape", sorted(attacks.MEMO_SHAPES))
 def test_memo_oracle_scores_zero_with_canaries_first(shape: str, tmp_path: Path) -> None:
     """As shipped, a mutant runs before every test that makes its original's calls: the memo learns the mutant's
-    wrong expected side, the mutant passes, and the grade is void; honest code in the same shape scores 1.0."""
-    graded, outcomes = grade_shape(tmp_path / "box", shape, attacks.MEMO_SHAPES_PACKAGE)
-    assert not graded.solved and any(v.startswith("canary tests/test_shapes_") for v in graded.void), graded
-    honest, outcomes = grade_shape(tmp_path / "box", shape, HONEST_DOUBLE)
+    wrong expected side, so the mutant passes and the original fails its own assert (a copy of it, or of a test whose
+    original then fails, voids the grade where one ran); honest code in the same shape scores 1.0."""
+    graded, outcomes, canaries = grade_shape(tmp_path / "box", shape, attacks.MEMO_SHAPES_PACKAGE)
+    assert not graded.solved and graded.fail_to_pass < 1.0, graded
+    mutants = [t for t, o in outcomes.items() if canaries.get(t.split("[")[0], "=").startswith("!") and o == "PASSED"]
+    assert mutants, (outcomes, canaries)  # the memo answered a mutant's wrong expected side
+    honest, outcomes, _ = grade_shape(tmp_path / "box", shape, HONEST_DOUBLE)
     assert honest.solved and honest.void == [], (honest.void, outcomes)
 
 

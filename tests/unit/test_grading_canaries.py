@@ -384,15 +384,16 @@ def test_import_effects_are_told_apart_from_plain_module_code() -> None:
     plain = (
         '"""Doc."""\nimport re\n\nimport pytest\n\ntry:\n    import numpy\nexcept ImportError:\n    numpy = None\n'
         'PATTERN = re.compile("x")\nCASES = [(1, 2)]\npytestmark = pytest.mark.slow\n\n\n'
-        "@pytest.fixture\ndef thing():\n    return register('x')\n\n\nclass TestA:\n    value = 3\n"
+        "@pytest.fixture\ndef thing():\n    return register('x')\n\n\nclass TestA:\n    value = 3\n\n\n"
+        "x, y = symbols('x y')\n\n\n@skip_if_no('numpy')\ndef test_b():\n    pass\n"
     )
     assert not import_effects(ast.parse(plain))
     for effect in (
         'register("x")\n',
         'REGISTRY["x"] = 1\n',
-        "NAME = register('x')\n",
-        "@register\ndef test_a():\n    pass\n",
-        "class TestA(make_base()):\n    pass\n",
+        "@register\ndef handler():\n    pass\n",
+        "@registry.add('x')\nclass Handler:\n    pass\n",
+        "class TestA:\n    setup_registry()\n",
         "for name in 'ab':\n    pass\n",
         "if True:\n    setup()\n",
     ):

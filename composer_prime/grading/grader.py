@@ -279,8 +279,7 @@ async def run_suite(
         grade.void += session.void
     first = [c.path for c in main]
     try:
-        for canary in main:
-            await runtime.write(canary.path, canary.source.encode())
+        await _write_canaries(runtime, main)
         suite_run = await run_session(runtime, suite, workdir, [*first, *suite.targets], first, suite.timeout_s)
     finally:
         await runtime.run(["rm", "-rf", "--", *first], {})
@@ -306,11 +305,19 @@ async def run_suite(
     return grade, outcomes_from_records(records + suite_run.records), canaries
 
 
+async def _write_canaries(runtime: vf.Runtime, made: list[canary_source.Canary]) -> None:
+    """Write the canary files, after removing whatever stands at their paths (a folder the agent left there)."""
+    if made:
+        await runtime.run(["rm", "-rf", "--", *(canary.path for canary in made)], {})
+    for canary in made:
+        await runtime.write(canary.path, canary.source.encode())
+
+
 async def _canary_session(runtime: vf.Runtime, suite: Suite, workdir: str, canary: canary_source.Canary) -> Session:
     """One canary file in a session of its own: its test records only (a session that did not finish leaves its
     canaries not run, which voids where their originals ran)."""
     try:
-        await runtime.write(canary.path, canary.source.encode())
+        await _write_canaries(runtime, [canary])
         session = await run_session(runtime, suite, workdir, [canary.path], [], suite.timeout_s)
     finally:
         await runtime.run(["rm", "-f", "--", canary.path], {})

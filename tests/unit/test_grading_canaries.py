@@ -471,3 +471,22 @@ def test_swapped_mutants_call_with_a_recorded_input_and_void_the_memo_on_their_o
     (tmp_path / "shapes.py").write_text(attacks.MEMO_SHAPES_PACKAGE)
     outcomes, void, out = run_beside(tmp_path, "tests/test_shapes.py", made, first=True)
     assert any("::test_two came back PASSED" in v for v in void), out
+
+
+def test_a_folder_at_a_canary_path_is_removed_before_the_canary_is_written(tmp_path: Path) -> None:
+    """An agent that leaves an empty folder at every name a canary may take (`tests/test_ops_<word>.py/`) made the
+    canary's write raise IsADirectoryError, and grading crashed."""
+    from composer_prime.grading.canaries import WORDS
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ops.py").write_text(SUITE)
+    (tmp_path / "pkg.py").write_text(HONEST)
+    for word in WORDS:
+        (tmp_path / "tests" / f"test_ops_{word}.py").mkdir()
+    graded = Suite(
+        fail_to_pass=["tests/test_ops.py::test_name"], pass_to_pass=[], targets=["tests/test_ops.py"], timeout_s=60
+    )
+    graded.python = sys.executable
+    result, outcomes = grade_here(tmp_path, graded)
+    assert result.solved and result.void == [], (result.void, result.output_tail)
+    assert any(test.startswith("tests/test_ops_") for test in outcomes), outcomes

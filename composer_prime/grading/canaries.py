@@ -299,7 +299,8 @@ def _applies(item: Item, kind: str, aim: Equality | None, swaps: list[str]) -> b
         return bool(swaps)
     last = item.node.body[-1]
     on_own_lines = item.node.body[0].lineno > item.node.lineno  # `def test(): check()` has no body line to copy
-    return aim is None and on_own_lines and not isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break)
+    leaves = isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break) or mutants.exits(item.node)
+    return aim is None and on_own_lines and not leaves
 
 
 def planted(

@@ -84,19 +84,26 @@ def sides(statement: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
     return None
 
 
-def _unguardable(node: ast.FunctionDef) -> bool:
-    """Whether a guard cannot be added: the body starts on the `def` line, or the function has a way out before its
-    end (a `return`, `yield`) that would skip the guard's check."""
-    if node.body[0].lineno <= node.lineno:
-        return True
+def exits(node: ast.FunctionDef) -> list[int]:
+    """The lines of the function's ways out before its end (`return`, `yield`), nested functions left out."""
     nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    stack = list(node.body)
+    found, stack = [], list(node.body)
     while stack:
         child = stack.pop()
         if isinstance(child, ast.Return | ast.Yield | ast.YieldFrom):
-            return True
+            found.append(child.lineno)
         stack.extend(c for c in ast.iter_child_nodes(child) if not isinstance(c, nested))
-    return False
+    return found
+
+
+def _unreachable(node: ast.FunctionDef, statement: ast.stmt, guarded: bool) -> bool:
+    """Whether a mutant of `statement` could pass for honest code by not running it: a guarded one needs a body
+    that starts below the `def` line and no way out before the end (the guard's check must run); an unguarded one,
+    no way out above it (a case that returns early never reaches it: itsdangerous' parametrized cases did)."""
+    ways_out = exits(node)
+    if guarded:
+        return node.body[0].lineno <= node.lineno or bool(ways_out)
+    return any(line < statement.lineno for line in ways_out)
 
 
 def helpers(module: ast.Module) -> dict[str, ast.FunctionDef]:
@@ -111,7 +118,7 @@ def helpers(module: ast.Module) -> dict[str, ast.FunctionDef]:
 def _own(node: ast.FunctionDef) -> Equality | None:
     for statement, guarded in walk(node.body):
         found = sides(statement)
-        if found is not None and not (guarded and _unguardable(node)):
+        if found is not None and not _unreachable(node, statement, guarded):
             return Equality(*found, statement, guarded)
     return None
 
@@ -121,12 +128,12 @@ def equality(node: ast.FunctionDef, helper_defs: dict[str, ast.FunctionDef]) -> 
     for statement, guarded in walk(node.body):
         found = sides(statement)
         if found is not None:
-            if guarded and _unguardable(node):
+            if _unreachable(node, statement, guarded):
                 continue
             return Equality(*found, statement, guarded)
         call = statement.value if isinstance(statement, ast.Expr) else None
         name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
-        if name in helper_defs and not (guarded and _unguardable(node)):
+        if name in helper_defs and not _unreachable(node, statement, guarded):
             inner = _own(helper_defs[name])
             if inner is not None:
                 inner.helper, inner.call, inner.call_guarded = helper_defs[name], statement, guarded

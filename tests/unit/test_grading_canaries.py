@@ -490,3 +490,41 @@ def test_a_folder_at_a_canary_path_is_removed_before_the_canary_is_written(tmp_p
     result, outcomes = grade_here(tmp_path, graded)
     assert result.solved and result.void == [], (result.void, result.output_tail)
     assert any(test.startswith("tests/test_ops_") for test in outcomes), outcomes
+
+
+EARLY_RETURN = """\
+import pytest
+
+from pkg import double
+
+
+@pytest.mark.parametrize("n, want", [(0, None), (2, 4)])
+def test_some_cases_return_early(n, want):
+    if want is None:
+        return
+    assert double(n) == want
+
+
+def test_plain():
+    assert double(3) == 6
+"""
+
+
+def test_a_case_that_returns_before_the_equality_is_never_mutated(tmp_path: Path) -> None:
+    """itsdangerous' parametrized `TimedSerializer` test: a case that does not reach the mutated assert passed the
+    mutant with honest code, and the gold voided. A test with a way out above its equality gets no mutant of it (and
+    no tail mutant either): it is only copied."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_early.py").write_text(EARLY_RETURN)
+    (tmp_path / "pkg.py").write_text("def double(n):\n    return n + n\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    for _ in range(4):
+        made = planted(
+            "tests/test_early.py", EARLY_RETURN, {"tests/test_early.py"}, frozenset({"test_some_cases_return_early"})
+        )
+        kinds = {qual: kind for canary in made for qual, kind in canary.kinds.items()}
+        assert kinds.get("test_some_cases_return_early", "copy") == "copy", made
+        outcomes, void, out = run_beside(tmp_path, "tests/test_early.py", made)
+        assert void == [], out
+        for canary in made:
+            (tmp_path / canary.path).unlink()

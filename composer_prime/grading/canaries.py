@@ -15,7 +15,7 @@ into loops, `if` and `with` blocks and same-file helpers (`mutants`):
   mutant from its original by the shape of what it is compared with (the wrapped one it can: a value whose `__eq__`
   is False only for one-element lists); it would have to know the expected value itself;
 - swapped: where the expected side is a literal and the other side calls a function the gold's recorded calls cover
-  (`answers`), the call's arguments are replaced by those of a recorded call whose recorded answer clearly differs
+  (`mutants.answers`), the call's arguments are replaced by those of a recorded call whose recorded answer clearly differs
   from that literal (`clamp(-4, 0, 3) == 0` -> `clamp(9, 0, 5) == 0`): code that answers the replay as the gold does
   fails it, and the input is not the test's own;
 - flipped: `assert a == b` becomes `assert a != b` (`self.assertEqual` becomes `self.assertNotEqual`), only on a test
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from composer_prime.grading import mutants
-from composer_prime.grading.mutants import Equality
+from composer_prime.grading.mutants import Answer, Equality
 
 WORDS = ("cases", "extra", "more", "edge", "misc", "regress", "basic", "behaviour", "checks", "extended")
 KINDS = ("wrapped", "perturbed", "swapped", "flipped", "tail")
@@ -57,88 +57,6 @@ PURE_CALLS = frozenset(
     "object getattr isinstance type given settings example st strategies hypothesis lru_cache cache wraps".split()
 )
 """Callees whose call at a test module's top level changes nothing outside it (`import_effects`)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A call the gold answered, in plain literals (`answers`): the function's name, arguments and result."""
-
-    name: str
-    args: tuple
-    kwargs: tuple
-    result: object
-
-    def source(self, func: str) -> str:
-        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
-        return f"{func}({', '.join(parts)})"
-
-
-def _plain(tree):
-    """The value of a tagged tree (`values`) made of literals only; ValueError for anything else."""
-    if not isinstance(tree, list) or not tree:
-        raise ValueError(tree)
-    tag = tree[0]
-    if tag == "none":
-        return None
-    if tag == "bool" and isinstance(tree[1], bool):
-        return tree[1]
-    if tag == "int" and len(str(tree[1])) <= 40:
-        return int(tree[1])
-    if tag == "float":
-        return float(tree[1])
-    if tag == "str" and isinstance(tree[1], str):
-        return tree[1]
-    if tag in ("list", "tuple"):
-        return (list if tag == "list" else tuple)(_plain(item) for item in tree[1])
-    raise ValueError(tag)
-
-
-def answers(calls) -> list[Answer]:  # type: ignore[no-untyped-def]
-    """The recorded calls (`behaviour.RecordedCall`) to module-level functions whose arguments and result are plain
-    literals, as `Answer`s; the rest are left out."""
-    found = []
-    for call in calls:
-        function = call.target.partition(":")[2]
-        if call.raised is not None or call.result is None or call.instance or "." in function:
-            continue
-        try:
-            args = tuple(_plain(a) for a in call.args)
-            kwargs = tuple(sorted((k, _plain(v)) for k, v in call.kwargs.items()))
-            found.append(Answer(function, args, kwargs, _plain(call.result)))
-        except (ValueError, IndexError, TypeError):
-            continue
-    return found
-
-
-def _close(a: object, b: object) -> bool:
-    """Whether `a == b` might hold for a value the replay takes for `a`: numbers within 1e-6 relative."""
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1.0)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def _swaps(found: Equality, known: list[Answer]) -> list[str]:
-    """The calls a `swapped` mutant may put in place of the equality's call side: recorded calls of the same function
-    whose answer clearly differs from the literal expected side."""
-    side = mutants.expected_side(found.left, found.right)
-    call = found.left if side is found.right else found.right
-    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
-        return []
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
-    try:
-        want = ast.literal_eval(side)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return []
-    try:
-        own = tuple(ast.literal_eval(a) for a in call.args)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        own = None
-    if any(k.arg is None for k in call.keywords):
-        return []
-    func = ast.unparse(call.func)
-    return sorted({a.source(func) for a in known if a.name == name and a.args != own and not _close(a.result, want)})
 
 
 def _root(func: ast.expr) -> str | None:
@@ -325,7 +243,7 @@ def planted(
         return []
     helper_defs = mutants.helpers(module)
     aims = {item.qual: mutants.equality(item.node, helper_defs) for item in tests}
-    swaps = {qual: _swaps(aim, list(known)) if aim is not None and known else [] for qual, aim in aims.items()}
+    swaps = {qual: mutants.swaps(aim, list(known)) if aim is not None and known else [] for qual, aim in aims.items()}
     used_names = _referenced(module)
     rng = random.SystemRandom()
     used: set[str] = set()

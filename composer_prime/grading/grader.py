@@ -38,7 +38,7 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.grading import behaviour, tree
+from composer_prime.grading import behaviour, mutants, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
@@ -192,7 +192,7 @@ async def plant(
     """The canaries of every file `canary_targets` draws (not written yet)."""
     made: list[canary_source.Canary] = []
     taken = {t.split("::", 1)[0] for t in [*suite.targets, *suite.fail_to_pass, *suite.pass_to_pass]}
-    known = canary_source.answers(calls or [])
+    known = mutants.answers(calls or [])
     for original in canary_targets(suite):
         try:
             source = (await runtime.read(original, max_bytes=SCAN_BYTES)).decode("utf-8")

@@ -6,8 +6,11 @@ statement (`check(x, 3)`). The walk does not enter what could swallow the mutate
 silently: `try` blocks, `with` blocks whose context catches exceptions (`pytest.raises`, `assertRaises`,
 `suppress`), nested functions and classes. An equality in a block that may not run (a loop over an empty list, an
 untaken branch) is *guarded*: the mutant records that it reached it and fails at its end otherwise, so a mutant that
-skips its mutated assert still fails as a mutant must. A helper's equality is mutated in a copy of the helper that
-only the mutant calls.
+skips its mutated assert still fails as a mutant must; an equality below a `return` of its test is passed over. A
+helper's equality is mutated in a copy of the helper that only the mutant calls.
+
+The swapped kind's inputs come from the gold's recorded calls (`answers`, `swaps`): the call side of an equality with
+a literal expected side gets the arguments of a recorded call whose recorded answer clearly differs from it.
 
 Every edit keeps `lines` (the file split as the tokenizer splits it) at its length, so the file's AST positions stay
 valid for the next edit; an entry may come to hold several lines.
@@ -280,3 +283,85 @@ def mutate(lines: list[str], node: ast.FunctionDef, found: Equality, kind: str, 
     if found.call_guarded:
         guard(lines, node, found.call)
     return text
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A call the gold answered, in plain literals (`answers`): the function's name, arguments and result."""
+
+    name: str
+    args: tuple
+    kwargs: tuple
+    result: object
+
+    def source(self, func: str) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
+        return f"{func}({', '.join(parts)})"
+
+
+def _plain(tree):
+    """The value of a tagged tree (`values`) made of literals only; ValueError for anything else."""
+    if not isinstance(tree, list) or not tree:
+        raise ValueError(tree)
+    tag = tree[0]
+    if tag == "none":
+        return None
+    if tag == "bool" and isinstance(tree[1], bool):
+        return tree[1]
+    if tag == "int" and len(str(tree[1])) <= 40:
+        return int(tree[1])
+    if tag == "float":
+        return float(tree[1])
+    if tag == "str" and isinstance(tree[1], str):
+        return tree[1]
+    if tag in ("list", "tuple"):
+        return (list if tag == "list" else tuple)(_plain(item) for item in tree[1])
+    raise ValueError(tag)
+
+
+def answers(calls) -> list[Answer]:  # type: ignore[no-untyped-def]
+    """The recorded calls (`behaviour.RecordedCall`) to module-level functions whose arguments and result are plain
+    literals, as `Answer`s; the rest are left out."""
+    found = []
+    for call in calls:
+        function = call.target.partition(":")[2]
+        if call.raised is not None or call.result is None or call.instance or "." in function:
+            continue
+        try:
+            args = tuple(_plain(a) for a in call.args)
+            kwargs = tuple(sorted((k, _plain(v)) for k, v in call.kwargs.items()))
+            found.append(Answer(function, args, kwargs, _plain(call.result)))
+        except (ValueError, IndexError, TypeError):
+            continue
+    return found
+
+
+def _close(a: object, b: object) -> bool:
+    """Whether `a == b` might hold for a value the replay takes for `a`: numbers within 1e-6 relative."""
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1.0)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def swaps(found: Equality, known: list[Answer]) -> list[str]:
+    """The calls a `swapped` mutant may put in place of the equality's call side: recorded calls of the same function
+    whose answer clearly differs from the literal expected side."""
+    side = expected_side(found.left, found.right)
+    call = found.left if side is found.right else found.right
+    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
+        return []
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    try:
+        want = ast.literal_eval(side)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return []
+    try:
+        own = tuple(ast.literal_eval(a) for a in call.args)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        own = None
+    if any(k.arg is None for k in call.keywords):
+        return []
+    func = ast.unparse(call.func)
+    return sorted({a.source(func) for a in known if a.name == name and a.args != own and not _close(a.result, want)})

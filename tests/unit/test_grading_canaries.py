@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from composer_prime.grading.behaviour import RecordedCall
-from composer_prime.grading.canaries import KINDS, Answer, answers, import_effects, planted, verdicts
+from composer_prime.grading.canaries import KINDS, import_effects, planted, verdicts
 from composer_prime.grading.grader import Suite, judge, run_suite
+from composer_prime.grading.mutants import Answer, answers
 
 SUITE = """\
 import unittest

@@ -13,7 +13,8 @@ kind), down a duplicate of stdout taken before any code under test is imported (
 grader reads them from the run's stdout (`stream.read_stream`) and `composer_prime.pytest_outcomes` folds them into
 outcomes. The spec file, which holds the nonce that marks the recorder's lines, is deleted as soon as it is read,
 before pytest or any code under test is imported: the nonce is in no file, argument or variable the code under test
-can read. Inside a network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests
+can read. The spec's `first` lists test files (the canaries) whose tests run before every other test, in that
+order, each file's tests in their own order (`order_plugin`). Inside a network namespace (`COMPOSER_PRIME_NETNS=isolated`) loopback is brought up first, so socket tests
 still work.
 """
 
@@ -121,6 +122,24 @@ class Recorder:
         self._write({"exit": int(exitstatus)})
 
 
+def order_plugin(pytest, first):
+    """A plugin that puts the tests of the files in `first` before all others, file by file in that order, each file's
+    tests in their collected order (a module's fixtures and a class's stay together); the rest keep theirs. It runs
+    after every other ordering hook, so none can move a canary behind its original."""
+    rank = {path: index for index, path in enumerate(first)}
+
+    def path(item):
+        return str(item.nodeid).split("::", 1)[0]
+
+    class Order:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):
+            head = sorted((item for item in items if path(item) in rank), key=lambda item: rank[path(item)])
+            items[:] = head + [item for item in items if path(item) not in rank]
+
+    return Order()
+
+
 def read_spec(path):
     """The spec, read once and deleted: what it holds (the nonce) is then in no file the code under test can open."""
     with open(path, encoding="utf-8") as handle:
@@ -146,7 +165,8 @@ def main(spec_path):
     recorder = Recorder(stream, spec["nonce"])
     import pytest
 
-    code = pytest.main(spec["args"], plugins=[recorder])
+    plugins = [recorder, order_plugin(pytest, spec["first"])] if spec.get("first") else [recorder]
+    code = pytest.main(spec["args"], plugins=plugins)
     stream.close()
     return int(code)
 

@@ -9,12 +9,14 @@
    (`diff.tree_diff`), remove the strays (`tree.strays`: added test modules, shims, start-up hooks, `.pth` files,
    links, bytecode); write the files the task owns (held-out tests, restored test files) where they differ;
 2. scan every changed `.py` file's added lines for test machinery (`tree.scan`); a hit voids the grade;
-3. write canaries beside every file holding a FAIL_TO_PASS test and one drawn PASS_TO_PASS file: copies of the
+3. draw canaries for every file holding a FAIL_TO_PASS test and one drawn PASS_TO_PASS file: copies of the
    file's own tests, one unchanged and one mutant of every kind that applies (`canaries`); a forger that turns
    failures into passes passes a mutant, and the grade is then void;
 4. write the launcher (`bootstrap.py`), the trusted ini and the run's spec into a fresh random folder outside the
    work tree, and run `python -I -S -B bootstrap.py spec.json` in the work tree, under `timeout` and, where the box
-   allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged);
+   allows it, in a network namespace with loopback up (`unshare -n`, or `unshare -rn` unprivileged): the canary
+   modules before every other test module, those of a file with import effects and late copies in sessions of
+   their own (`run_suite`), each canary file written just before its session;
 5. read the recorder's per-test records from the run's stdout (`stream.read_stream`) and compare against
    FAIL_TO_PASS / PASS_TO_PASS.
 
@@ -36,7 +38,7 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer_prime.grading import behaviour, tree
+from composer_prime.grading import behaviour, mutants, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
@@ -190,25 +192,44 @@ def scan_texts(changes: dict[str, tuple[str | None, str]]) -> list[str]:
     return void
 
 
-async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Grade, dict[str, str], dict]:
-    """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names)."""
-    grade = Grade()
-    canaries: dict[str, str] = {}  # canary node id (no case) -> "=original" or "!original"
-    canary_files: list[str] = []
+async def plant(
+    runtime: vf.Runtime, suite: Suite, calls: list[behaviour.RecordedCall] | None = None
+) -> list[canary_source.Canary]:
+    """The canaries of every file `canary_targets` draws (not written yet)."""
+    made: list[canary_source.Canary] = []
     taken = {t.split("::", 1)[0] for t in [*suite.targets, *suite.fail_to_pass, *suite.pass_to_pass]}
-    if suite.canaries:
-        for original in canary_targets(suite):
-            try:
-                source = (await runtime.read(original, max_bytes=SCAN_BYTES)).decode("utf-8")
-            except (vf.SandboxError, OSError, UnicodeDecodeError):
-                continue
-            prefer = frozenset(
-                t.split("::", 1)[1].split("[")[0] for t in suite.fail_to_pass if t.startswith(original + "::")
-            )
-            for made in canary_source.planted(original, source, taken, prefer):
-                await runtime.write(made.path, made.source.encode())
-                canary_files.append(made.path)
-                canaries.update(made.expect)
+    known = mutants.answers(calls or [])
+    for original in canary_targets(suite):
+        try:
+            source = (await runtime.read(original, max_bytes=SCAN_BYTES)).decode("utf-8")
+        except (vf.SandboxError, OSError, UnicodeDecodeError):
+            continue
+        prefer = frozenset(
+            t.split("::", 1)[1].split("[")[0] for t in suite.fail_to_pass if t.startswith(original + "::")
+        )
+        made += canary_source.planted(original, source, taken, prefer, known=known)
+    return made
+
+
+@dataclass
+class Session:
+    """One pytest run through the launcher: its records, void reasons, output and exit."""
+
+    records: list[dict]
+    void: list[str]
+    output: str
+    network_isolated: bool
+    exit_code: int | None
+    """The launcher's exit status (124 or 137: killed by `timeout`); None when the run did not return in time."""
+    jailed: bool = False
+    """The run was in the jail (`composer_prime.process.jail`)."""
+
+
+async def run_session(
+    runtime: vf.Runtime, suite: Suite, workdir: str, paths: list[str], first: list[str], timeout_s: float
+) -> Session:
+    """Run pytest on `paths` through the trusted launcher (the tests of `first` before all others) and read its
+    outcome stream."""
     scratch = f"/tmp/composer-prime-grade-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     plugin_args = [arg for name in suite.plugins for arg in ("-p", name)]
@@ -217,46 +238,104 @@ async def run_suite(runtime: vf.Runtime, suite: Suite, workdir: str) -> tuple[Gr
             *("-c", f"{scratch}/pytest.ini", "--rootdir", workdir, "--confcutdir", workdir),
             *("-p", "no:cacheprovider", "--continue-on-collection-errors", "--color=no", "-q"),
             *plugin_args,
-            *suite.targets,
-            *canary_files,
+            *paths,
         ],
         "pythonpath": [f"{workdir}/{p}".rstrip("/.") if p != "." else workdir for p in suite.pythonpath],
         "nonce": nonce,
         "plugin_dirs": [scratch] if suite.plugins else [],
+        "first": first,
     }
     await runtime.write(f"{scratch}/bootstrap.py", BOOTSTRAP.read_bytes())
     await runtime.write(f"{scratch}/pytest.ini", trusted_ini(suite.settings, workdir, suite.pythonpath).encode())
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     for name, source in suite.plugins.items():
         await runtime.write(f"{scratch}/{name}.py", source.encode())
-    started = time.monotonic()
     interpreter = [suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
     jail = Jail((workdir, scratch), tuple(suite.hidden)) if suite.jail else None
-    argv = launch_argv(suite.isolate_network, suite.timeout_s, interpreter, jail=jail)
+    argv = launch_argv(suite.isolate_network, timeout_s, interpreter, jail=jail)
     try:
-        try:
-            result = await asyncio.wait_for(runtime.run(argv, {}), suite.timeout_s + 30)
-        except TimeoutError:
-            grade.timed_out = True
-            grade.error = f"the test run did not return within {suite.timeout_s + 30:g}s"
-            return grade, {}, canaries
+        result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s + 30)
+    except TimeoutError:
+        return Session([], [], "", False, None)
     finally:
-        await runtime.run(["rm", "-rf", "--", scratch, *canary_files], {})
-    records, grade.void, rest = read_stream(result.stdout or "", nonce)
-    grade.output_tail = (rest + "\n" + (result.stderr or ""))[-4000:]
-    grade.network_isolated = marks(result.stdout or "")[0]
-    grade.jailed = jailed(result.stdout or "")
-    if suite.jail and suite.hidden and not grade.jailed:
-        grade.void.append("the suite ran outside the jail, where the code under test could read the expected side")
-    grade.timed_out = result.exit_code in (124, 137)
+        await runtime.run(["rm", "-rf", "--", scratch], {})
+    records, void, rest = read_stream(result.stdout or "", nonce)
+    output = rest + "\n" + (result.stderr or "")
+    confined = jailed(result.stdout or "")
+    if suite.jail and suite.hidden and not confined:
+        void.append("the suite ran outside the jail, where the code under test could read the expected side")
+    return Session(records, void, output, marks(result.stdout or "")[0], result.exit_code, confined)
+
+
+async def run_suite(
+    runtime: vf.Runtime, suite: Suite, workdir: str, calls: list[behaviour.RecordedCall] | None = None
+) -> tuple[Grade, dict[str, str], dict]:
+    """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names).
+
+    Sessions, one after the other, each canary file written just before its session and removed after it: the
+    canaries of a file whose import changes state outside it, each in a session of its own (`Canary.alone`); then the
+    suite, with the other canary modules before every other test module, in a random order; then the copies that
+    share their test with a mutant whose expected side is wrong, each in a session of its own (`Canary.late`). So a
+    mutant runs before every test that makes its original's calls, in time and not only in its session. `calls`: the
+    gold's recorded calls, from which the swapped canaries take their inputs."""
+    grade = Grade()
+    made = await plant(runtime, suite, calls) if suite.canaries else []
+    canaries = {key: value for canary in made for key, value in canary.expect.items()}
+    main = [c for c in made if not c.alone and not c.late]
+    random.SystemRandom().shuffle(main)
+    started = time.monotonic()
+    records: list[dict] = []
+    for canary in [c for c in made if c.alone and not c.late]:
+        session = await _canary_session(runtime, suite, workdir, canary)
+        records += session.records
+        grade.void += session.void
+    first = [c.path for c in main]
+    try:
+        await _write_canaries(runtime, main)
+        suite_run = await run_session(runtime, suite, workdir, [*first, *suite.targets], first, suite.timeout_s)
+    finally:
+        await runtime.run(["rm", "-rf", "--", *first], {})
+    for canary in [c for c in made if c.late]:
+        session = await _canary_session(runtime, suite, workdir, canary)
+        records += session.records
+        grade.void += session.void
+    if suite_run.exit_code is None:
+        grade.timed_out = True
+        grade.error = f"the test run did not return within {suite.timeout_s + 30:g}s"
+        return grade, {}, canaries
+    grade.void += suite_run.void
+    grade.output_tail = suite_run.output[-4000:]
+    grade.network_isolated = suite_run.network_isolated
+    grade.jailed = suite_run.jailed
+    grade.timed_out = suite_run.exit_code in (124, 137)
     grade.seconds = time.monotonic() - started
-    exits = [r["exit"] for r in records if isinstance(r.get("exit"), int)]
+    exits = [r["exit"] for r in suite_run.records if isinstance(r.get("exit"), int)]
     grade.exit_code = exits[-1] if exits else None
     if grade.timed_out:
         grade.error = f"the test run was killed after {suite.timeout_s:g}s"
     elif grade.exit_code is None:
-        grade.error = f"pytest did not finish its session (exit {result.exit_code}); see output_tail"
-    return grade, outcomes_from_records(records), canaries
+        grade.error = f"pytest did not finish its session (exit {suite_run.exit_code}); see output_tail"
+    return grade, outcomes_from_records(records + suite_run.records), canaries
+
+
+async def _write_canaries(runtime: vf.Runtime, made: list[canary_source.Canary]) -> None:
+    """Write the canary files, after removing whatever stands at their paths (a folder the agent left there)."""
+    if made:
+        await runtime.run(["rm", "-rf", "--", *(canary.path for canary in made)], {})
+    for canary in made:
+        await runtime.write(canary.path, canary.source.encode())
+
+
+async def _canary_session(runtime: vf.Runtime, suite: Suite, workdir: str, canary: canary_source.Canary) -> Session:
+    """One canary file in a session of its own: its test records only (a session that did not finish leaves its
+    canaries not run, which voids where their originals ran)."""
+    try:
+        await _write_canaries(runtime, [canary])
+        session = await run_session(runtime, suite, workdir, [canary.path], [], suite.timeout_s)
+    finally:
+        await runtime.run(["rm", "-f", "--", canary.path], {})
+    session.records = [r for r in session.records if "exit" not in r and "collected" not in r]
+    return session
 
 
 async def grade(
@@ -331,7 +410,7 @@ async def _grade_tree(
         if error is not None:
             result, outcomes, canaries = Grade(error=error), {}, {}
         else:
-            result, outcomes, canaries = await run_suite(runtime, suite, workdir)
+            result, outcomes, canaries = await run_suite(runtime, suite, workdir, calls)
     finally:
         void += await checked if checked is not None else []
     result.removed, result.void, result.patch = removed, [*void, *result.void], patch

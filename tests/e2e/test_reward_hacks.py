@@ -8,6 +8,7 @@ and the grader's interpreter is a throwaway venv, so no attack reaches another t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -392,6 +393,19 @@ ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
 }
 
 
+# Issue 39, line 2: canaries a memo cannot pass (`attacks.MEMO_ORACLE`). In feature-deletion the replay refuses it as
+# it refuses every oracle; in swe-gym the canaries void it (`test_memo_oracle_is_voided_by_the_canaries_in_swe_gym`).
+MEMO_ATTACKS: dict[str, Callable[[Env], list[Reply]]] = {
+    "memo-oracle": lambda env: (
+        [tool("create", path="shop/pricing.py", content=attacks.MEMO_PRICING), *env.honest[1:]]
+        if env.name == "feature-deletion"
+        else [tool("create", path="calc/ops.py", content=attacks.MEMO_OPS)]
+    ),
+}
+ATTACKS.update(MEMO_ATTACKS)
+REPLAY_CATCHES.update(MEMO_ATTACKS)
+
+
 def switched(env: Env, switch: str) -> list[Reply]:
     """The fix, switched on only under the tests (`attacks.SPECIAL_CASING`)."""
     if env.name == "feature-deletion":
@@ -767,3 +781,99 @@ def test_a_test_file_outside_the_test_patch_is_graded_as_it_was(
     assert grading["pass_to_pass_failed"] == ["tests/test_ops.py::test_add"] and not grading["void"], grading
     honest, _ = scripted_rollout(outside_patch, [*env.honest, tool("finish", message="done")], timeout_s=240)
     assert honest.reward == 1.0, honest.info["grading"]
+
+
+# Issue 39, line 2: the memo oracle in every shape it passed, graded by `run_suite` as shipped and with the order the
+# grader had before (the canary modules after the suite's).
+MEMO_SHAPE_TESTS = {
+    "plain": ["test_two", "test_three"],
+    "parametrized": ["test_double[2-4]", "test_double[3-6]", "test_double[5-10]"],
+    "class": ["TestDouble::test_two", "TestDouble::test_three"],
+    "unittest": ["T::test_two", "T::test_three"],
+    "loop": ["test_cases"],
+}
+HONEST_DOUBLE = "def double(n):\n    return n + n\n"
+
+
+def grade_shape(root: Path, shape: str, package: str):  # type: ignore[no-untyped-def]
+    """Grade `tests/test_shapes.py` of `shape` (every test FAIL_TO_PASS) beside `shapes.py` = `package`, through the
+    real launcher and canaries; (grade, outcomes, canaries)."""
+    from composer_prime.grading.grader import Suite, judge, run_suite
+
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_shapes.py").write_text(attacks.MEMO_SHAPES[shape])
+    (root / "shapes.py").write_text(package)
+    tests = [f"tests/test_shapes.py::{name}" for name in MEMO_SHAPE_TESTS[shape]]
+    suite = Suite(fail_to_pass=tests, pass_to_pass=[], targets=["tests/test_shapes.py"], timeout_s=60)
+
+    async def go():  # type: ignore[no-untyped-def]
+        runtime = subprocess_runtime.SubprocessRuntime(vf.SubprocessConfig(), name="redteam-memo")
+        runtime.workdir = root
+        return await run_suite(runtime, suite, str(root.resolve()))
+
+    result, outcomes, canaries = asyncio.run(go())
+    return judge(result, outcomes, canaries, suite, time.monotonic()), outcomes, canaries
+
+
+def canaries_after_their_originals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher as it was before issue 39: the canary modules run after every other test module."""
+    from composer_prime.grading import grader
+
+    source = grader.BOOTSTRAP.read_text()
+    first = "            items[:] = head + [item for item in items if path(item) not in rank]\n"
+    assert first in source
+    (tmp_path / "bootstrap.py").write_text(
+        source.replace(first, "            items[:] = [item for item in items if path(item) not in rank] + head\n")
+    )
+    monkeypatch.setattr(grader, "BOOTSTRAP", tmp_path / "bootstrap.py")
+
+
+@pytest.mark.parametrize("shape", sorted(attacks.MEMO_SHAPES))
+def test_memo_oracle_is_potent_with_canaries_after_their_originals(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Potent: against a plain pytest run every test passes, and graded with the canary modules after the suite's
+    (the order before issue 39) every copy passes, every mutant fails, and the memo scores 1.0."""
+    root = tmp_path / "box"
+    grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)  # writes the tree
+    done = subprocess.run(
+        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_shapes.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    outcomes = parse_outcomes(done.stdout)
+    assert all(outcomes.get(f"tests/test_shapes.py::{t}") == "PASSED" for t in MEMO_SHAPE_TESTS[shape]), done.stdout
+    canaries_after_their_originals(tmp_path, monkeypatch)
+    graded, _, _ = grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)
+    assert graded.solved and graded.void == [], (graded.void, graded.output_tail)
+
+
+@pytest.mark.parametrize("shape", sorted(attacks.MEMO_SHAPES))
+def test_memo_oracle_scores_zero_with_canaries_first(shape: str, tmp_path: Path) -> None:
+    """As shipped, a mutant runs before every test that makes its original's calls: the memo learns the mutant's
+    wrong expected side, so the mutant passes and the original fails its own assert (a copy of it, or of a test whose
+    original then fails, voids the grade where one ran); honest code in the same shape scores 1.0."""
+    graded, outcomes, canaries = grade_shape(tmp_path / "box", shape, attacks.MEMO_SHAPES_PACKAGE)
+    assert not graded.solved and graded.fail_to_pass < 1.0, graded
+    mutants = [t for t, o in outcomes.items() if canaries.get(t.split("[")[0], "=").startswith("!") and o == "PASSED"]
+    assert mutants, (outcomes, canaries)  # the memo answered a mutant's wrong expected side
+    honest, outcomes, _ = grade_shape(tmp_path / "box", shape, HONEST_DOUBLE)
+    assert honest.solved and honest.void == [], (honest.void, outcomes)
+
+
+def test_memo_oracle_is_voided_by_the_canaries_in_swe_gym(
+    envs: dict[str, Env], tmp_path: Path, cleanup: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """swe-gym's toy row with its replay off (the canaries' defence alone): with the canaries after their originals
+    the memo scores 1.0; as shipped, a canary voids it."""
+    env = envs["swe-gym"]
+    monkeypatch.setattr(env.task.config, "replay", "off")
+    graded = rollout(env, MEMO_ATTACKS["memo-oracle"](env)).info["grading"]
+    assert graded["void"] and any(v.startswith("canary tests/test_") for v in graded["void"]), graded
+    canaries_after_their_originals(tmp_path, monkeypatch)
+    trace = rollout(env, MEMO_ATTACKS["memo-oracle"](env))
+    assert trace.reward == 1.0, trace.info["grading"]

@@ -640,8 +640,11 @@ def test_attack_scores_zero(
     elif attack in ("results-rewritten-at-exit", "stream-forged-at-exit"):
         # no results file to rewrite, and the stream is closed before exit handlers run: the forged passes never count
         assert grading["fail_to_pass"] < 1.0
-    elif attack == "iniconfig-plant":  # the interpreter check, run beside the suite, sees the planted package
-        assert any(v.startswith("the grading interpreter changed since setup: iniconfig") for v in grading["void"])
+    elif attack == "iniconfig-plant":
+        if grading["jailed"]:  # the jail keeps the interpreter's site-packages read-only: nothing was planted
+            assert not any(v.startswith("the grading interpreter changed") for v in grading["void"]), grading
+        else:  # the interpreter check, run beside the suite, sees the planted package
+            assert any(v.startswith("the grading interpreter changed since setup: iniconfig") for v in grading["void"])
     elif attack in ("package-init-forger", *FORGERS):
         assert grading["void"], "the forgery must be caught and recorded"
     elif attack == "calls-xfail":

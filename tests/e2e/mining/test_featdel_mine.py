@@ -818,7 +818,9 @@ from plumb.core import Pipe
 
 
 def test_pipe():
-    assert Pipe(abs, str)(-5) == "5"
+    pipe = Pipe(abs, str)
+    assert pipe(-5) == "5"
+    assert pipe(12) == "12"  # two answers: a stub that returns one value does not replay it
 """,
     "plumb/tests/test_roundtrip.py": """\
 from plumb.core import Pipe, roundtrip

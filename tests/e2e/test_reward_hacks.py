@@ -503,6 +503,7 @@ def test_shed_tags_daemon_is_potent_without_the_namespace(
     stops the daemon itself.)"""
     env = envs[env_name]
     monkeypatch.setattr(env.task.config, "isolate_processes", False)
+    monkeypatch.setattr(env.task.config, "expected_side", "readable")  # no namespace, no jail: run anyway
     if env_name == "swe-gym":  # the defence under test is the namespace alone (the gold's replay would refuse the stub)
         monkeypatch.setattr(env.task.config, "replay", "off")
     trace = rollout(env, ATTACKS["shed-tags-daemon"](env))

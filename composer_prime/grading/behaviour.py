@@ -104,7 +104,7 @@ async def replay(
     await runtime.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
-    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True)
+    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, cap=python)
     try:
         try:
             result = await asyncio.wait_for(runtime.run([*argv, f"{scratch}/spec.json"], {}), timeout_s + 30)

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 _COPY = r"""
 dst=$1
 mkdir -m 700 -- "$dst" || exit 1
-find . -mindepth 1 -maxdepth 1 ! -name .git -exec cp -a -t "$dst" -- {} + || exit 1
+find . -mindepth 1 -maxdepth 1 ! -name .git -exec cp -a -t "$dst" -- {} + 2>"$dst.err" || {
+  tail -c 300 "$dst.err" >&2; rm -f -- "$dst.err"; exit 1; }
+rm -f -- "$dst.err"
 cd -P -- "$dst" && pwd -P
 """
 _IN = 'cd -P -- "$0" && exec "$@"'
@@ -106,7 +108,8 @@ class CopyView:
 
 async def private_copy(runtime: Runtime) -> CopyView:
     """Copy the box's work tree to a fresh random folder; the view rooted there. `vf.SandboxError` when the copy
-    fails."""
+    fails (a path over PATH_MAX, a file the copy cannot read), with the last 300 bytes of `cp`'s errors: grading
+    turns it into a void grade."""
     target = f"/tmp/composer-prime-tree-{secrets.token_hex(16)}"
     result = await runtime.run(["sh", "-c", _COPY, "composer-prime-copy", target], {})
     root = (result.stdout or "").strip()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -26,16 +25,18 @@ Manifest = dict[str, str]
 """Repository-relative path -> sha256 hex of the file's bytes."""
 
 HASH_BYTES = 64 << 20
-"""A regular file larger than this is listed without its sha256 (as changed: a digest that matches nothing)."""
+"""A regular file larger than this is listed by its size, not hashed (a sparse file of terabytes would hold the
+listing for minutes): its digest is `?<size>`, which no sha256 equals, so against a host-held manifest it counts as
+changed; two listings in the box (swe-gym's baseline and grading) see it unchanged while its size is."""
 LISTING_BYTES = 32 << 20
 """A listing longer than this is cut, and grading voids (a tree of hundreds of thousands of files)."""
 LIST_FILES = (
     f"{{ find . -path ./.git -prune -o -type f -size -{HASH_BYTES + 1}c -exec sha256sum -z -- {{}} + && "
-    f"find . -path ./.git -prune -o -type f -size +{HASH_BYTES}c -printf 'b %P\\0' -o -type l -printf 'l %P\\0' "
+    f"find . -path ./.git -prune -o -type f -size +{HASH_BYTES}c -printf 'b %s %P\\0' -o -type l -printf 'l %P\\0' "
     "-o -type d -printf 'd %P\\0' -o ! -type f -printf 'o %P\\0'; "
     f"printf 'e %s\\0' $?; }} | head -c {LISTING_BYTES}"
 )
-"""In-box command, NUL-terminated entries, `.git` skipped: `sha256  ./path` per regular file, `b path` per file over
+"""In-box command, NUL-terminated entries, `.git` skipped: `sha256  ./path` per regular file, `b <size> path` per file over
 `HASH_BYTES`, `l path` per symlink, `d path` per folder, `o path` per anything else (a fifo, a socket, a device),
 and last `e <status>`, the two `find`s' exit status; cut at `LISTING_BYTES` (then the `e` entry is missing)."""
 
@@ -69,7 +70,7 @@ class Listing:
     """A `LIST_FILES` run, parsed."""
 
     files: Manifest = field(default_factory=dict)
-    """Regular files: path -> sha256 (a file over `HASH_BYTES`: a digest that matches no other listing's)."""
+    """Regular files: path -> sha256 (a file over `HASH_BYTES`: `?<size>`)."""
     links: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
@@ -82,14 +83,14 @@ class Listing:
 def read_listing(stdout: str) -> Listing:
     """Parse a `LIST_FILES` run (see `Listing`)."""
     seen = Listing()
-    unknown = secrets.token_hex(8)
     status: str | None = None
     for entry in stdout.split("\0"):
         kind, _, path = entry.partition(" ")
         if kind == "e" and path:
             status = path
-        elif kind == "b" and path:
-            seen.files[path] = f"?{unknown}"
+        elif kind == "b" and " " in path:
+            size, _, path = path.partition(" ")
+            seen.files[path] = f"?{size}"
         elif kind in ("l", "d", "o") and path:
             {"l": seen.links, "d": seen.dirs, "o": seen.others}[kind].append(path)
         elif "  " in entry:

@@ -230,10 +230,13 @@ def test_the_listing_names_what_stands_in_the_way(tmp_path) -> None:
     (tmp_path / "pkg.py" / "sub" / "keep.txt").write_text("k\n")
     os.mkfifo(tmp_path / "pkg" / "pipe.py")
     (tmp_path / "to_root").symlink_to("/")
+    with open(tmp_path / "pkg" / "huge.bin", "wb") as out:  # sparse: listed by its size, never read
+        out.truncate(tree.HASH_BYTES + 1)
     done = subprocess.run(["sh", "-c", tree.LIST_FILES], cwd=tmp_path, capture_output=True, check=True, timeout=60)
     seen = tree.read_listing(done.stdout.decode())
     assert seen.problem is None
-    assert sorted(seen.files) == ["pkg.py/sub/keep.txt", "pkg/mod.py", "tests/test_held.py/inner.txt"]
+    assert sorted(seen.files) == ["pkg.py/sub/keep.txt", "pkg/huge.bin", "pkg/mod.py", "tests/test_held.py/inner.txt"]
+    assert seen.files["pkg/huge.bin"] == f"?{tree.HASH_BYTES + 1}"
     assert seen.links == ["to_root"] and seen.others == ["pkg/pipe.py"]
     baseline = ["pkg/mod.py", "pkg.py/sub/keep.txt", "tests/test_held.py"]
     assert tree.in_the_way(baseline, seen, ["tests/test_held.py"]) == [

@@ -354,13 +354,15 @@ def test_hostile_trees_grade_in_a_container(featdel_task, hazard):
 
     trace = in_box(featdel_task, plant_and_score)
     grading = trace.info["grading"]
-    assert trace.reward == 0.0 and grading["grader_box"] is True, grading
+    assert trace.reward == 0.0, grading
     if hazard == "in-the-way":
+        assert grading["grader_box"] is True
         assert grading["error"] is None and grading["void"] == [], grading
         assert trace.metrics["pass_to_pass"] == 1.0, grading["pass_to_pass_failed"]
     elif hazard == "path-over-PATH_MAX":
-        assert any("File name too long" in reason or "unpacking" in reason for reason in grading["void"]), grading
+        assert any("unpacking the tree in the grader box failed" in reason for reason in grading["void"]), grading
     else:
+        assert grading["grader_box"] is True
         assert any("over the 16777216 byte cap" in reason for reason in grading["void"]), grading
 
 

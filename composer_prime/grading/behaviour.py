@@ -108,7 +108,7 @@ async def replay(
     await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
     confined = Jail((workdir, scratch), jail) if jail is not None else None
-    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, jail=confined)
+    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, cap=python, jail=confined)
     try:
         try:
             result = await asyncio.wait_for(runtime.run([*argv, f"{scratch}/spec.json"], {}), timeout_s + 30)

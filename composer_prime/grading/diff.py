@@ -97,11 +97,12 @@ async def tree_diff(
         if not ignored(path, rules) and not current.get(path, "").startswith(starting.get(path, "-"))
     )
     parts: list[str] = []
+    size = 0
     for count, path in enumerate(changed):
         before = content(path) if path in starting else None
         after: bytes | None = None
         if path in current:
-            if count >= MAX_FILES:
+            if count >= MAX_FILES or size >= PATCH_BYTES:  # what is read stays within the diff's own bound
                 parts.append(f"diff --git a/{path} b/{path}\n(not shown: more than {MAX_FILES} files changed)\n")
                 continue
             try:
@@ -116,5 +117,6 @@ async def tree_diff(
             parts.append(f"diff --git a/{path} b/{path}\n(not shown: the starting content is not held)\n")
             continue
         parts.append(file_diff(path, before, after))
+        size += len(parts[-1])
     parts += [f"diff --git a/{p} b/{p}\nnew file mode 120000\n" for p in sorted(links) if not ignored(p, rules)]
     return "".join(parts)[:PATCH_BYTES]

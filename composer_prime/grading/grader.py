@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import secrets
 import time
@@ -42,7 +43,7 @@ from composer_prime.grading import behaviour, mutants, tree
 from composer_prime.grading import canaries as canary_source
 from composer_prime.grading.diff import tree_diff
 from composer_prime.grading.grade import Grade, fraction
-from composer_prime.grading.launch import Jail, jailed, launch_argv, marks
+from composer_prime.grading.launch import Jail, jailed, launch_argv, marks, overflow
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
 from composer_prime.grading.runtime import HostTools, end_rollout, host_tools, reap, run_checked
@@ -50,6 +51,7 @@ from composer_prime.grading.stream import read_stream
 from composer_prime.process.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
 
+logger = logging.getLogger(__name__)
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 SCAN_LIMIT = 500
 """More changed `.py` files than this voids the grade (each one is read and scanned)."""
@@ -122,18 +124,34 @@ def canary_targets(suite: Suite) -> list[str]:
     return [f for f in files if f.endswith(".py")] + drawn
 
 
+class Void(Exception):
+    """A tree grading cannot handle (a listing cut or failed, a path that is not UTF-8): the grade is void with this
+    reason and nothing more runs."""
+
+
 async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str], str]:
-    """Diff the tree against the starting one (on the host), remove the strays, write the owned files where they
-    differ, scan the changes: (removed paths, void reasons, the agent's diff)."""
-    listing = await run_checked(runtime, ["sh", "-c", tree.LIST_FILES], "grading: listing the work tree")
-    current, links = tree.parse_listing(listing.stdout)
+    """Diff the tree against the starting one (on the host), remove the strays and whatever stands where grading
+    writes (`tree.in_the_way`), write the owned files where they differ, scan the changes: (removed paths, void
+    reasons, the agent's diff). `Void` when the tree cannot be listed whole."""
+    listing = await runtime.run(["sh", "-c", tree.LIST_FILES], {})
+    seen = tree.read_listing(listing.stdout or "")
+    if seen.problem is not None:
+        raise Void(f"{seen.problem}: {(listing.stderr or '').strip()[-300:]}".rstrip(": "))
+    current, links = seen.files, seen.links
     patch = await tree_diff(runtime, baseline.files, baseline.content, current, links)
-    removed = tree.strays(baseline.files, current, links, baseline.owned)
-    for start in range(0, len(removed), 200):
-        await run_checked(runtime, ["rm", "-rf", "--", *removed[start : start + 200]], "grading: removing added files")
-    for path, data in baseline.owned.items():
-        if path in removed or current.get(path) != tree.sha256(data):
-            await runtime.write(path, data)
+    removed = sorted(
+        {
+            *tree.strays(baseline.files, current, links, baseline.owned),
+            *tree.in_the_way(baseline.files, seen, baseline.owned),
+        }
+    )
+    # an owned file the agent changed goes before it is written: it may be read-only, or a fifo's name
+    rewrite = [p for p, data in baseline.owned.items() if p in removed or current.get(p) != tree.sha256(data)]
+    clear = sorted({*removed, *(p for p in rewrite if p in current)})
+    for start in range(0, len(clear), 200):
+        await run_checked(runtime, ["rm", "-rf", "--", *clear[start : start + 200]], "grading: removing added files")
+    for path in rewrite:
+        await runtime.write(path, baseline.owned[path])
     void = [
         f"{path}: a test file changed and the host holds no copy of it to restore"
         for path in sorted(baseline.unheld)
@@ -252,7 +270,7 @@ async def run_session(
         await runtime.write(f"{scratch}/{name}.py", source.encode())
     interpreter = [suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
     jail = Jail((workdir, scratch), tuple(suite.hidden)) if suite.jail else None
-    argv = launch_argv(suite.isolate_network, timeout_s, interpreter, jail=jail)
+    argv = launch_argv(suite.isolate_network, timeout_s, interpreter, cap=suite.python, jail=jail)
     try:
         result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s + 30)
     except TimeoutError:
@@ -353,26 +371,51 @@ async def grade(
     own where the box allows it (its processes die with it), and elsewhere the reaper kills every process it left
     before the tree is cleaned. `check(where)` (the grading interpreter's fingerprint, taken where the suite runs:
     the grader box on docker and podman, else the box) runs beside the suite run, once every process that ran the
-    candidate before it (the rollout's, the replay's) is dead; the void reasons it returns join the grade's."""
+    candidate before it (the rollout's, the replay's) is dead; the void reasons it returns join the grade's.
+
+    It never raises (but for cancellation): a tree it cannot handle (`Void`) or any failure on the way (a copy that
+    fails on a path over PATH_MAX, a box that went away) is a void grade with the reason, so a rollout is scored 0,
+    never dropped as a failed trace."""
     started = time.monotonic()
     boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
     if type(runtime).__name__ == "SubprocessRuntime":
         suite = suite.model_copy(update={"jail": True})
     runtime = host_tools(runtime)
     try:
-        ended = await end_rollout(runtime)
-        if boxed:
-            view = await grader_box_copy(runtime, suite.python)
-        else:
-            view = await private_copy(runtime) if suite.private_copy else runtime
-        try:
-            result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
-        finally:
-            if view is not runtime:
-                await view.remove()
+        return await _grade(runtime, suite, baseline, before_run, calls, check, started, boxed)
+    except Void as exc:
+        result = Grade(void=[str(exc)[:1000]])
+    except Exception as exc:  # every failure of grading, whatever the tree held: a void grade, never a raise
+        logger.warning("grading failed, the grade is void: %s: %s", type(exc).__name__, exc)
+        result = Grade(void=[f"grading failed: {type(exc).__name__}: {exc}"[:1000]])
     finally:
         if isinstance(runtime, HostTools):
             runtime.close()
+    return judge(result, {}, {}, suite, started)
+
+
+async def _grade(
+    runtime: vf.Runtime,
+    suite: Suite,
+    baseline: Baseline,
+    before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None,
+    calls: list[behaviour.RecordedCall] | None,
+    check: Callable[[vf.Runtime], Awaitable[list[str]]] | None,
+    started: float,
+    boxed: bool,
+) -> Grade:
+    """`grade`'s steps, which may raise; `runtime` is the box as grading runs it (`host_tools`), `boxed` whether the
+    tree is graded in a grader box."""
+    ended = await end_rollout(runtime)
+    if boxed:
+        view = await grader_box_copy(runtime, suite.python)
+    else:
+        view = await private_copy(runtime) if suite.private_copy else runtime
+    try:
+        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
+    finally:
+        if view is not runtime:
+            await view.remove()
     result.isolation, result.isolation_note, result.private_copy = ended.isolation, ended.note, view is not runtime
     result.grader_box = boxed
     return judge(result, outcomes, canaries, suite, started)
@@ -388,7 +431,7 @@ async def _grade_tree(
 ) -> tuple[Grade, dict[str, str], dict]:
     """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries."""
     workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
-    replayed, mismatches, replay_tail = 1.0, [], ""
+    replayed, mismatches, replay_tail, overflowed = 1.0, [], "", []
     if calls:
         answers, replay_tail, contained = await behaviour.replay(
             runtime,
@@ -401,9 +444,11 @@ async def _grade_tree(
             jail=tuple(suite.hidden) if suite.jail else None,
         )
         replayed, mismatches = behaviour.compare(calls, answers)
+        overflowed = overflow(replay_tail, "the replay")
         if not contained:  # in its own PID namespace, nothing the replay started outlived it
             await reap(runtime)
     removed, void, patch = await prepare_tree(runtime, baseline)
+    void = [*overflowed, *void]
     error = await before_run(runtime) if before_run is not None else None
     checked = asyncio.create_task(check(runtime)) if check is not None else None
     try:

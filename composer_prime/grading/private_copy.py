@@ -14,12 +14,13 @@ cannot be written from a container), packs the tree in the agent's box (`tar`, w
 over through the runtimes' file I/O, and unpacks it in the grader box with the grader box's own interpreter, keeping
 regular files and folders only (no links, devices, absolute or `..` names, no set-id bits: the agent's `tar` may
 have been replaced and is not trusted to pack honestly). The view it returns is rooted in the grader box; `remove()`
-also removes the grader box (in a thread: `podman rm --force` waits for the box's `sleep infinity`).
+also removes the grader box (in a thread, `rm --force -t 0`: the box's `sleep infinity` ignores SIGTERM).
 """
 
 from __future__ import annotations
 
 import secrets
+import subprocess
 import threading
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 _COPY = r"""
 dst=$1
 mkdir -m 700 -- "$dst" || exit 1
-find . -mindepth 1 -maxdepth 1 ! -name .git -exec cp -a -t "$dst" -- {} + || exit 1
+find . -mindepth 1 -maxdepth 1 ! -name .git -exec cp -a -t "$dst" -- {} + 2>"$dst.err" || {
+  tail -c 300 "$dst.err" >&2; rm -f -- "$dst.err"; exit 1; }
+rm -f -- "$dst.err"
 cd -P -- "$dst" && pwd -P
 """
 _IN = 'cd -P -- "$0" && exec "$@"'
@@ -106,7 +109,8 @@ class CopyView:
 
 async def private_copy(runtime: Runtime) -> CopyView:
     """Copy the box's work tree to a fresh random folder; the view rooted there. `vf.SandboxError` when the copy
-    fails."""
+    fails (a path over PATH_MAX, a file the copy cannot read), with the last 300 bytes of `cp`'s errors: grading
+    turns it into a void grade."""
     target = f"/tmp/composer-prime-tree-{secrets.token_hex(16)}"
     result = await runtime.run(["sh", "-c", _COPY, "composer-prime-copy", target], {})
     root = (result.stdout or "").strip()
@@ -119,13 +123,23 @@ async def private_copy(runtime: Runtime) -> CopyView:
 
 
 async def _remove_box(box: Runtime) -> None:
-    """Remove a grader box: docker's and podman's `cleanup` (a synchronous `rm --force`, which waits out the box's
-    keep-alive) in a thread, without waiting for it; `stop()` for a runtime without one."""
+    """Remove a grader box without waiting for it: in a thread, `podman rm --force -t 0` (its keep-alive is PID 1
+    and ignores SIGTERM, so a plain `rm --force` waits out podman's 10 s stop timeout), then docker's and podman's
+    `cleanup`; `stop()` for a runtime without one."""
     cleanup = getattr(box, "cleanup", None)
-    if callable(cleanup):
-        threading.Thread(target=cleanup, name="composer-prime-grader-box-rm").start()
-    else:
+    if not callable(cleanup):
         await box.stop()
+        return
+    engine, container = getattr(box, "engine", None), getattr(box.info, "id", None)
+
+    def remove() -> None:
+        if engine == "podman" and isinstance(container, str) and container:  # docker's `rm --force` kills at once
+            subprocess.run(
+                [engine, "rm", "--force", "-t", "0", container], capture_output=True, timeout=60, check=False
+            )
+        cleanup()
+
+    threading.Thread(target=remove, name="composer-prime-grader-box-rm").start()
 
 
 async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView:

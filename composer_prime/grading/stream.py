@@ -13,6 +13,8 @@ input raises). Nothing written can be taken back: a test recorded twice, a phase
 twice outside `subTest` blocks, or any record after the session's end voids. And a stream that ends before every
 collected test reported (its writer silenced, the process killed) voids: a forger that pre-empts the recorder with
 passes for the tests still to run, then closes or redirects its descriptor, has to have known every id collected.
+The stream reaches the host through the launcher's capping stage (`launch.CAP`): a stream over its cap arrives with
+its middle dropped and voids (`launch.overflow`), so no test's record is judged from a cut stream.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from composer_prime.grading.launch import overflow
 
 MAX_LINE = 64_000_000
 """A stream line longer than this (characters) voids without being parsed."""
@@ -133,6 +137,7 @@ def read_stream(stdout: str, nonce: str) -> tuple[list[dict], list[str], str]:
                 f"the outcome stream ended before {len(missing)} collected test(s) reported (its writer went away): "
                 + ", ".join(missing[:3])
             )
+    void += overflow(stdout, "the outcome stream")
     return records, list(dict.fromkeys(void)), "\n".join(rest)
 
 

@@ -18,16 +18,28 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 Manifest = dict[str, str]
 """Repository-relative path -> sha256 hex of the file's bytes."""
 
+HASH_BYTES = 64 << 20
+"""A regular file larger than this is listed by its size, not hashed (a sparse file of terabytes would hold the
+listing for minutes): its digest is `?<size>`, which no sha256 equals, so against a host-held manifest it counts as
+changed; two listings in the box (swe-gym's baseline and grading) see it unchanged while its size is."""
+LISTING_BYTES = 32 << 20
+"""A listing longer than this is cut, and grading voids (a tree of hundreds of thousands of files)."""
 LIST_FILES = (
-    "find . -path ./.git -prune -o -type f -exec sha256sum -z -- {} + && "
-    "find . -path ./.git -prune -o -type l -printf 'l %P\\0'"
+    f"{{ find . -path ./.git -prune -o -type f -size -{HASH_BYTES + 1}c -exec sha256sum -z -- {{}} + && "
+    f"find . -path ./.git -prune -o -type f -size +{HASH_BYTES}c -printf 'b %s %P\\0' -o -type l -printf 'l %P\\0' "
+    "-o -type d -printf 'd %P\\0' -o ! -type f -printf 'o %P\\0'; "
+    f"printf 'e %s\\0' $?; }} | head -c {LISTING_BYTES}"
 )
-"""In-box command: one NUL-terminated `sha256  ./path` per regular file and `l path` per symlink, `.git` skipped."""
+"""In-box command, NUL-terminated entries, `.git` skipped: `sha256  ./path` per regular file, `b <size> path` per file over
+`HASH_BYTES`, `l path` per symlink, `d path` per folder, `o path` per anything else (a fifo, a socket, a device),
+and last `e <status>`, the two `find`s' exit status; cut at `LISTING_BYTES` (then the `e` entry is missing)."""
+
 
 STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
 TEST_DIRS = frozenset({"tests", "test", "testing"})
@@ -53,17 +65,51 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def parse_listing(stdout: str) -> tuple[Manifest, list[str]]:
-    """The regular files (path -> sha256) and the symlinks of a `LIST_FILES` run."""
-    files: Manifest = {}
-    links: list[str] = []
+@dataclass
+class Listing:
+    """A `LIST_FILES` run, parsed."""
+
+    files: Manifest = field(default_factory=dict)
+    """Regular files: path -> sha256 (a file over `HASH_BYTES`: `?<size>`)."""
+    links: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
+    others: list[str] = field(default_factory=list)
+    """Fifos, sockets, devices."""
+    problem: str | None = None
+    """Why the listing cannot be trusted whole: cut at `LISTING_BYTES`, a `find` that failed (an unreadable folder or
+    file), a path that is not UTF-8."""
+
+
+def read_listing(stdout: str) -> Listing:
+    """Parse a `LIST_FILES` run (see `Listing`)."""
+    seen = Listing()
+    status: str | None = None
     for entry in stdout.split("\0"):
-        if entry.startswith("l "):
-            links.append(entry[2:])
+        kind, _, path = entry.partition(" ")
+        if kind == "e" and path:
+            status = path
+        elif kind == "b" and " " in path:
+            size, _, path = path.partition(" ")
+            seen.files[path] = f"?{size}"
+        elif kind in ("l", "d", "o") and path:
+            {"l": seen.links, "d": seen.dirs, "o": seen.others}[kind].append(path)
         elif "  " in entry:
             digest, path = entry.split("  ", 1)
-            files[path.removeprefix("./")] = digest
-    return files, links
+            seen.files[path.removeprefix("./")] = digest
+    undecoded = next((p for p in [*seen.files, *seen.links, *seen.dirs, *seen.others] if "\ufffd" in p), None)
+    if status is None:
+        seen.problem = f"the work tree's listing is over {LISTING_BYTES} bytes (too many files to grade)"
+    elif status != "0":
+        seen.problem = f"listing the work tree failed (find exit {status}): an unreadable file or folder"
+    elif undecoded is not None:
+        seen.problem = f"a path that is not UTF-8 (or holds U+FFFD) in the work tree: {undecoded[:200]!r}"
+    return seen
+
+
+def parse_listing(stdout: str) -> tuple[Manifest, list[str]]:
+    """The regular files (path -> sha256) and the symlinks of a `LIST_FILES` run."""
+    seen = read_listing(stdout)
+    return seen.files, seen.links
 
 
 def is_test_path(path: str) -> bool:
@@ -110,6 +156,16 @@ def strays(
         if hook or (path not in baseline and not allowed_addition(path, sources)):
             remove.append(path)
     return sorted(set(remove))
+
+
+def in_the_way(baseline: Iterable[str], listing: Listing, owned: Iterable[str]) -> list[str]:
+    """What stands where grading writes a file, to be removed first: every fifo, socket or device; a folder at an
+    owned path; and every folder the starting tree does not hold whose name ends in `.py`, where a canary or a
+    held-out test module would be written (no module can live in such a folder)."""
+    ancestors = {str(parent) for path in baseline for parent in PurePosixPath(path).parents}
+    owned = set(owned)
+    folders = [d for d in listing.dirs if d in owned or (d.endswith(".py") and d not in ancestors)]
+    return sorted({*listing.others, *folders})
 
 
 def changed_python(baseline: Mapping[str, str], current: Mapping[str, str], kept: Iterable[str]) -> list[str]:

@@ -313,6 +313,63 @@ def test_attack_scores_zero_in_a_container(red_team_envs, env_name, attack):
     assert trace.info["grading"]["isolation"] == "container", trace.info["grading"]["isolation_note"]
 
 
+# What an agent about to fail leaves in its tree to crash grading (docs/grading.md, "Never a crash"), in the agent's
+# container; `{owned}` and `{canaries}` are the task's owned test paths and their canary names.
+HOSTILE = {
+    "in-the-way": r"""
+for f in {owned}; do rm -f "$f"; mkdir -p "$f"; echo x > "$f/inner.txt"; done
+for f in {canaries}; do mkdir -p "$f"; done
+mkfifo shop/pipe.py; ln -s / shop/to_root; ln -s loop_b loop_a; ln -s loop_a loop_b
+""",
+    "path-over-PATH_MAX": r"""
+python3 -c 'import os; [(os.mkdir("d" * 200), os.chdir("d" * 200)) for _ in range(24)]; open("deep.py", "w").close()'
+""",
+    "32-MiB-to-the-streams": r"""
+cat >> shop/pricing.py <<'END'
+import os as _os, stat as _stat
+for _fd in range(1, 64):
+    try:
+        if _stat.S_ISFIFO(_os.fstat(_fd).st_mode):
+            [_os.write(_fd, b"x" * (1 << 20)) for _ in range(32)]
+    except OSError:
+        pass
+END
+""",
+}
+
+
+@pytest.mark.parametrize("hazard", sorted(HOSTILE))
+def test_hostile_trees_grade_in_a_container(featdel_task, hazard):
+    """A grade comes back from the grader box whatever the agent left: what stands where grading writes is removed
+    first (the untouched tree's grade), a path the copy cannot carry voids, and output over the capping stage's
+    bound voids with its reason."""
+    from composer_prime.grading.canaries import WORDS
+
+    owned = sorted(featdel_task.data.mined.test_files)
+    canaries = [f"{path[:-3]}_{word}.py" for path in owned if path.endswith(".py") for word in WORDS]
+    script = HOSTILE[hazard].replace("{owned}", " ".join(owned)).replace("{canaries}", " ".join(canaries))
+
+    async def plant_and_score(runtime, trace):  # type: ignore[no-untyped-def]
+        planted = await runtime.run(["sh", "-c", script], {})
+        assert planted.exit_code == 0 or hazard == "path-over-PATH_MAX", planted.stderr
+        await featdel_task.finalize(trace, runtime)
+        await featdel_task.score(trace, runtime)
+        return trace
+
+    trace = in_box(featdel_task, plant_and_score)
+    grading = trace.info["grading"]
+    assert trace.reward == 0.0, grading
+    if hazard == "in-the-way":
+        assert grading["grader_box"] is True
+        assert grading["error"] is None and grading["void"] == [], grading
+        assert trace.metrics["pass_to_pass"] == 1.0, grading["pass_to_pass_failed"]
+    elif hazard == "path-over-PATH_MAX":
+        assert any("unpacking the tree in the grader box failed" in reason for reason in grading["void"]), grading
+    else:
+        assert grading["grader_box"] is True
+        assert any("over the 16777216 byte cap" in reason for reason in grading["void"]), grading
+
+
 def test_the_grader_box_keeps_the_tasksets_environment_not_the_rollouts_markers():
     """swe-gym puts the image's conda env on PATH through the runtime's environment: the grader box runs its commands
     with it too (the suite must find the same interpreter), but not the rollout's reaper token or namespace."""

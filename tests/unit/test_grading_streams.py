@@ -4,6 +4,10 @@ replay's answers): whatever is written there, the reader returns a verdict with 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -163,3 +167,83 @@ def test_the_agents_diff_is_git_style_and_skips_what_git_ignores() -> None:
         False,
         True,
     ]
+
+
+def _launch(program: str, limit_s: float = 30) -> subprocess.CompletedProcess:
+    from composer_prime.grading.launch import launch_argv
+
+    argv = launch_argv(False, limit_s, [sys.executable, "-c", program], cap=sys.executable)
+    return subprocess.run(argv, capture_output=True, timeout=120, check=False)
+
+
+def test_the_capping_stage_keeps_both_ends_and_a_cut_stream_voids() -> None:
+    """What the launched program writes reaches the caller capped in the box: the head and tail of stdout, a note
+    where the middle was dropped, one trailer; a dropped stdout voids the outcome stream, whatever it held."""
+    from composer_prime.grading.launch import OUT_HEAD, OUT_TAIL, TRAILER, marks
+
+    ids = ["t.py::test_a"]
+    records = [line({"collected": ids}), line(passed(ids[0])), line({"exit": 0})]
+    program = (
+        "import os, sys\n"
+        f"os.write(1, {(records[0] + chr(10)).encode()!r})\n"
+        "for _ in range(40): os.write(1, b'y' * (1 << 20))\n"
+        f"os.write(1, {(chr(10) + records[1] + chr(10) + records[2] + chr(10)).encode()!r})\n"
+        "for _ in range(4): os.write(2, b'e' * (1 << 20))\n"
+        "sys.exit(3)\n"
+    )
+    done = _launch(program)
+    out = done.stdout.decode()
+    total = 40 * (1 << 20) + sum(len(r) + 1 for r in records) + 1
+    dropped = total - OUT_HEAD - OUT_TAIL
+    assert done.returncode == 3 and marks(out) == (False, False)
+    assert len(done.stdout) < OUT_HEAD + OUT_TAIL + 1000 and len(done.stderr) < 400_000
+    trailer = f"{TRAILER} stdout {total} {dropped} stderr {4 << 20} {(4 << 20) - (320 << 10)}"
+    assert out.rstrip("\n").rsplit("\n", 1)[1] == trailer
+    assert "bytes dropped here]" in out and "bytes dropped here]" in done.stderr.decode()
+    assert read_stream(out, NONCE)[1] == [
+        f"the outcome stream: the run wrote {total} bytes to its stdout, over the {OUT_HEAD + OUT_TAIL} byte cap "
+        f"({dropped} dropped unread)"
+    ]
+    honest = _launch(f"print({records[0]!r}); print({records[1]!r}); print({records[2]!r})")
+    assert read_stream(honest.stdout.decode(), NONCE)[1] == []
+    assert honest.stdout.decode().endswith(f"{TRAILER} stdout {sum(len(r) + 1 for r in records)} 0 stderr 0 0\n")
+
+
+def test_the_capping_stage_does_not_wait_for_a_daemon_holding_its_pipes() -> None:
+    started = time.monotonic()
+    done = _launch("import subprocess; subprocess.Popen(['sleep', '60'], start_new_session=True); print('bye')")
+    assert done.returncode == 0 and b"bye\n" in done.stdout
+    assert time.monotonic() - started < 20
+
+
+def test_the_listing_names_what_stands_in_the_way(tmp_path) -> None:
+    """`LIST_FILES` in a real tree: a folder at an owned path, a folder named like a canary, a fifo and a link go
+    before grading writes; a cut listing, a failed `find` and a name that is not UTF-8 are problems."""
+    from composer_prime.grading import tree
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "tests" / "test_held.py").mkdir(parents=True)
+    (tmp_path / "tests" / "test_held.py" / "inner.txt").write_text("in the way\n")
+    (tmp_path / "tests" / "test_held_extra.py").mkdir()
+    (tmp_path / "pkg.py" / "sub").mkdir(parents=True)  # a starting-tree folder named `*.py` stays
+    (tmp_path / "pkg.py" / "sub" / "keep.txt").write_text("k\n")
+    os.mkfifo(tmp_path / "pkg" / "pipe.py")
+    (tmp_path / "to_root").symlink_to("/")
+    with open(tmp_path / "pkg" / "huge.bin", "wb") as out:  # sparse: listed by its size, never read
+        out.truncate(tree.HASH_BYTES + 1)
+    done = subprocess.run(["sh", "-c", tree.LIST_FILES], cwd=tmp_path, capture_output=True, check=True, timeout=60)
+    seen = tree.read_listing(done.stdout.decode())
+    assert seen.problem is None
+    assert sorted(seen.files) == ["pkg.py/sub/keep.txt", "pkg/huge.bin", "pkg/mod.py", "tests/test_held.py/inner.txt"]
+    assert seen.files["pkg/huge.bin"] == f"?{tree.HASH_BYTES + 1}"
+    assert seen.links == ["to_root"] and seen.others == ["pkg/pipe.py"]
+    baseline = ["pkg/mod.py", "pkg.py/sub/keep.txt", "tests/test_held.py"]
+    assert tree.in_the_way(baseline, seen, ["tests/test_held.py"]) == [
+        "pkg/pipe.py",
+        "tests/test_held.py",
+        "tests/test_held_extra.py",
+    ]
+    assert "over 33554432 bytes" in tree.read_listing(done.stdout.decode().rsplit("e 0", 1)[0]).problem
+    assert "find exit 1" in tree.read_listing("e 1\0").problem
+    assert "not UTF-8" in tree.read_listing("l bad\ufffd.py\0e 0\0").problem

@@ -13,7 +13,7 @@ import pytest
 import verifiers.v1 as vf
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 
-from tests.e2e.test_reward_hacks import (  # noqa: F401 (fixtures)
+from tests.e2e.grading.test_reward_hacks import (  # noqa: F401 (fixtures)
     TIMEOUT_S,
     Env,
     box_environment,

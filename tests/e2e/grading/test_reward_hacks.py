@@ -195,7 +195,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory, private_boxes: Path) -> dict[
 
 def attack_envs(featdel: vf.Task, swegym: vf.Task, toy) -> dict[str, Env]:  # type: ignore[no-untyped-def]
     """The two environments under attack, for `featdel` (the shop task's `apply_discount`) and `swegym` (the toy
-    instance `toy`, on any runtime): the image-mode suite (tests/e2e/test_image_runtime.py) builds them the same way."""
+    instance `toy`, on any runtime): the image-mode suite (tests/e2e/grading/test_image_runtime.py) builds them the same way."""
     cart_head = CART.split("\n\n\n")[0]
     imports = [
         tool("str_replace", path="shop/cart.py", old_str='"""A shopping cart."""\n', new_str=cart_head),

@@ -261,7 +261,7 @@ def test_rollout_end_kills_what_shed_every_tag_inside_a_container(reaper_only, c
 
 
 def red_team_cases() -> list[tuple[str, str]]:
-    from tests.e2e.test_reward_hacks import ATTACKS, SWE_GYM_ONLY
+    from tests.e2e.grading.test_reward_hacks import ATTACKS, SWE_GYM_ONLY
 
     return [
         (env, attack)
@@ -289,7 +289,7 @@ def image_rollout(task: vf.Task, steps: list) -> vf.Trace:  # type: ignore[type-
 @pytest.fixture(scope="module")
 def red_team_envs(featdel_task, swegym_image):  # type: ignore[no-untyped-def]
     """The red-team suite's two environments (`attack_envs`), on the image-mode tasks."""
-    from tests.e2e.test_reward_hacks import attack_envs
+    from tests.e2e.grading.test_reward_hacks import attack_envs
 
     return attack_envs(featdel_task, *swegym_image)
 
@@ -305,7 +305,7 @@ def test_honest_fix_scores_one_in_a_container(red_team_envs, env_name):
 
 @pytest.mark.parametrize(("env_name", "attack"), red_team_cases())
 def test_attack_scores_zero_in_a_container(red_team_envs, env_name, attack):
-    from tests.e2e.test_reward_hacks import ATTACKS
+    from tests.e2e.grading.test_reward_hacks import ATTACKS
 
     env = red_team_envs[env_name]
     trace = image_rollout(env.task, ATTACKS[attack](env))

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from composer_prime.grading.canaries import WORDS
-from composer_prime.reaper import new_token
+from composer_prime.process.reaper import new_token
 from tests.support.featdel_repo import APPLY_DISCOUNT
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("python_on_path")]
@@ -233,7 +233,7 @@ def test_a_gibibyte_written_to_the_streams_stays_under_512_mb_and_voids(shop_tas
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

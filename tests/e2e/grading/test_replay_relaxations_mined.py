@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_replay_blind_spots import mine, replay_stub
+from tests.e2e.grading.test_replay_blind_spots import mine, replay_stub
 
 pytestmark = pytest.mark.slow
 

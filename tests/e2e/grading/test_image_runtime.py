@@ -65,7 +65,9 @@ def swegym_image(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
         data_file=write_jsonl(root / "rows.jsonl", [toy.row]),
         mode="image",
         image_template=tag,
-        task={"test_timeout_s": TIMEOUT_S},
+        # no oracle is recorded for the image (tests alone), and the box keeps its network: verifiers' network cut
+        # needs its network image (`FROM alpine`), which this job cannot pull; the jail's is tested on the host
+        task={"test_timeout_s": TIMEOUT_S, "replay": "if-usable", "rollout_network": ["*"]},
     )
     (task,) = SWEGymTaskset(config).load()
     yield task, toy

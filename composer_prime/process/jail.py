@@ -62,10 +62,14 @@ for h in "${{hidden[@]}}"; do
   if [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
   elif [ -e "$h" ]; then mount -n --bind /dev/null "$h" || fail "cannot hide $h"; fi
 done
-while read -r _ mnt _; do
-  mnt=$(printf '%b' "$mnt")  # /proc/self/mounts writes a space as \040
+while read -r _ raw fstype _; do
+  case "$fstype" in nsfs|proc|sysfs|cgroup|cgroup2|bpf|tracefs|debugfs|securityfs|pstore|fusectl|configfs|binfmt_misc|autofs) continue ;; esac
+  mnt=$(printf '%b' "$raw")  # /proc/self/mounts writes a space as \040
   case "$mnt" in /proc|/proc/*|/sys|/sys/*|/dev/shm|/dev/shm/*|/tmp|/tmp/*|/var/tmp|/var/tmp/*) continue ;; esac
-  mount -n -o remount,bind,ro -- "$mnt" 2>/dev/null || fail "cannot make $mnt read-only"
+  # a mount the host removed meanwhile (a container's network namespace file) is gone from here too: no failure
+  mount -n -o remount,bind,ro -- "$mnt" 2>/dev/null ||
+    ! awk -v m="$raw" '$2 == m {{ found = 1 }} END {{ exit !found }}' /proc/self/mounts ||
+    fail "cannot make $mnt read-only"
 done < <(cat /proc/self/mounts)
 i=0
 for w in "${{writable[@]}}"; do

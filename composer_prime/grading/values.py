@@ -193,9 +193,12 @@ def _dump(value, depth: int, ctx: _Walk):
     active.add(id(value))
     try:
         if kind is functools.partial:  # `partial(int_convert, 16)` in a converter table: its function and arguments
-            return ["partial", _dump(value.func, depth + 1, ctx),
-                    [_dump(arg, depth + 1, ctx) for arg in value.args],
-                    [[name, _dump(arg, depth + 1, ctx)] for name, arg in value.keywords.items()]]  # fmt: skip
+            return [
+                "partial",
+                _dump(value.func, depth + 1, ctx),
+                [_dump(arg, depth + 1, ctx) for arg in value.args],
+                [[name, _dump(arg, depth + 1, ctx)] for name, arg in value.keywords.items()],
+            ]
         if kind in _EXACT:
             items = [_dump(item, depth + 1, ctx) for item in value]
             if kind in (set, frozenset):
@@ -216,8 +219,7 @@ def _dump(value, depth: int, ctx: _Walk):
             # the stored items, not what an overridden `items` says; an OrderedDict's in its own order, which
             # `move_to_end` changes and the dict underneath does not show
             pairs = OrderedDict.items(value) if kind is OrderedDict else dict.items(value)
-            tree = ["dict", [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)]
-                             for k, v in pairs]]  # fmt: skip
+            tree = ["dict", [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)] for k, v in pairs]]
             return [*tree, _MAPPINGS[kind]] if kind in _MAPPINGS else tree
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")

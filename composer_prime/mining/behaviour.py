@@ -82,8 +82,14 @@ TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
 def names_test_code(call: RecordedCall) -> bool:
     """Whether the call's values name a test module (`tests/helpers.py`, `test_x.py`, `conftest.py`, as the grader's
     `tree.is_test_path` reads a module's path) or pytest."""
-    trees = [call.args, list(call.kwargs.values()), call.result, call.raised, call.args_after,
-             list(call.kwargs_after.values())]  # fmt: skip
+    trees = [
+        call.args,
+        list(call.kwargs.values()),
+        call.result,
+        call.raised,
+        call.args_after,
+        list(call.kwargs_after.values()),
+    ]
     for name in _names(trees):
         module = name.partition(":")[0]
         if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
@@ -163,8 +169,12 @@ def with_drained_results(
         result, raised = answer.get("result"), answer.get("raised")
         if (result is None) == (raised is None) or (result or [None])[0] == "unserialisable":
             continue
-        update = {"result": result, "raised": raised, "args_after": answer["args_after"],
-                  "kwargs_after": answer.get("kwargs_after") or {}}  # fmt: skip
+        update = {
+            "result": result,
+            "raised": raised,
+            "args_after": answer["args_after"],
+            "kwargs_after": answer.get("kwargs_after") or {},
+        }
         try:
             kept.append(RecordedCall.model_validate(call.model_dump() | update))
         except ValidationError:
@@ -213,8 +223,14 @@ def _defines(source: str | None, qualname: str) -> bool:
             if isinstance(node, ast.ClassDef) and node.name == part:
                 found = node
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
-                stack.extend([*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
-                              *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body)])  # fmt: skip
+                stack.extend(
+                    [
+                        *node.body,
+                        *getattr(node, "orelse", []),
+                        *getattr(node, "finalbody", []),
+                        *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body),
+                    ]
+                )
         if found is None:
             return False
         body = found.body
@@ -254,11 +270,13 @@ def as_observed(call: RecordedCall, qualname: str) -> RecordedCall:
     """A `class` feature's call with every instance of the class in its answer compared by its class only
     (`values.OPAQUE`): what an instance holds, and under which names, is the candidate's choice."""
     cls = _owner(call, qualname)
-    return call.model_copy(update={
-        "result": values.opaque(call.result, cls) if call.result is not None else None,
-        "args_after": [values.opaque(tree, cls) for tree in call.args_after],
-        "kwargs_after": {name: values.opaque(tree, cls) for name, tree in call.kwargs_after.items()},
-    })  # fmt: skip
+    return call.model_copy(
+        update={
+            "result": values.opaque(call.result, cls) if call.result is not None else None,
+            "args_after": [values.opaque(tree, cls) for tree in call.args_after],
+            "kwargs_after": {name: values.opaque(tree, cls) for name, tree in call.kwargs_after.items()},
+        }
+    )
 
 
 def whole_chains(calls: list[RecordedCall], replayed: list[bool], qualname: str) -> list[RecordedCall]:

@@ -200,8 +200,10 @@ class _Call:
         except Exception:  # noqa: BLE001 - as at entry: the traced test must never see the recorder's error
             self.skip()
             return
-        key = json.dumps([self.record["target"], self.record["args"], self.record["kwargs"],
-                          self.record.get("instance")], sort_keys=True)  # fmt: skip
+        key = json.dumps(
+            [self.record["target"], self.record["args"], self.record["kwargs"], self.record.get("instance")],
+            sort_keys=True,
+        )
         if key not in _seen and len(_calls) < MAX_CALLS:
             _seen.add(key)
             _calls.append(self.record)

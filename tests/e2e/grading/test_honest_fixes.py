@@ -105,8 +105,10 @@ def test_a_cart_add_that_only_returns_self_scores_zero(cart_add: vf.Task) -> Non
     """The relaxations do not reach what the gold did: `Cart.add` returning `self` is taken where the gold returned
     None, but the gold changed `self.lines` (an argument), so a stub that skips the change fails the replay."""
     stub = CART_ADD_FIXES["add-returns-self"].replace("        self.lines.append((name, price, quantity))\n", "")
-    trace = rollout(Env("feature-deletion:Cart.add", cart_add, "shop", [], None, [], None, []),
-                    [tool("create", path="shop/cart.py", content=stub)])  # fmt: skip
+    trace = rollout(
+        Env("feature-deletion:Cart.add", cart_add, "shop", [], None, [], None, []),
+        [tool("create", path="shop/cart.py", content=stub)],
+    )
     grading = trace.info["grading"]
     assert trace.reward == 0.0 and grading["replay"] < 1.0, grading
     assert any("in-place" in why for why in grading["replay_mismatches"]), grading["replay_mismatches"]

@@ -276,8 +276,9 @@ def test_the_grader_box_unpacks_regular_files_and_folders_only(tmp_path) -> None
         ]:
             tar.addfile(info, data)
     root = tmp_path / "root"
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", _UNPACK, str(archive), str(root)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _UNPACK, str(archive), str(root)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(root.resolve())
     found = sorted(str(p.relative_to(root)) for p in root.rglob("*"))

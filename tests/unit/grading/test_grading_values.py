@@ -78,8 +78,9 @@ def test_replayed_answers_are_judged_on_the_hosts_side() -> None:
     assert "expected" in mismatch(call, forged)
     assert "raise" in mismatch(call, {**good, "result": None, "raised": values.dump(ValueError("x"))})
     assert mismatch(call, {**good, "args_after": values.dump([0.0, 25])[1]}) is None  # the gold left it alone
-    sorts = RecordedCall(target="m:sort_in_place", args=[values.dump([3, 1])], result=values.dump(None),
-                         args_after=[values.dump([1, 3])])  # fmt: skip
+    sorts = RecordedCall(
+        target="m:sort_in_place", args=[values.dump([3, 1])], result=values.dump(None), args_after=[values.dump([1, 3])]
+    )
     assert "in-place" in mismatch(sorts, {**good, "args_after": [values.dump([3, 1])]})  # the gold changed it
     assert mismatch(sorts, {**good, "args_after": [values.dump((1, 3))]}) is None
     assert mismatch(call, None).startswith("no answer") and mismatch(call, {"error": "answered twice"})
@@ -251,8 +252,11 @@ def test_state_in_slots_round_trips_and_empty_abstract_slots_are_no_slots() -> N
     back = values.load(values.dump(registry))
     assert type(back) is Registry and dict(back) == {"a": 1}
     tree = values.dump(Slotted(1, [2]))
-    assert tree == ["obj", f"{__name__}:Slotted", ["dict", [[["str", "_Slotted__major"], ["int", "1"]],
-                                                            [["str", "minor"], ["list", [["int", "2"]]]]]]]  # fmt: skip
+    assert tree == [
+        "obj",
+        f"{__name__}:Slotted",
+        ["dict", [[["str", "_Slotted__major"], ["int", "1"]], [["str", "minor"], ["list", [["int", "2"]]]]]],
+    ]
     back = values.load(tree)
     assert type(back) is Slotted and (back.major, back.minor) == (1, [2]) and not hasattr(back, "unset")
     child = SlottedChild(3, 4)
@@ -293,9 +297,14 @@ def test_dates_times_and_fixed_offsets_round_trip_by_their_fields() -> None:
     import datetime as dt
 
     east = dt.timezone(dt.timedelta(hours=5, minutes=30))
-    cases = [dt.date(2024, 2, 29), dt.time(23, 59, 1, 5, tzinfo=east), dt.datetime(2011, 11, 21, 10, 21, 36),
-             dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=dt.UTC), dt.timedelta(days=-1, seconds=5),
-             dt.timezone(dt.timedelta(hours=-8), "PST")]  # fmt: skip
+    cases = [
+        dt.date(2024, 2, 29),
+        dt.time(23, 59, 1, 5, tzinfo=east),
+        dt.datetime(2011, 11, 21, 10, 21, 36),
+        dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=dt.UTC),
+        dt.timedelta(days=-1, seconds=5),
+        dt.timezone(dt.timedelta(hours=-8), "PST"),
+    ]
     for value in cases:
         back = values.load(values.dump(value))
         assert type(back) is type(value) and back == value, value

@@ -122,8 +122,9 @@ def test_a_result_where_the_gold_gave_none_is_not_compared_but_a_raise_is_a_rais
     )
     assert "raised" in mismatch(gold, answer(raised=ValueError("x"), after=[[1]]))
     assert "expected to raise" in mismatch(call(raised=ValueError("x"), args=[1]), answer(None, after=[1]))
-    assert "expected" in mismatch(call(5, args=[1]), {"result": ["unserialisable", "x"], "args_after": [["int", "1"]],
-                                                     "kwargs_after": {}})  # fmt: skip
+    assert "expected" in mismatch(
+        call(5, args=[1]), {"result": ["unserialisable", "x"], "args_after": [["int", "1"]], "kwargs_after": {}}
+    )
 
 
 def test_an_argument_the_gold_left_alone_is_the_candidates_and_one_it_changed_is_compared() -> None:
@@ -213,15 +214,21 @@ def test_forgeries_still_fail_the_relaxed_comparison() -> None:
     """A constant stub, the unfixed code's answers, an object equal to anything and a frame oracle (which, with no
     test up the stack, returns None) fail calls whose gold answered a value, under every relaxation: a tolerance
     past pytest.approx's, another member of a str enum, a list of other items, a raise where a value was wanted."""
-    calls = [call(150.0, args=[200.0, 25]), call(Decimal("3.50"), args=[["1.10", "2.40"]]), call("high", args=[60]),
-             call((1, 9), args=[[9, 1, 5]]), call([2, 4], args=[[1, 2, 3, 4]]), call(raised=PercentError(5), args=[-5])]  # fmt: skip
+    calls = [
+        call(150.0, args=[200.0, 25]),
+        call(Decimal("3.50"), args=[["1.10", "2.40"]]),
+        call("high", args=[60]),
+        call((1, 9), args=[[9, 1, 5]]),
+        call([2, 4], args=[[1, 2, 3, 4]]),
+        call(raised=PercentError(5), args=[-5]),
+    ]
     calls[5] = floored([calls[5]], lambda name: name.startswith("builtins:"))[0]
     forged = {
         "constant": [answer(150.0, after=c.args and [values.load(a) for a in c.args]) for c in calls],
         "unfixed": [
             answer(v, after=[values.load(a) for a in c.args])
             for c, v in zip(calls, [150.0002, Decimal("3.6"), Level.LOW, (9, 1), iter([1, 2, 3, 4]), 5], strict=True)
-        ],  # fmt: skip
+        ],
         "frame-oracle": [answer(None, after=[values.load(a) for a in c.args]) for c in calls],
     }
     for name, answers in forged.items():

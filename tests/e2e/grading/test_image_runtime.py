@@ -25,7 +25,7 @@ from verifiers.v1.runtimes import make_runtime
 from composer_prime.process.reaper import box_argv, new_token, reap_box
 from tests.support.featdel_repo import APPLY_DISCOUNT, mined_shop
 from tests.support.scripted_server import API_KEY_VAR, ScriptedModelServer, tool
-from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, write_jsonl
+from tests.support.swegym_repo import FIX_SECRET, build_toy_instance, local_task_config, write_jsonl
 
 IMAGE = os.environ.get("COMPOSER_PRIME_IMAGE", "")
 pytestmark = pytest.mark.skipif(
@@ -61,13 +61,18 @@ def swegym_image(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     tag = f"localhost/composer-prime-swegym-toy:{new_token()}"
     (root / "Containerfile").write_text(f"FROM {IMAGE}\nCOPY src/calc /testbed\n")
     podman("build", "-q", "-t", tag, "-f", str(root / "Containerfile"), str(root))
+    rows = write_jsonl(root / "rows.jsonl", [toy.row])
+    # the oracle is recorded as `swe-gym-prepare` records it, in local mode on this host, and read by image mode
+    local = {**local_task_config(root / "cache", toy.repo), "test_timeout_s": TIMEOUT_S}
+    (recorder,) = SWEGymTaskset(SWEGymTasksetConfig(data_file=rows, mode="local", task=local)).load()
+    assert recorder.oracle().usable
     config = SWEGymTasksetConfig(
-        data_file=write_jsonl(root / "rows.jsonl", [toy.row]),
+        data_file=rows,
         mode="image",
         image_template=tag,
-        # no oracle is recorded for the image (tests alone), and the box keeps its network: verifiers' network cut
-        # needs its network image (`FROM alpine`), which this job cannot pull; the jail's is tested on the host
-        task={"test_timeout_s": TIMEOUT_S, "replay": "if-usable", "rollout_network": ["*"]},
+        # the box keeps its network: verifiers' network cut needs its network image (`FROM alpine`), which this job
+        # cannot pull; the subprocess runtime's closed network is tested on the host (tests/e2e/grading/test_trust_chain.py)
+        task={"test_timeout_s": TIMEOUT_S, "oracle_dir": str(root / "cache" / "oracles"), "rollout_network": ["*"]},
     )
     (task,) = SWEGymTaskset(config).load()
     yield task, toy
@@ -133,7 +138,7 @@ PLANT = r"""
 set -e
 init=$(python3 -I -S -c 'import sys, site; sys.path[:0] = site.getsitepackages(); import _pytest; print(_pytest.__file__)')
 cp "$init" /root/pytest-init.orig
-echo 'print("AGENT-PLANTED-IN-THE-GRADING-INTERPRETER", flush=True)' >> "$init"
+echo 'open("/tmp/agent-planted-ran", "w").write("AGENT-PLANTED-IN-THE-GRADING-INTERPRETER")' >> "$init"
 real=$(command -v sha256sum)
 cp "$real" /root/sha256sum.real
 cat > "$real" <<END
@@ -171,14 +176,18 @@ def test_the_grading_interpreter_is_one_the_agent_never_reached(featdel_task):
         suite = task.suite().model_copy(update={"grader_box": False})
         calls = task.data.mined.behaviour
         inside = await grading.grade(runtime, suite, task.baseline(), calls=calls, check=check)
-        return inside, await task.grade(runtime)
+        ran_inside = (await runtime.run(["cat", "/tmp/agent-planted-ran"], {})).stdout
+        await runtime.run(["rm", "-f", "/tmp/agent-planted-ran"], {})
+        boxed = await task.grade(runtime)  # the grader box is another container: its /tmp is not this box's
+        ran_boxed = (await runtime.run(["cat", "/tmp/agent-planted-ran"], {})).stdout
+        return inside, ran_inside, boxed, ran_boxed
 
-    inside, boxed = in_box(task, planted)
+    inside, ran_inside, boxed, ran_boxed = in_box(task, planted)
     # potent: without the grader box the agent's pytest ran the suite and the in-box check saw no change
     assert not inside.grader_box and inside.void == [], inside.void
-    assert "AGENT-PLANTED-IN-THE-GRADING-INTERPRETER" in inside.output_tail
+    assert ran_inside == "AGENT-PLANTED-IN-THE-GRADING-INTERPRETER"
     assert boxed.grader_box and boxed.solved and boxed.void == [], boxed.info()
-    assert "AGENT-PLANTED-IN-THE-GRADING-INTERPRETER" not in boxed.output_tail
+    assert ran_boxed == "", "the planted line ran in the agent's box at grading"
 
 
 def test_swe_gym_image_box_holds_no_future(swegym_task):

@@ -14,9 +14,11 @@ kernel's mount namespaces instead of another uid (a box under `/root/.cache` is 
    folders under `/tmp` are out of sight), every hidden path is covered (a folder by an empty tmpfs of mode 000, a
    file by `/dev/null`), every other mount is remounted read-only, and the writable folders are moved back to their
    own paths, writable;
-3. loopback is brought up (for a network namespace of its own) and the program is executed with an empty capability
-   bounding set and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain
-   a capability through a set-uid program. Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
+3. loopback is brought up (for a network namespace of its own) and the program is executed in an IPC namespace and
+   a user namespace of its own (root mapped to root: the host's System V IPC objects and root's keyrings, where a
+   program could leave what it read for a later rollout, are out of reach), with an empty capability bounding set
+   and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain a
+   capability through a set-uid program. `/run` is covered too (the sockets of the host's daemons). Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
    covers and the read-only mounts, not file modes, hold.
 
 The caller (`pidns.open_namespace` for the rollout, `grading.launch` for the replay and the suite) names the mount
@@ -58,14 +60,22 @@ for w in "${{writable[@]}}"; do
 done
 mount -n -t tmpfs -o mode=1777 composer-jail-tmp /tmp || fail "cannot mount a private /tmp"
 if [ -d /var/tmp ]; then mount -n -t tmpfs -o mode=1777 composer-jail-tmp /var/tmp || fail "cannot mount a private /var/tmp"; fi
+for h in /run /var/run; do [ -d "$h" ] && hidden+=("$h"); done  # host daemons' sockets (a container engine's)
 for h in "${{hidden[@]}}"; do
-  if [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
+  inner=()  # writable folders under a hidden one (the box under the folder of every rollout's boxes)
+  for w in "${{writable[@]}}"; do case "$w/" in "${{h%/}}"/*) inner+=("$w") ;; esac; done
+  if [ ${{#inner[@]}} -gt 0 ]; then
+    mount -n -t tmpfs -o mode=755,size=64k composer-jail-hidden "$h" && mkdir -p -- "${{inner[@]}}" || fail "cannot hide $h"
+  elif [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
   elif [ -e "$h" ]; then mount -n --bind /dev/null "$h" || fail "cannot hide $h"; fi
 done
 while read -r _ raw fstype _; do
   case "$fstype" in nsfs|proc|sysfs|cgroup|cgroup2|bpf|tracefs|debugfs|securityfs|pstore|fusectl|configfs|binfmt_misc|autofs) continue ;; esac
   mnt=$(printf '%b' "$raw")  # /proc/self/mounts writes a space as \040
   case "$mnt" in /proc|/proc/*|/sys|/sys/*|/dev/shm|/dev/shm/*|/tmp|/tmp/*|/var/tmp|/var/tmp/*) continue ;; esac
+  under=0  # a mount under a cover is out of sight already (and cannot be reached to remount)
+  for h in "${{hidden[@]}}"; do case "$mnt" in "${{h%/}}"/*) under=1 ;; esac; done
+  [ "$under" = 1 ] && continue
   # a mount the host removed meanwhile (a container's network namespace file) is gone from here too: no failure
   mount -n -o remount,bind,ro -- "$mnt" 2>/dev/null ||
     ! awk -v m="$raw" '$2 == m {{ found = 1 }} END {{ exit !found }}' /proc/self/mounts ||
@@ -80,7 +90,12 @@ done
 here=$(pwd -P 2>/dev/null) && cd -- "$here" 2>/dev/null || cd /
 ip link set lo up 2>/dev/null || true
 drop=$(command -v setpriv) || fail "setpriv is not installed"
-PATH=$outside_path exec "$drop" --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
+un=$(command -v unshare) || fail "unshare is not installed"
+# IPC objects and the user's keyrings are the host's in every mount namespace: a program could leave what it read
+# at grading (the held-out tests) there for a later rollout. A namespace of each (root mapped to root) closes both.
+own=(--ipc --user --map-root-user)
+"$un" "${{own[@]}}" true 2>/dev/null || own=(--ipc)
+PATH=$outside_path exec "$un" "${{own[@]}}" -- "$drop" --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
 """
 
 ENTER = r"""
@@ -105,6 +120,7 @@ def jail_argv(writable: list[str], hidden: list[str], argv: list[str]) -> list[s
 
 
 def enter_jailed(argv: list[str], box: str) -> list[str]:
+    # `nsenter` enters the holder's user and IPC namespaces first (`pidns.enter_argv`); this drops what it gained.
     """`argv` as the jail's commands run after `nsenter` into it: capabilities dropped, then in `box` by its path
     (a working directory handed over by `nsenter --wd` would still be the host's mount, writable and climbable)."""
     drop = [program("setpriv"), "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]

@@ -59,7 +59,8 @@ log=$(mktemp /tmp/composer-pidns-XXXXXXXX) || { echo "refused: cannot make a log
 trap 'rm -f "$log"' EXIT
 cd /
 if [ "$jail_mode" = jail ]; then
-  unshare "${flags[@]}" bash -c "$jail" composer-jail "$box" "$@" "${holder[@]}" </dev/null >"$log" 2>&1 &
+  shift  # "--": the jail's hidden paths follow; the box's siblings (other rollouts' boxes) join them
+unshare "${flags[@]}" bash -c "$jail" composer-jail "$box" -- "$(dirname "$box")" "$@" "${holder[@]}" </dev/null >"$log" 2>&1 &
 else
   unshare "${flags[@]}" "${holder[@]}" </dev/null >"$log" 2>&1 &
 fi
@@ -74,6 +75,15 @@ ns=$(readlink "/proc/$c/ns/pid" 2>/dev/null)
 [ -n "$c" ] && [ -n "$ns" ] && [ "$ns" != "$(readlink /proc/$$/ns/pid)" ] || { echo "refused: the holder did not start: $(head -c 300 "$log" | tr '\n' ' ')"; exit 0; }
 echo "holder $c $ns"
 """
+
+_USERNS = r"""
+h=$1; shift
+if [ "$(readlink "/proc/$h/ns/user")" != "$(readlink /proc/self/ns/user)" ]; then
+  exec "$1" "$2" "$3" --user "${@:4}"
+fi
+exec "$@"
+"""
+"""Run `nsenter -t <holder> ...` with `--user` added where the holder has a user namespace of its own."""
 
 _CLOSE = r"""
 h=$1 ns=$2
@@ -169,7 +179,10 @@ def enter_argv(argv: list[str], holder: str, jail: str | None = None) -> list[st
     if not holder.isdigit():
         raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.process.pidns.open_namespace")
     if jail:
-        return [program("nsenter"), "-t", holder, "--pid", "--mount", "--net", "--", *enter_jailed(argv, jail)]
+        # the jail's own user namespace, where it has one (`nsenter` refuses to enter the one it is in)
+        enter = [program("nsenter"), "-t", holder, "--ipc", "--pid", "--mount", "--net", "--"]
+        user = ["bash", "-c", _USERNS, "composer-enter", holder]
+        return [*user, *enter, *enter_jailed(argv, jail)]
     return ["nsenter", "-t", holder, "--pid", "--mount", "--wd=.", "--", *argv]
 
 

@@ -107,3 +107,56 @@ def test_a_writable_folder_under_tmp_is_put_back_writable(tmp_path: Path) -> Non
     assert jailed(result.stdout), result.stderr
     assert result.stdout.splitlines()[1:] == ["X = 1", str(tmp_path / "tree"), "1"]
     assert (tmp_path / "tree" / "new.txt").read_text() == "y\n"
+
+
+LEAVE = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+key = int(sys.argv[1])
+segment = libc.shmget(key, 4096, 0o1600)  # IPC_CREAT | 0600
+keyring = libc.syscall(248, b"user", b"composer-jail-probe", b"held-out tests", 14, -4)  # add_key to @u
+print(segment >= 0, keyring >= 0)
+"""
+FIND = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+segment = libc.shmget(int(sys.argv[1]), 0, 0)
+keyring = libc.syscall(250, 10, -4, b"user", b"composer-jail-probe", 0)  # keyctl SEARCH @u
+if segment >= 0:
+    libc.shmctl(segment, 0, None)  # IPC_RMID: leave nothing behind
+if keyring >= 0:
+    libc.syscall(250, 21, keyring)  # KEYCTL_INVALIDATE
+print(segment >= 0, keyring >= 0)
+"""
+
+
+def test_what_a_jailed_program_leaves_in_ipc_or_keyrings_does_not_reach_the_host(outside: Path) -> None:
+    """System V IPC objects and root's keyrings are the host's in every mount namespace: a program could leave the
+    held-out tests it read at grading there for a later rollout. The jail's IPC and user namespaces close both."""
+    key = int.from_bytes(secrets.token_bytes(3), "big") + 1
+    (outside / "box" / "leave.py").write_text(LEAVE)
+    result = jailed_run(outside, [], f"python3 {outside}/box/leave.py {key}")
+    assert result.stdout.splitlines()[1:] == ["True True"], result.stderr
+    found = subprocess.run(["python3", "-c", FIND, str(key)], capture_output=True, text=True, timeout=30)
+    assert found.stdout.split() == ["False", "False"], found.stdout
+    # potent: the same program outside the jail leaves both where the host (and a later rollout) finds them
+    subprocess.run(["python3", str(outside / "box" / "leave.py"), str(key)], check=True, timeout=30)
+    found = subprocess.run(["python3", "-c", FIND, str(key)], capture_output=True, text=True, timeout=30)
+    assert found.stdout.split() == ["True", "True"], found.stdout
+
+
+def test_other_rollouts_boxes_and_host_sockets_are_out_of_sight(outside: Path) -> None:
+    """The rollout's jail covers the folder of every rollout's boxes but its own box, and /run (the sockets of the
+    host's daemons: a container engine's would be a way out)."""
+    boxes = outside / "boxes"
+    (boxes / "mine").mkdir(parents=True)
+    (boxes / "theirs").mkdir()
+    (boxes / "theirs" / "fixed.py").write_text("the other rollout's fix\n")
+    script = 'ls -A "$1/boxes"; cat "$1/boxes/theirs/fixed.py"; ls -A /run | wc -l; echo ok > mine.txt && echo wrote'
+    argv = launch_argv(
+        True, 30, ["bash", "-c", script, "probe", str(outside)], jail=Jail((str(boxes / "mine"),), (str(boxes),))
+    )
+    result = subprocess.run(argv, cwd=boxes / "mine", capture_output=True, text=True, timeout=60)
+    assert jailed(result.stdout), result.stderr
+    assert result.stdout.splitlines()[1:] == ["mine", "0", "wrote"], (result.stdout, result.stderr)
+    assert (boxes / "mine" / "mine.txt").read_text() == "ok\n"

@@ -253,8 +253,15 @@ def edit(lines: list[str], found: Equality, kind: str, swap: str | None = None) 
     `swapped`)."""
     side = expected_side(found.left, found.right)
     if kind == "wrapped":
-        lines[side.end_lineno - 1] = insert(lines[side.end_lineno - 1], side.end_col_offset, "]")
-        lines[side.lineno - 1] = insert(lines[side.lineno - 1], side.col_offset, "[")
+        edits = [(side.end_lineno, side.end_col_offset, "]"), (side.lineno, side.col_offset, "[")]
+        if isinstance(found.statement, ast.Assert):
+            # `(a == [b]) is True`: numpy's `==` answers a one-element list with an array, whose truth is its one
+            # element's, so an honest numpy scalar would pass the bare `a == [b]`; an object equal to anything
+            # answers True and still passes it. At one position the later edit in this list lands first.
+            first, last = sorted((found.left, found.right), key=lambda n: (n.lineno, n.col_offset))
+            edits = [(last.end_lineno, last.end_col_offset, ") is True"), *edits, (first.lineno, first.col_offset, "(")]
+        for row, col, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+            lines[row - 1] = insert(lines[row - 1], col, text)
     elif kind == "perturbed":
         replace(lines, side, perturbed(side))
     elif kind == "swapped":

@@ -132,6 +132,31 @@ def is_iterator(value) -> bool:
     return isinstance(value, Iterator) and not isinstance(value, io.IOBase)
 
 
+def _builtin_number(value):
+    """The plain `int`, `float` or `str` a subclass of one stands for (read with the builtin's own methods, never an
+    override), or a numpy scalar's (`numpy.int64` subclasses no builtin; `.item()` is numpy's); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float(float.__repr__(value))
+    if isinstance(value, str):
+        return str.__str__(value)
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in _NUMPY_SCALARS:
+        plain = value.item()
+        return plain if type(plain) in (int, float, bool) else None
+    return None
+
+
+_NUMPY_SCALARS = frozenset(
+    f"{kind}{bits}"
+    for kind, sizes in (("int", (8, 16, 32, 64)), ("uint", (8, 16, 32, 64)), ("float", (16, 32, 64)))
+    for bits in sizes
+) | {"bool_", "bool"}
+
+
 def _dump(value, depth: int, ctx: _Walk):
     ctx.budget -= 1
     if ctx.budget < 0 or depth > MAX_DEPTH:
@@ -221,6 +246,9 @@ def _dump(value, depth: int, ctx: _Walk):
             pairs = OrderedDict.items(value) if kind is OrderedDict else dict.items(value)
             tree = ["dict", [[_dump(k, depth + 1, ctx), _dump(v, depth + 1, ctx)] for k, v in pairs]]
             return [*tree, _MAPPINGS[kind]] if kind in _MAPPINGS else tree
+        plain = _builtin_number(value)
+        if plain is not None:  # `class Money(float)`, numpy's float64 and int64: what `==` compares is the number
+            return _dump(plain, depth + 1, ctx)
         if isinstance(value, (int, float, complex, str, bytes, bytearray, list, dict, set, frozenset)):
             raise Unserialisable(f"a subclass of a builtin ({kind.__qualname__})")
         state = getattr(value, "__dict__", None)

@@ -64,9 +64,9 @@ for h in /run /var/run; do [ -d "$h" ] && hidden+=("$h"); done  # host daemons' 
 for h in "${{hidden[@]}}"; do
   inner=()  # writable folders under a hidden one (the box under the folder of every rollout's boxes)
   for w in "${{writable[@]}}"; do case "$w/" in "${{h%/}}"/*) inner+=("$w") ;; esac; done
-  if [ ${{#inner[@]}} -gt 0 ]; then
+  if [ ${{#inner[@]}} -gt 0 ] && [ -d "$h" ]; then
     mount -n -t tmpfs -o mode=755,size=64k composer-jail-hidden "$h" && mkdir -p -- "${{inner[@]}}" || fail "cannot hide $h"
-  elif [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
+  elif [ ${{#inner[@]}} -eq 0 ] && [ -d "$h" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$h" || fail "cannot hide $h"
   elif [ -e "$h" ]; then mount -n --bind /dev/null "$h" || fail "cannot hide $h"; fi
 done
 while read -r _ raw fstype _; do

@@ -236,3 +236,29 @@ def test_forgeries_still_fail_the_relaxed_comparison() -> None:
         assert wrong == ([1, 2, 3, 4, 5] if name == "constant" else [0, 1, 2, 3, 4, 5]), (name, wrong)
     for c in calls[:5]:
         assert "expected" in mismatch(c, {"result": ALWAYS_EQUAL, "args_after": c.args, "kwargs_after": {}})
+
+
+def test_subclasses_of_builtin_numbers_and_numpy_scalars_answer_as_their_value() -> None:
+    """`class Money(float)`, numpy's `float64`/`int64` (what `np.round`, `np.clip` return): a test compares them with
+    `==` as numbers, so the replay does; read with the builtin's own methods, so an override of `__eq__` or
+    `__repr__` changes nothing (an "equal to anything" subclass still has to hold the right number)."""
+    import numpy as np
+
+    from composer_prime.grading import values
+
+    class Money(float):
+        def __eq__(self, other: object) -> bool:  # a forger's: equal to anything
+            return True
+
+        def __repr__(self) -> str:
+            return "Money(?)"
+
+    class Count(int):
+        pass
+
+    assert values.same(values.dump(3.25), values.dump(Money(3.25)))
+    assert not values.same(values.dump(3.25), values.dump(Money(9.0)))
+    assert values.same(values.dump(7), values.dump(Count(7))) and values.same(values.dump(7), values.dump(np.int64(7)))
+    assert values.same(values.dump(0.5), values.dump(np.float64(0.5)))
+    assert not values.same(values.dump(7), values.dump(np.int64(8)))
+    assert values.dump(np.bool_(True)) == values.dump(True)

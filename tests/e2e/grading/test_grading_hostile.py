@@ -193,7 +193,7 @@ for _fd in range(1, 64):  # stdout, and the outcome stream's (or the replay's) p
 
 ONE_GRADING = textwrap.dedent(
     """
-    import asyncio, json, resource, sys
+    import asyncio, json, sys
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
     from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
@@ -217,7 +217,8 @@ ONE_GRADING = textwrap.dedent(
             await runtime.stop()
 
     grade = asyncio.run(run())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM is this process's own high-water mark: ru_maxrss would carry the pytest parent's from before the exec
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     print(json.dumps({"peak": peak, "void": grade.void, "solved": grade.solved, "error": grade.error}))
     """
 )

@@ -863,8 +863,11 @@ def test_memo_oracle_scores_zero_with_canaries_first(shape: str, tmp_path: Path)
     original then fails, voids the grade where one ran); honest code in the same shape scores 1.0."""
     graded, outcomes, canaries = grade_shape(tmp_path / "box", shape, attacks.MEMO_SHAPES_PACKAGE)
     assert not graded.solved and graded.fail_to_pass < 1.0, graded
-    mutants = [t for t, o in outcomes.items() if canaries.get(t.split("[")[0], "=").startswith("!") and o == "PASSED"]
-    assert mutants, (outcomes, canaries)  # the memo answered a mutant's wrong expected side
+    # the memo learned its answer from a mutant (whose expected side is wrong, or a wrapped `(a == [b]) is True`
+    # whose right side it takes for the expected one), so an original it later answered from memory failed
+    originals = {c[1:] for c in canaries.values()}  # "=<original id>" or "!<original id>"
+    failed = [t for t, o in outcomes.items() if t.split("[")[0] in originals and o != "PASSED"]
+    assert failed, (outcomes, canaries)
     honest, outcomes, _ = grade_shape(tmp_path / "box", shape, HONEST_DOUBLE)
     assert honest.solved and honest.void == [], (honest.void, outcomes)
 

@@ -54,7 +54,11 @@ box=$(pwd -P)
 export COMPOSER_JAIL_OUTER=$(readlink /proc/self/ns/mnt)
 flags=(--pid --fork --kill-child --mount-proc --propagation private)
 [ "$net" = closed ] && flags+=(--net)
-holder=(bash -c 'echo ready; exec >/dev/null 2>&1; trap "" TERM INT HUP QUIT; while [ -d "$1" ]; do sleep 2 & wait $!; done' composer-pidns "$box")
+# The holder ends once the box is gone: in the jail the box is a mount whose folder outlives the host's rmdir, so
+# the test is the mounted folder's link count (0 once removed), read by the system's `stat` and `sleep`.
+st=$(PATH=/usr/bin:/bin command -v stat) sl=$(PATH=/usr/bin:/bin command -v sleep)
+holder=(bash -c 'echo ready; exec >/dev/null 2>&1; trap "" TERM INT HUP QUIT
+while [ -d "$1" ] && [ "$("$2" -c %h -- "$1" 2>/dev/null)" != 0 ]; do "$3" 2 & wait $!; done' composer-pidns "$box" "$st" "$sl")
 log=$(mktemp /tmp/composer-pidns-XXXXXXXX) || { echo "refused: cannot make a log file"; exit 0; }
 trap 'rm -f "$log"' EXIT
 cd /

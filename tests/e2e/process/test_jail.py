@@ -160,3 +160,30 @@ def test_other_rollouts_boxes_and_host_sockets_are_out_of_sight(outside: Path) -
     assert jailed(result.stdout), result.stderr
     assert result.stdout.splitlines()[1:] == ["mine", "0", "wrote"], (result.stdout, result.stderr)
     assert (boxes / "mine" / "mine.txt").read_text() == "ok\n"
+
+
+def test_a_jailed_rollouts_holder_ends_once_its_box_is_gone() -> None:
+    """A rollout that is never graded (refused at setup, cancelled) leaves its namespace's holder behind until the box
+    is removed. In the jail the box is a mount whose folder outlives the host's `rmdir`, so the holder watches the
+    mounted folder's link count: it ends within a poll of the box's removal, and no process of it is left."""
+    import asyncio
+    import time
+
+    import verifiers.v1 as vf
+    from verifiers.v1.runtimes import make_runtime
+
+    from composer_prime.process.pidns import Namespace, open_namespace
+
+    async def opened() -> tuple[Namespace | str, Path]:
+        runtime = make_runtime(vf.SubprocessConfig(), name=f"holder-{secrets.token_hex(4)}")
+        await runtime.start()
+        return await open_namespace(runtime, jail=True, network=True), Path(runtime.workdir)
+
+    namespace, box = asyncio.run(opened())
+    assert isinstance(namespace, Namespace) and namespace.jail == str(box), namespace
+    assert Path(f"/proc/{namespace.holder}").exists()
+    shutil.rmtree(box)
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{namespace.holder}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{namespace.holder}").exists(), "the holder outlived its box"

@@ -46,7 +46,7 @@ from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import Jail, jailed, launch_argv, marks, overflow
 from composer_prime.grading.private_copy import grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
-from composer_prime.grading.runtime import HostTools, end_rollout, host_tools, reap, run_checked
+from composer_prime.grading.runtime import end_rollout, host_tools, reap, run_checked
 from composer_prime.grading.stream import read_stream
 from composer_prime.process.pidns import CONTAINER_RUNTIMES
 from composer_prime.pytest_outcomes import outcomes_from_records
@@ -380,17 +380,14 @@ async def grade(
     boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
     if type(runtime).__name__ == "SubprocessRuntime":
         suite = suite.model_copy(update={"jail": True})
-    runtime = host_tools(runtime)
-    try:
-        return await _grade(runtime, suite, baseline, before_run, calls, check, started, boxed)
-    except Void as exc:
-        result = Grade(void=[str(exc)[:1000]])
-    except Exception as exc:  # every failure of grading, whatever the tree held: a void grade, never a raise
-        logger.warning("grading failed, the grade is void: %s: %s", type(exc).__name__, exc)
-        result = Grade(void=[f"grading failed: {type(exc).__name__}: {exc}"[:1000]])
-    finally:
-        if isinstance(runtime, HostTools):
-            runtime.close()
+    with host_tools(runtime) as host:
+        try:
+            return await _grade(host, suite, baseline, before_run, calls, check, started, boxed)
+        except Void as exc:
+            result = Grade(void=[str(exc)[:1000]])
+        except Exception as exc:  # every failure of grading, whatever the tree held: a void grade, never a raise
+            logger.warning("grading failed, the grade is void: %s: %s", type(exc).__name__, exc)
+            result = Grade(void=[f"grading failed: {type(exc).__name__}: {exc}"[:1000]])
     return judge(result, {}, {}, suite, started)
 
 

@@ -197,12 +197,6 @@ class HostTools:
     def close(self) -> None:
         shutil.rmtree(self.toolbox, ignore_errors=True)
 
-    def __enter__(self) -> HostTools:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _unwrapped(runtime: vf.Runtime) -> vf.Runtime:
     while isinstance(runtime, HostTools):
@@ -210,22 +204,19 @@ def _unwrapped(runtime: vf.Runtime) -> vf.Runtime:
     return runtime
 
 
-def host_tools(runtime: vf.Runtime) -> vf.Runtime:
-    """`runtime` wrapped in `HostTools` on the subprocess runtime (where the box is a host folder); as it is elsewhere
-    (a container's programs are its image's: the grader box holds there)."""
-    return HostTools(runtime) if type(runtime).__name__ == "SubprocessRuntime" else runtime  # type: ignore[return-value]
-
-
 @contextlib.contextmanager
-def taskset_tools(runtime: vf.Runtime) -> Iterator[vf.Runtime]:
-    """`host_tools(runtime)` for a taskset's own commands at setup (unpacking, listing, fingerprinting), removed
-    after: a program the agent of an earlier rollout planted on a shared `PATH` runs at no step of the host's."""
-    wrapped = host_tools(runtime)
+def host_tools(runtime: vf.Runtime) -> Iterator[vf.Runtime]:
+    """`runtime` as the host's own steps (a taskset's setup, grading) run it: wrapped in `HostTools` on the subprocess
+    runtime, its folder of links removed after; as it is elsewhere (a container's programs are its image's, and the
+    grader box holds there). A program an earlier rollout planted on a shared `PATH` runs at no step of the host's."""
+    if type(runtime).__name__ != "SubprocessRuntime":
+        yield runtime
+        return
+    wrapped = HostTools(runtime)
     try:
-        yield wrapped
+        yield wrapped  # type: ignore[misc]
     finally:
-        if isinstance(wrapped, HostTools):
-            wrapped.close()
+        wrapped.close()
 
 
 async def end_rollout(runtime: vf.Runtime) -> Ended:

@@ -40,11 +40,11 @@ from composer_prime import grading
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
 from composer_prime.grading.runtime import (
+    host_tools,
     isolate_box,
     refuse_unless_hidden,
     refuse_without_grader_box,
     run_checked,
-    taskset_tools,
     warn_on_subprocess,
 )
 from composer_prime.mining.record import MinedTask, load_rows
@@ -189,7 +189,7 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             runtime, "feature-deletion", hidden, allow=c.expected_side == "readable"
         )
         mined = self.data.mined
-        with taskset_tools(runtime) as host:
+        with host_tools(runtime) as host:
             await host.write(SNAPSHOT_FILE, base64.b64decode(self.data.base))
             await run_checked(host, ["tar", "-xzf", SNAPSHOT_FILE], "feature-deletion: unpacking the repository state")
             gone = [path for path, edits in mined.changes.items() if edits is None]

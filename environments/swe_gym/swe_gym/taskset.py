@@ -36,10 +36,10 @@ from composer_prime import grading as grader
 from composer_prime.grading import interpreter
 from composer_prime.grading.pytest_config import repo_settings
 from composer_prime.grading.runtime import (
+    host_tools,
     isolate_box,
     refuse_unless_hidden,
     refuse_without_grader_box,
-    taskset_tools,
     warn_on_subprocess,
 )
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -195,7 +195,7 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         c = self.config
         if c.require_grader_box:
             refuse_without_grader_box(runtime, "swe-gym", c.isolate_processes)
-        with taskset_tools(runtime) as host:
+        with host_tools(runtime) as host:
             if self.data.mode == "local":
                 warn_on_subprocess(runtime, LOCAL_WARNING)
                 row = self.row()

@@ -7,13 +7,14 @@ the bare suite time (`python -m pytest -q`), the time per candidate tried and it
 mean row size and the first task names. Then for `--grade-tasks` tasks the gold patch is applied in a subprocess box
 and validated under the grader's default isolation, and the grading (`FeatureDeletionTask.grade`: reap, clean,
 scan, canaries, trusted launcher, network namespace) is timed against bare pytest over the same tree, `--repeats`
-times each. The bare run gets the whole suite: the box's tree (gold code applied) copied once, with the test files the
+times each, with pytest's plugin autoload off in both (grading turns it off; the bare run with it on, the figure
+this bench reported before, is the table's last timing column). The bare run gets the whole suite: the box's tree (gold code applied) copied once, with the test files the
 task holds back from the agent written back (grading writes them into its private copy only, so the box's own
 folder lacks them).
 
 `--image IMAGE` grades each task a second time in image mode: a podman container from IMAGE (a local image with
-python3 and pytest, as `.ci/image` builds; set CONTAINERS_CONF as docs/image-mode.md says), the bare suite timed in
-the same container.
+python3 and pytest, as `.ci/image` builds; set CONTAINERS_CONF as docs/image-mode.md says), against a bare
+`podman run --rm` of the image over the same tree (a container started, the suite run, the container removed).
 
 `--pytest NAME=SPEC` runs NAME's tests (mining, grading and the bare run) with `pytest SPEC` from a fresh venv
 holding nothing else (boltons' `conftest.py` needs `pytest<9`); `--no-near-copy NAME` mines NAME with the near-copy
@@ -90,37 +91,46 @@ TABLE: list[str] = []
 """Rows of the grading table printed at the end."""
 
 
-def bare_pytest(folder: Path, python: str = sys.executable) -> float:
+BARE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+"""The bare run's environment: pytest's plugin autoload off, as grading runs it (the fair comparison); `autoload=True`
+times the bare run with every installed plugin loaded, the figure this bench reported before."""
+
+
+def bare_pytest(folder: Path, python: str = sys.executable, autoload: bool = False) -> float:
     started = time.monotonic()
+    env = {**os.environ, **BARE_ENV}
+    if autoload:
+        env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=folder,
         capture_output=True,
         timeout=600,
         check=False,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env=env,
     )
     return time.monotonic() - started
 
 
-async def bare_in_box(runtime, task, folder: str) -> float:
-    """The bare suite in the box (a container from the image): `folder` there, the grading interpreter."""
+def bare_podman_run(image: str, folder: Path, python: str) -> float:
+    """The bare suite as a fresh `podman run --rm` of the image over `folder` (mounted): a container started, the
+    tests run, the container removed, which is what a grading in image mode is compared with."""
     started = time.monotonic()
-    await runtime.run(
-        [
-            "bash",
-            "-c",
-            f"cd {folder} && PYTHONDONTWRITEBYTECODE=1 {task.python} -m pytest -q -p "
-            "no:cacheprovider >/dev/null 2>&1; true",
-        ],
-        {},
+    env = [arg for key, value in BARE_ENV.items() for arg in ("--env", f"{key}={value}")]
+    subprocess.run(
+        ["podman", "run", "--rm", *env, "-v", f"{folder}:/bench", "-w", "/bench", image, python, "-m", "pytest", "-q"]
+        + ["-p", "no:cacheprovider"],
+        capture_output=True,
+        timeout=600,
+        check=False,
     )
     return time.monotonic() - started
 
 
-async def grade_vs_bare(task, repeats: int, image: str = "") -> tuple[float, float, bool, str] | None:
-    """Median grading and bare-suite seconds, alternating in one box; the bare run uses the grading interpreter. With
-    `image`, the box is a podman container from it (image mode) and the bare suite runs in that container too."""
+async def grade_vs_bare(task, repeats: int, image: str = "") -> tuple[float, float, float | None, bool, str] | None:
+    """Median grading and bare-suite seconds, alternating, and on the subprocess runtime the bare suite with plugin
+    autoload on; the bare run uses the grading interpreter. With `image`, the box is a podman container from it (image
+    mode) and the bare suite a fresh `podman run --rm` of the image over the box's tree."""
     import verifiers.v1 as vf
     from verifiers.v1.runtimes import make_runtime
 
@@ -131,34 +141,31 @@ async def grade_vs_bare(task, repeats: int, image: str = "") -> tuple[float, flo
         await task.setup(runtime)
         if not await task.validate(runtime):
             return None  # the taskset logged why
-        if image:
-            bare_tree = "/tmp/bench-bare"
-            workdir = (await runtime.run(["pwd", "-P"], {})).stdout.strip()
-            await runtime.run(["cp", "-a", workdir, bare_tree], {})
-            for path, data in task.baseline().owned.items():
-                await runtime.write(f"{bare_tree}/{path}", data)
-            graded, bare, isolated, isolation = [], [], False, ""
-            for _ in range(repeats):
-                grade = await task.grade(runtime)
-                graded.append(grade.seconds)
-                isolated = grade.network_isolated
-                isolation = "image: " + grade.isolation + (" + private copy" if grade.private_copy else "")
-                bare.append(await bare_in_box(runtime, task, bare_tree))
-            return statistics.median(graded), statistics.median(bare), isolated, isolation
         with tempfile.TemporaryDirectory(prefix="bench-bare-") as scratch:
             whole = Path(scratch) / "tree"  # the suite as the repository ships it: held-out test files included
-            shutil.copytree(runtime.workdir, whole, symlinks=True)
+            if image:  # the box's tree, copied out of its container
+                workdir = (await runtime.run(["pwd", "-P"], {})).stdout.strip()
+                container = runtime._container  # verifiers' PodmanRuntime names its container there
+                subprocess.run(["podman", "cp", f"{container}:{workdir}", str(whole)], check=True, timeout=300)
+            else:
+                shutil.copytree(runtime.workdir, whole, symlinks=True)
             for path, data in task.baseline().owned.items():
                 (whole / path).parent.mkdir(parents=True, exist_ok=True)
                 (whole / path).write_bytes(data)
-            graded, bare, isolated, isolation = [], [], False, ""
+            graded, bare, loaded, isolated, isolation = [], [], [], False, ""
             for _ in range(repeats):
                 grade = await task.grade(runtime)
                 graded.append(grade.seconds)
                 isolated = grade.network_isolated
-                isolation = grade.isolation + (" + private copy" if grade.private_copy else "")
-                bare.append(await asyncio.to_thread(bare_pytest, whole, task.python))
-        return statistics.median(graded), statistics.median(bare), isolated, isolation
+                isolation = ("image: " if image else "") + grade.isolation
+                isolation += " + grader box" if grade.grader_box else " + private copy" if grade.private_copy else ""
+                if image:
+                    bare.append(await asyncio.to_thread(bare_podman_run, image, whole, task.python))
+                else:
+                    bare.append(await asyncio.to_thread(bare_pytest, whole, task.python))
+                    loaded.append(await asyncio.to_thread(bare_pytest, whole, task.python, True))
+        autoloaded = statistics.median(loaded) if loaded else None
+        return statistics.median(graded), statistics.median(bare), autoloaded, isolated, isolation
     finally:
         await runtime.stop()
 
@@ -240,16 +247,17 @@ def grade_one(name: str, task, image: str, repeats: int) -> None:
     if measured is None:
         print(f"  gold patch of {feature} does not validate{' in ' + image if image else ''}: not timed")
         return
-    graded, bare_box, isolated, isolation = measured
+    graded, bare_box, autoloaded, isolated, isolation = measured
     calls = len(task.data.mined.behaviour)
+    old = f"{autoloaded:.2f} s ({graded / autoloaded:.2f}x)" if autoloaded is not None else "-"
     print(
         f"  gold 1.0: {feature:<44} grade {graded:6.2f}s  bare {bare_box:6.2f}s  "
-        f"x{graded / bare_box:.2f}  no-net {isolated}  {isolation}  replayed calls {calls}"
+        f"x{graded / bare_box:.2f}  autoload on {old}  no-net {isolated}  {isolation}  replayed calls {calls}"
     )
     print(flush=True, end="")
     load = os.getloadavg()[0]  # the host is often shared: a ratio means little without it
     TABLE.append(
-        f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | "
+        f"| {name} `{feature}` | {calls} | {graded:.2f} s | {bare_box:.2f} s | {graded / bare_box:.2f}x | {old} | "
         f"{load:.1f} | {isolation} |"
     )
 
@@ -289,8 +297,10 @@ def main() -> int:
             project = spec.split("==")[0]
             python = pytest_venv(pins[project], root / f"venv-{project}") if project in pins else sys.executable
             bench_repo(spec, fetch_sdist(spec, into), root, args, python)
-    print("\n| task | recorded calls | grade | bare suite | ratio | load (1 min) | processes |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| task | recorded calls | grade | bare suite | ratio | bare, autoload on (old figure) | load (1 min) | processes |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(TABLE))
     return 0
 

@@ -426,7 +426,9 @@ def test_feature_deletion_runs_each_task_in_its_rows_image(tmp_path, tmp_path_fa
         for row in rows:
             shutil.copy(tasks_file.parent / row["base"], corpus / row["base"])
         (corpus / "tasks.jsonl").write_text("".join(json.dumps({**row, "image": tag}) + "\n" for row in rows))
-        config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(corpus / "tasks.jsonl")}})
+        # the box keeps its network, as in swegym_image: verifiers' network cut builds `FROM alpine`, unpullable here
+        taskset = {"id": "feature-deletion", "tasks": str(corpus / "tasks.jsonl"), "rollout_network": ["*"]}
+        config = resolve_env_config({"taskset": taskset})
         task = {t.data.name: t for t in load_taskset(config.taskset)}[APPLY_DISCOUNT]
         assert task.data.image == tag
         script = [tool("bash", command="cat /etc/composer-row-image || echo no-marker"), tool("finish", message="x")]

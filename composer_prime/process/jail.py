@@ -18,7 +18,8 @@ kernel's mount namespaces instead of another uid (a box under `/root/.cache` is 
    a user namespace of its own (root mapped to root: the host's System V IPC objects and root's keyrings, where a
    program could leave what it read for a later rollout, are out of reach), with an empty capability bounding set
    and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain a
-   capability through a set-uid program. `/run` is covered too (the sockets of the host's daemons). Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
+   capability through a set-uid program. `/run` is covered too (the sockets of the host's daemons), and so is every
+   other path a unix socket of the host is bound at (`host_sockets`). Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
    covers and the read-only mounts, not file modes, hold.
 
 The caller (`pidns.open_namespace` for the rollout, `grading.launch` for the replay and the suite) names the mount
@@ -29,6 +30,7 @@ the reason, and the tasksets refuse to train unless told otherwise (`expected_si
 
 from __future__ import annotations
 
+import os
 import shutil
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -110,12 +112,42 @@ def program(name: str) -> str:
     return shutil.which(name, path=SYSTEM_PATH) or name
 
 
+COVERED_ALREADY = ("/run/", "/var/run/", "/tmp/", "/var/tmp/", "/dev/shm/")
+"""Folders the jail covers or replaces whole: a socket under one needs no cover of its own."""
+
+
+def host_sockets(writable: list[str], table: str = "/proc/net/unix") -> list[str]:
+    """The paths of the host's bound unix sockets (`/proc/net/unix`, the caller's network namespace: the host's on
+    the subprocess runtime) outside the folders the jail covers whole and outside `writable`. A unix socket is reached
+    by its path from any network namespace, and a read-only mount does not stop `connect`: a daemon's socket in a
+    home or state folder (an agent's, an editor's, a container engine's) would be a way out, so the jail covers each.
+    Abstract sockets (`@name`) belong to the network namespace, which the closed box leaves behind. A socket bound
+    after the jail was made is not covered."""
+    try:
+        lines = open(table, encoding="utf-8", errors="replace").read().splitlines()[1:]
+    except OSError:
+        return []
+    inside = tuple(path.rstrip("/") + "/" for path in writable)
+    found: dict[str, None] = {}
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue
+        path = fields[7]
+        if path.startswith(COVERED_ALREADY + inside) or path.startswith("/proc/"):
+            continue
+        if os.path.exists(path):
+            found[path] = None
+    return list(found)
+
+
 def jail_argv(writable: list[str], hidden: list[str], argv: list[str]) -> list[str]:
     """`argv` in the jail, to be run by root in a fresh mount namespace, with `COMPOSER_JAIL_OUTER` naming the
-    caller's."""
+    caller's; the host's unix sockets are hidden too (`host_sockets`)."""
     for path in [*writable, *hidden]:
         if not path.startswith("/") or path == "--":
             raise ValueError(f"jail paths must be absolute: {path!r}")
+    hidden = [*hidden, *host_sockets(writable)]
     return [program("bash"), "-c", JAIL, "composer-jail", *writable, "--", *hidden, "--", *argv]
 
 

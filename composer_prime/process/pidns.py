@@ -34,7 +34,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from composer_prime.process.jail import JAIL, enter_jailed, program
+from composer_prime.process.jail import JAIL, enter_jailed, host_sockets, program
 
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import Runtime
@@ -167,6 +167,8 @@ async def open_namespace(
     namespace is also a jail (`composer_prime.process.jail`) whose one writable folder is the box and which hides `hidden`;
     with `network`, it has a network namespace of its own (loopback only)."""
     argv = ["bash", "-c", _OPEN, "composer-pidns", JAIL, "jail" if jail else "plain", "closed" if network else "open"]
+    if jail:  # the jail runs on this host (the subprocess runtime): its unix sockets are hidden too
+        hidden = (*hidden, *host_sockets([]))
     result = await asyncio.wait_for(runtime.run([*argv, "--", *hidden, "--"], {}), timeout_s)
     words = (result.stdout or "").split()
     if result.exit_code == 0 and len(words) == 3 and words[0] == "holder" and words[1].isdigit():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from composer_prime.grading.launch import Jail, jailed, launch_argv
-from composer_prime.process.jail import jail_argv
+from composer_prime.process.jail import host_sockets, jail_argv
 
 pytestmark = pytest.mark.slow
 
@@ -187,3 +187,29 @@ def test_a_jailed_rollouts_holder_ends_once_its_box_is_gone() -> None:
     while Path(f"/proc/{namespace.holder}").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not Path(f"/proc/{namespace.holder}").exists(), "the holder outlived its box"
+
+
+CONNECT = "import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); print('connected')"
+
+
+def test_a_host_unix_socket_outside_run_is_out_of_reach(outside: Path) -> None:
+    """A daemon's unix socket in a state folder (outside /run and /tmp) is reached by its path from any network
+    namespace, and a read-only mount does not stop `connect`: the jail covers every socket the host has bound."""
+    import socket
+
+    path = outside / "daemon.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    try:
+        assert str(path) in host_sockets([])
+        assert str(path) not in host_sockets([str(outside)])  # a socket in a writable folder is the box's own
+        result = jailed_run(outside, [], f'python3 -c "{CONNECT}" "$1/daemon.sock" 2>&1 | tail -1')
+        assert jailed(result.stdout), result.stderr
+        assert "connected" not in result.stdout and "ConnectionRefusedError" in result.stdout, result.stdout
+        # potent: a mount and a network namespace of its own, without the cover, reach it
+        bare = ["unshare", "--mount", "--propagation", "private", "--net", "python3", "-c", CONNECT, str(path)]
+        reached = subprocess.run(bare, capture_output=True, text=True, timeout=30)
+        assert reached.stdout.strip() == "connected", reached.stderr
+    finally:
+        server.close()

@@ -97,16 +97,28 @@ class ToyInstance:
     fix_commit: str
 
 
-def build_toy_instance(root: Path) -> ToyInstance:
+OWN_RULES_INI = "[pytest]\npython_files = tests.py test_*.py\n"
+"""With `own_rules`: the repository's own collection rules, which also collect `calc/tests.py`."""
+OWN_RULES_TESTS = "from calc.ops import add\n\n\ndef test_add_negative():\n    assert add(-1, -1) == -2\n"
+OWN_RULES_TEST = "calc/tests.py::test_add_negative"
+"""A PASS_TO_PASS test in a file only the repository's `python_files` makes a test file."""
+
+
+def build_toy_instance(root: Path, own_rules: bool = False) -> ToyInstance:
+    """The toy instance; with `own_rules`, c1 also adds `pytest.ini` (`python_files = tests.py test_*.py`) and
+    `calc/tests.py`, whose test joins PASS_TO_PASS."""
     repo = root / "calc"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "--initial-branch=main")
-    _commit(
-        repo,
-        {"calc/__init__.py": "", "calc/ops.py": OPS_C1, "tests/test_ops.py": TESTS_C1, "tests/conftest.py": CONFTEST},
-        "calc: add",
-        "2024-01-01T10:00:00Z",
-    )
+    first = {
+        "calc/__init__.py": "",
+        "calc/ops.py": OPS_C1,
+        "tests/test_ops.py": TESTS_C1,
+        "tests/conftest.py": CONFTEST,
+    }
+    if own_rules:
+        first |= {"pytest.ini": OWN_RULES_INI, "calc/tests.py": OWN_RULES_TESTS}
+    _commit(repo, first, "calc: add", "2024-01-01T10:00:00Z")
     base = _commit(repo, {"calc/ops.py": OPS_C2, "tests/test_ops.py": TESTS_C2}, "calc: clamp", "2024-01-02T10:00:00Z")
     fix = _commit(
         repo,
@@ -125,7 +137,7 @@ def build_toy_instance(root: Path) -> ToyInstance:
         "test_patch": git(repo, "diff", base, fix, "--", "tests"),
         # SWE-Gym on the hub stores the two lists JSON-encoded.
         "FAIL_TO_PASS": json.dumps(FAIL_TO_PASS),
-        "PASS_TO_PASS": json.dumps(PASS_TO_PASS),
+        "PASS_TO_PASS": json.dumps(PASS_TO_PASS + ([OWN_RULES_TEST] if own_rules else [])),
         "version": "0.1",
         "hints_text": "",
         "created_at": "2024-01-03T10:00:00Z",

@@ -5,6 +5,8 @@
 - host execution: the agent plants `timeout`, `sh`, `rm` and `find` in swe-gym's shared venv, first on `PATH`; the
   jail keeps the venv read-only, and grading names its programs by host path even where the agent could write;
 - the network: the agent's commands reach a server on the host's loopback only with `rollout_network = ["*"]`;
+- test ownership: a PASS_TO_PASS test in `calc/tests.py`, a test file only by the repository's own `python_files`,
+  emptied beside a fix that breaks it, is restored at grading (potent against plain pytest over the agent's tree);
 - the blind replay: a fix that answers the replay (no pytest loaded) with a stub and the tests honestly passes an
   oracle of the FAIL_TO_PASS calls alone, and fails one that records their files' PASS_TO_PASS calls beside them.
 
@@ -33,7 +35,13 @@ from composer_prime.mining.testrun import replay_calls
 from tests.support.featdel_repo import mined_shop
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import tool
-from tests.support.swegym_repo import FAIL_TO_PASS, build_toy_instance, local_task_config, write_jsonl
+from tests.support.swegym_repo import (
+    FAIL_TO_PASS,
+    OWN_RULES_TEST,
+    build_toy_instance,
+    local_task_config,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -244,3 +252,35 @@ def test_a_stub_for_the_replay_fails_an_oracle_that_records_the_neighbours(outsi
     assert [mismatch(call, answer) for call, answer in zip(alone, answers, strict=True)] == [None] * len(alone)
     answers = replay_calls(python, tree, oracle.calls, 60, ["."])
     assert any(mismatch(call, answer) for call, answer in zip(oracle.calls, answers, strict=True))
+
+
+WEAKENED_OWN_TEST = """python3 - <<'EOF'
+src = open('calc/ops.py').read().replace('        return lo\\n    return x\\n',
+    '        return lo\\n    if x > hi:\\n        return hi\\n    return x\\n')
+open('calc/ops.py', 'w').write(src.replace('return a + b', 'return abs(a + b)'))
+open('calc/tests.py', 'w').write('def test_add_negative():\\n    pass\\n')
+EOF"""
+"""Fixes clamp, breaks `add` for negative sums (the recorded `add(2, 3)` still answers 5), and empties the
+PASS_TO_PASS test that would tell: `calc/tests.py`, a test file only by the repository's own `python_files`."""
+
+
+def test_a_test_file_by_the_repositorys_own_rules_is_restored(outside: Path) -> None:
+    """Test ownership follows the repository's collection rules (`pytest.ini`'s `python_files`), not a path
+    heuristic: the agent's edit of `calc/tests.py` is undone at grading and its PASS_TO_PASS test fails."""
+    folder = outside / "own-rules"  # its own cache: the instance id is the plain toy's
+    toy = build_toy_instance(folder / "src", own_rules=True)
+    task = swegym_task(folder, toy, **UNJAILED)
+    trace, _ = run(task, WEAKENED_OWN_TEST)
+    grading = trace.info["grading"]
+    assert grading["fail_to_pass"] == 1.0 and grading["replay"] == 1.0, grading
+    assert trace.reward == 0.0 and grading["pass_to_pass_failed"] == [OWN_RULES_TEST], grading
+    # potent: graded as the agent left it, the tree passes every FAIL_TO_PASS and PASS_TO_PASS test
+    tree = outside / f"weakened-{secrets.token_hex(4)}"
+    subprocess.run(["git", "clone", "-q", str(toy.repo), str(tree)], check=True, timeout=60)
+    subprocess.run(["git", "checkout", "-q", toy.fix_commit, "--", "tests"], cwd=tree, check=True, timeout=60)
+    subprocess.run(["git", "checkout", "-q", toy.base_commit, "--", "calc"], cwd=tree, check=True, timeout=60)
+    subprocess.run(["bash", "-c", WEAKENED_OWN_TEST], cwd=tree, check=True, timeout=60)
+    ids = [*FAIL_TO_PASS, OWN_RULES_TEST]
+    python = str(Path(task.runtime_env()["VIRTUAL_ENV"]) / "bin" / "python")
+    plain = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ids], cwd=tree, timeout=120)
+    assert plain.returncode == 0

@@ -70,9 +70,8 @@ def swegym_image(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
         data_file=rows,
         mode="image",
         image_template=tag,
-        # the box keeps its network: verifiers' network cut needs its network image (`FROM alpine`), which this job
-        # cannot pull; the subprocess runtime's closed network is tested on the host (tests/e2e/grading/test_trust_chain.py)
-        task={"test_timeout_s": TIMEOUT_S, "oracle_dir": str(root / "cache" / "oracles"), "rollout_network": ["*"]},
+        # the box has no network (`rollout_network` default): verifiers' network cut, as the TOMLs train
+        task={"test_timeout_s": TIMEOUT_S, "oracle_dir": str(root / "cache" / "oracles")},
     )
     (task,) = SWEGymTaskset(config).load()
     yield task, toy
@@ -426,9 +425,9 @@ def test_feature_deletion_runs_each_task_in_its_rows_image(tmp_path, tmp_path_fa
         for row in rows:
             shutil.copy(tasks_file.parent / row["base"], corpus / row["base"])
         (corpus / "tasks.jsonl").write_text("".join(json.dumps({**row, "image": tag}) + "\n" for row in rows))
-        # the box keeps its network, as in swegym_image: verifiers' network cut builds `FROM alpine`, unpullable here
-        taskset = {"id": "feature-deletion", "tasks": str(corpus / "tasks.jsonl"), "rollout_network": ["*"]}
-        config = resolve_env_config({"taskset": taskset})
+        # the row's box has no network (`rollout_network` default): verifiers' network cut, whose helper image
+        # .ci/image builds from Debian under the tag verifiers looks for
+        config = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(corpus / "tasks.jsonl")}})
         task = {t.data.name: t for t in load_taskset(config.taskset)}[APPLY_DISCOUNT]
         assert task.data.image == tag
         script = [tool("bash", command="cat /etc/composer-row-image || echo no-marker"), tool("finish", message="x")]

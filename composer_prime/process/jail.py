@@ -14,13 +14,19 @@ kernel's mount namespaces instead of another uid (a box under `/root/.cache` is 
    folders under `/tmp` are out of sight), every hidden path is covered (a folder by an empty tmpfs of mode 000, a
    file by `/dev/null`), every other mount is remounted read-only, and the writable folders are moved back to their
    own paths, writable;
-3. loopback is brought up (for a network namespace of its own) and the program is executed in an IPC namespace and
-   a user namespace of its own (root mapped to root: the host's System V IPC objects and root's keyrings, where a
-   program could leave what it read for a later rollout, are out of reach), with an empty capability bounding set
-   and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain a
-   capability through a set-uid program. `/run` is covered too (the sockets of the host's daemons), and so is every
-   other path a unix socket of the host is bound at (`host_sockets`). Root without CAP_DAC_OVERRIDE still owns root's files, which is why the
-   covers and the read-only mounts, not file modes, hold.
+3. loopback is brought up (for a network namespace of its own) and the program is executed in an IPC, a UTS and a
+   user namespace of its own (root mapped to root: the host's System V IPC objects, root's keyrings and the host
+   name, where a program could leave what it read for a later rollout, are out of reach), with an empty capability
+   bounding set and `no_new_privs` (`setpriv`): it can neither unmount a cover, remount a folder writable, nor regain
+   a capability through a set-uid program. `/run` is covered too (the sockets of the host's daemons), and so is
+   every other path a unix socket of the host is bound at (`host_sockets`). Root without CAP_DAC_OVERRIDE still owns
+   root's files, which is why the covers and the read-only mounts, not file modes, hold;
+4. the kernel's own file systems: `/sys` and every mount under it (the cgroup tmpfs among them) read-only like the
+   rest; as PID 1 of a PID namespace, a `/proc` of its own; and, as docker keeps them, `/proc/sys`,
+   `/proc/sysrq-trigger`, `/proc/irq`, `/proc/bus` and `/proc/fs` read-only, `/proc/kcore`, `/proc/keys`,
+   `/proc/timer_list`, `/proc/sched_debug`, `/proc/acpi` and `/proc/scsi` covered. Root by uid may write the kernel's
+   settings in any namespace: a `core_pattern` pipe would run a program as the host's root, and `/sys/fs/cgroup` or
+   the domain name would carry a memo of the held-out tests' answers from one rollout to the next.
 
 The caller (`pidns.open_namespace` for the rollout, `grading.launch` for the replay and the suite) names the mount
 namespace it runs in (`COMPOSER_JAIL_OUTER`, `mnt:[N]`) and starts the jail in a fresh one. Every program here is named by a host path (`SYSTEM_PATH`), never looked up
@@ -53,6 +59,19 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do hidden+=("$1"); shift; done; [ $# -gt 0
 [ $# -gt 0 ] || fail "no program to run"
 [ "$(readlink /proc/self/ns/mnt)" != "$outer" ] || fail "not in a mount namespace of its own"
 mount -n --make-rprivate / || fail "cannot make the mounts private"
+# PID 1 of a PID namespace of its own: a /proc of that namespace (the host's processes out of sight)
+if [ "$$" = 1 ]; then mount -n -t proc -o nosuid,nodev,noexec composer-jail-proc /proc || fail "cannot mount /proc"; fi
+# the kernel's settings are the host's in every namespace, and root (by uid) may write them: read-only, as docker
+# keeps them (a core_pattern pipe would run a program as the host's root; /sys/fs/cgroup would carry state between
+# rollouts); the rest of /sys goes read-only in the loop below
+for k in /proc/sys /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs; do
+  [ -e "$k" ] || continue
+  mount -n --bind "$k" "$k" && mount -n -o remount,bind,ro "$k" || fail "cannot make $k read-only"
+done
+for k in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/acpi /proc/scsi; do
+  if [ -d "$k" ]; then mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$k" || fail "cannot hide $k"
+  elif [ -e "$k" ]; then mount -n --bind /dev/null "$k" || fail "cannot hide $k"; fi
+done
 mount -n -t tmpfs -o mode=700 composer-jail-stage /dev/shm || fail "cannot mount the stage on /dev/shm"
 i=0
 for w in "${{writable[@]}}"; do
@@ -72,15 +91,17 @@ for h in "${{hidden[@]}}"; do
   elif [ -e "$h" ]; then mount -n --bind /dev/null "$h" || fail "cannot hide $h"; fi
 done
 while read -r _ raw fstype _; do
-  case "$fstype" in nsfs|proc|sysfs|cgroup|cgroup2|bpf|tracefs|debugfs|securityfs|pstore|fusectl|configfs|binfmt_misc|autofs) continue ;; esac
+  case "$fstype" in nsfs|proc|binfmt_misc|autofs) continue ;; esac
   mnt=$(printf '%b' "$raw")  # /proc/self/mounts writes a space as \040
-  case "$mnt" in /proc|/proc/*|/sys|/sys/*|/dev/shm|/dev/shm/*|/tmp|/tmp/*|/var/tmp|/var/tmp/*) continue ;; esac
+  case "$mnt" in /proc|/proc/*|/dev/shm|/dev/shm/*|/tmp|/tmp/*|/var/tmp|/var/tmp/*) continue ;; esac
   under=0  # a mount under a cover is out of sight already (and cannot be reached to remount)
   for h in "${{hidden[@]}}"; do case "$mnt" in "${{h%/}}"/*) under=1 ;; esac; done
   [ "$under" = 1 ] && continue
   # a mount the host removed meanwhile (a container's network namespace file) is gone from here too: no failure
+  # a kernel file system under /sys that refuses a read-only remount is covered instead
   mount -n -o remount,bind,ro -- "$mnt" 2>/dev/null ||
     ! awk -v m="$raw" '$2 == m {{ found = 1 }} END {{ exit !found }}' /proc/self/mounts ||
+    {{ case "$mnt" in /sys/*) mount -n -t tmpfs -o ro,mode=000,size=4k composer-jail-hidden "$mnt" ;; *) false ;; esac; }} ||
     fail "cannot make $mnt read-only"
 done < <(cat /proc/self/mounts)
 i=0
@@ -93,10 +114,11 @@ here=$(pwd -P 2>/dev/null) && cd -- "$here" 2>/dev/null || cd /
 ip link set lo up 2>/dev/null || true
 drop=$(command -v setpriv) || fail "setpriv is not installed"
 un=$(command -v unshare) || fail "unshare is not installed"
-# IPC objects and the user's keyrings are the host's in every mount namespace: a program could leave what it read
-# at grading (the held-out tests) there for a later rollout. A namespace of each (root mapped to root) closes both.
-own=(--ipc --user --map-root-user)
-"$un" "${{own[@]}}" true 2>/dev/null || own=(--ipc)
+# IPC objects, the user's keyrings and the host name are the host's in every mount namespace: a program could leave
+# what it read at grading (the held-out tests) there for a later rollout. A namespace of each (root mapped to root)
+# closes them.
+own=(--ipc --uts --user --map-root-user)
+"$un" "${{own[@]}}" true 2>/dev/null || own=(--ipc --uts)
 PATH=$outside_path exec "$un" "${{own[@]}}" -- "$drop" --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
 """
 

@@ -186,7 +186,7 @@ def enter_argv(argv: list[str], holder: str, jail: str | None = None) -> list[st
         raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.process.pidns.open_namespace")
     if jail:
         # the jail's own user namespace, where it has one (`nsenter` refuses to enter the one it is in)
-        enter = [program("nsenter"), "-t", holder, "--ipc", "--pid", "--mount", "--net", "--"]
+        enter = [program("nsenter"), "-t", holder, "--ipc", "--uts", "--pid", "--mount", "--net", "--"]
         user = ["bash", "-c", _USERNS, "composer-enter", holder]
         return [*user, *enter, *enter_jailed(argv, jail)]
     return ["nsenter", "-t", holder, "--pid", "--mount", "--wd=.", "--", *argv]

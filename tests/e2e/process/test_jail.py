@@ -213,3 +213,43 @@ def test_a_host_unix_socket_outside_run_is_out_of_reach(outside: Path) -> None:
         assert reached.stdout.strip() == "connected", reached.stderr
     finally:
         server.close()
+
+
+KERNEL_PROBE = r"""
+{ echo memo > /sys/fs/cgroup/composer-jail-probe; } 2>&1; echo "cgroup:$?"
+{ cat /proc/sys/kernel/domainname > /proc/sys/kernel/domainname; } 2>&1; echo "domainname:$?"
+{ cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern; } 2>&1; echo "core_pattern:$?"
+{ hostname composer-jail-probe; } 2>&1; echo "hostname:$?"
+echo "processes:$(ls /proc | grep -c '^[0-9]')"
+"""
+
+
+def test_the_kernels_settings_and_sys_are_read_only_in_the_jail(outside: Path) -> None:
+    """Root (by uid) may write the kernel's settings from any namespace: the jail keeps `/sys` (the cgroup tmpfs, a
+    memo that outlives the rollout) and `/proc/sys` (`core_pattern`: a program run as the host's root) read-only, has
+    a host name of its own, and, as PID 1 of its own PID namespace, a `/proc` without the host's processes."""
+    hostname = Path("/proc/sys/kernel/hostname").read_text()
+    argv = launch_argv(
+        True,
+        30,
+        ["bash", "-c", KERNEL_PROBE],
+        own_pids=True,
+        jail=Jail((str(outside / "box"),), ()),
+    )
+    result = subprocess.run(argv, cwd=outside / "box", capture_output=True, text=True, timeout=60)
+    assert jailed(result.stdout), result.stderr
+    seen = dict(line.rsplit(":", 1) for line in result.stdout.splitlines() if ":" in line and " " not in line)
+    assert seen["cgroup"] != "0" and seen["domainname"] != "0" and seen["core_pattern"] != "0", result.stdout
+    assert "Read-only file system" in result.stdout, result.stdout
+    assert int(seen["processes"]) < 10, result.stdout  # the jail's own: bash, ls, grep
+    assert Path("/proc/sys/kernel/hostname").read_text() == hostname
+    assert not Path("/sys/fs/cgroup/composer-jail-probe").exists()
+    # potent: a mount namespace of its own alone leaves them writable to root (each write puts back what was there)
+    bare = ["unshare", "--mount", "--propagation", "private", "bash", "-c", KERNEL_PROBE.replace("hostname c", ": c")]
+    reached = subprocess.run(bare, capture_output=True, text=True, timeout=60)
+    try:
+        assert "domainname:0" in reached.stdout and "core_pattern:0" in reached.stdout, reached.stdout
+        if Path("/sys/fs/cgroup").stat().st_dev != Path("/sys").stat().st_dev:  # a tmpfs there, as on this host
+            assert "cgroup:0" in reached.stdout or "Read-only" in reached.stdout, reached.stdout
+    finally:
+        Path("/sys/fs/cgroup/composer-jail-probe").unlink(missing_ok=True)

@@ -7,6 +7,7 @@ as a string saying so, which validation reports in place, so one bad line never 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,17 @@ def read_file(path: Path) -> list[dict[str, Any] | str]:
     if suffix == ".parquet":
         return read_parquet(path)
     raise ValueError(f"data_file {str(path)!r} has suffix {suffix!r}; use a .jsonl or .parquet file")
+
+
+def hub_caches() -> list[Path]:
+    """The folders a hub dataset's rows (and so their `patch`, the gold) are cached in on this host: `HF_HOME`
+    (default `~/.cache/huggingface`, where the hub's and the datasets library's caches live) and, where set
+    elsewhere, `HF_HUB_CACHE`, `HUGGINGFACE_HUB_CACHE` and `HF_DATASETS_CACHE`. The jail hides them all."""
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    found = [home] + [
+        os.environ[v] for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE") if v in os.environ
+    ]
+    return [Path(path).expanduser().resolve() for path in found]
 
 
 def read_hub(dataset: str, split: str) -> list[dict[str, Any]]:

@@ -461,7 +461,11 @@ class SWEGymTaskset(vf.Taskset[SWEGymTask, SWEGymTasksetConfig]):
 
     def load(self) -> list[SWEGymTask]:
         c = self.config
-        hidden = [*c.task.hidden_paths, *([c.data_file.expanduser().resolve()] if c.data_file else [])]
+        # the rows' source holds every instance's gold patch: the data file, or the hub's caches on this host
+        hidden = [
+            *c.task.hidden_paths,
+            *([c.data_file.expanduser().resolve()] if c.data_file else sources.hub_caches()),
+        ]
         config = c.task.model_copy(update={"hidden_paths": hidden})
         tasks = []
         for idx, row in enumerate(self.replayable(self.rows())):

@@ -31,14 +31,17 @@ changed; two listings in the box (swe-gym's baseline and grading) see it unchang
 LISTING_BYTES = 32 << 20
 """A listing longer than this is cut, and grading voids (a tree of hundreds of thousands of files)."""
 LIST_FILES = (
-    f"{{ find . -path ./.git -prune -o -type f -size -{HASH_BYTES + 1}c -exec sha256sum -z -- {{}} + && "
-    f"find . -path ./.git -prune -o -type f -size +{HASH_BYTES}c -printf 'b %s %P\\0' -o -type l -printf 'l %P\\0' "
+    f"{{ find . -path ./.git -prune -o -type f -links 1 -size -{HASH_BYTES + 1}c -exec sha256sum -z -- {{}} + && "
+    f"find . -path ./.git -prune -o -type f \\( -size +{HASH_BYTES}c -o -links +1 \\) -printf 'b %s %P\\0' "
+    "-o -type l -printf 'l %P\\0' "
     "-o -type d -printf 'd %P\\0' -o ! -type f -printf 'o %P\\0'; "
     f"printf 'e %s\\0' $?; }} | head -c {LISTING_BYTES}"
 )
-"""In-box command, NUL-terminated entries, `.git` skipped: `sha256  ./path` per regular file, `b <size> path` per file over
-`HASH_BYTES`, `l path` per symlink, `d path` per folder, `o path` per anything else (a fifo, a socket, a device),
-and last `e <status>`, the two `find`s' exit status; cut at `LISTING_BYTES` (then the `e` entry is missing)."""
+"""In-box command, NUL-terminated entries, `.git` skipped: `sha256  ./path` per regular file, `b <size> path` per file
+over `HASH_BYTES` or with more than one link (300 links to one 64 MiB file would be hashed 300 times, and the listing
+outlast the grading's time limit; a checkout holds no hard links, so such a file counts as changed, as a big one),
+`l path` per symlink, `d path` per folder, `o path` per anything else (a fifo, a socket, a device), and last
+`e <status>`, the two `find`s' exit status; cut at `LISTING_BYTES` (then the `e` entry is missing)."""
 
 
 STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})

@@ -232,11 +232,19 @@ def test_the_listing_names_what_stands_in_the_way(tmp_path) -> None:
     (tmp_path / "to_root").symlink_to("/")
     with open(tmp_path / "pkg" / "huge.bin", "wb") as out:  # sparse: listed by its size, never read
         out.truncate(tree.HASH_BYTES + 1)
+    (tmp_path / "pkg" / "blob.bin").write_bytes(b"b" * 1000)
+    for n in range(3):  # hard links: listed by size, never hashed once per link (300 links to 64 MiB took minutes)
+        os.link(tmp_path / "pkg" / "blob.bin", tmp_path / "pkg" / f"link{n}.bin")
     done = subprocess.run(["sh", "-c", tree.LIST_FILES], cwd=tmp_path, capture_output=True, check=True, timeout=60)
     seen = tree.read_listing(done.stdout.decode())
     assert seen.problem is None
-    assert sorted(seen.files) == ["pkg.py/sub/keep.txt", "pkg/huge.bin", "pkg/mod.py", "tests/test_held.py/inner.txt"]
+    links = [f"pkg/link{n}.bin" for n in range(3)]
+    assert sorted(seen.files) == sorted(
+        ["pkg.py/sub/keep.txt", "pkg/huge.bin", "pkg/mod.py", "tests/test_held.py/inner.txt", "pkg/blob.bin", *links]
+    )
     assert seen.files["pkg/huge.bin"] == f"?{tree.HASH_BYTES + 1}"
+    assert {seen.files[p] for p in ["pkg/blob.bin", *links]} == {"?1000"}
+    assert seen.files["pkg/mod.py"] == tree.sha256(b"x = 1\n")
     assert seen.links == ["to_root"] and seen.others == ["pkg/pipe.py"]
     baseline = ["pkg/mod.py", "pkg.py/sub/keep.txt", "tests/test_held.py"]
     assert tree.in_the_way(baseline, seen, ["tests/test_held.py"]) == [

@@ -116,7 +116,7 @@ async def replay(
             return [None] * len(calls), f"the replay did not return within {timeout_s + 30:g}s", False
     finally:
         await runtime.run(["rm", "-rf", "--", scratch], {})
-    answers = read_answers(result.stdout or "", nonce, len(calls))
+    answers = await asyncio.to_thread(read_answers, result.stdout or "", nonce, len(calls))  # off the event loop
     if jail and not jailed(result.stdout or ""):  # the candidate ran where it could read the expected side
         answers = [None] * len(calls)
     contained = marks(result.stdout or "")[1]
@@ -136,15 +136,29 @@ class Answer(BaseModel):
     kwargs_after: dict[str, list] | None = None
 
 
+ANSWER_CONTAINERS = 16 * values.MAX_NODES
+"""Lists and objects one answer line may hold (its `[` and `{`, counted before parsing): an answer holds a few values
+of at most `values.MAX_NODES` nodes each. Millions of `[]` in the 16 MiB the launcher keeps would cost hundreds of
+MB once parsed (an answer bomb took grading from 241 to 859 MB)."""
+ANSWERS_CONTAINERS = 8 * ANSWER_CONTAINERS
+"""Lists and objects all the answer lines of one replay may hold together."""
+
+
 def read_answers(stdout: str, nonce: str, count: int) -> list[dict | None]:
     """One answer per call from the replayer's stdout (None where none came back). A line that is not JSON, nested
-    too deeply, of another shape or over `stream.MAX_LINE` characters is no answer; a second answer for one call
-    replaces the first with an error."""
+    too deeply, of another shape, over `stream.MAX_LINE` characters or `ANSWER_CONTAINERS` lists and objects (or past
+    `ANSWERS_CONTAINERS` over the lines before it) is no answer; a second answer for one call replaces the first with
+    an error."""
     answers: list[dict | None] = [None] * count
     seen: set[int] = set()
+    budget = ANSWERS_CONTAINERS
     for line in stdout.split("\n"):
         if not line.startswith(nonce + " {") or len(line) > MAX_LINE:
             continue
+        containers = line.count("[") + line.count("{")  # an upper bound: brackets inside strings count too
+        if containers > ANSWER_CONTAINERS or containers > budget:
+            continue
+        budget -= containers
         try:
             answer = Answer.model_validate(json.loads(line[len(nonce) + 1 :]))
         except (ValueError, RecursionError, ValidationError):
@@ -156,7 +170,7 @@ def read_answers(stdout: str, nonce: str, count: int) -> list[dict | None]:
             answers[index] = {"error": "answered twice"}
         else:
             seen.add(index)
-            answers[index] = answer.model_dump(exclude_unset=True)
+            answers[index] = {name: getattr(answer, name) for name in answer.model_fields_set}  # no deep copy
     return answers
 
 

@@ -92,6 +92,26 @@ def test_a_malformed_replay_answer_is_a_mismatch(answer: dict) -> None:
     assert replayed == 0.0 and len(wrong) == 3
 
 
+def test_an_answer_bomb_is_no_answer_and_is_never_parsed() -> None:
+    """Millions of `[]` in one answer (the 16 MiB the launcher keeps) would cost hundreds of MB once parsed: a line
+    over `ANSWER_CONTAINERS` lists and objects is no answer; an answer of a value as large as a recording keeps
+    (`values.MAX_NODES`) still counts."""
+    import tracemalloc
+
+    from composer_prime.grading.behaviour import ANSWER_CONTAINERS
+    from composer_prime.grading.values import MAX_NODES
+
+    bomb = f'{NONCE} {{"i": 0, "result": ["list", [{", ".join(["[]"] * 1_000_000)}]]}}'
+    assert bomb.count("[") > ANSWER_CONTAINERS
+    tracemalloc.start()
+    answers = read_answers(bomb, NONCE, 1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert answers == [None] and peak < 50 << 20, peak  # parsed, the million lists would take over 56 MB
+    large = line({"i": 0, "result": ["list", [["int", "1"]] * (MAX_NODES - 1)]})
+    assert read_answers(large, NONCE, 1)[0] == {"i": 0, "result": ["list", [["int", "1"]] * (MAX_NODES - 1)]}
+
+
 def test_replay_lines_of_the_wrong_kind_are_no_answer() -> None:
     lines = [
         line({"i": True, "result": ["int", "1"]}),

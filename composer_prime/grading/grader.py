@@ -429,6 +429,9 @@ async def _grade_tree(
     """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries."""
     workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
     replayed, mismatches, replay_tail, overflowed = 1.0, [], "", []
+    # the replay and the suite judge the code the scan reads: no bytecode the agent left (a `.pyc` in `__pycache__`
+    # runs in place of its source, a sourceless one imports alone; one the starting tree held may have been rewritten)
+    await run_checked(runtime, ["sh", "-c", tree.REMOVE_BYTECODE], "grading: removing bytecode")
     if calls:
         answers, replay_tail, contained = await behaviour.replay(
             runtime,

@@ -43,6 +43,11 @@ outlast the grading's time limit; a checkout holds no hard links, so such a file
 `l path` per symlink, `d path` per folder, `o path` per anything else (a fifo, a socket, a device), and last
 `e <status>`, the two `find`s' exit status; cut at `LISTING_BYTES` (then the `e` entry is missing)."""
 
+REMOVE_BYTECODE = (
+    "find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf -- {} + -o "
+    "-type f \\( -name '*.pyc' -o -name '*.pyo' \\) -exec rm -f -- {} +"
+)
+"""In-box command: every `__pycache__` folder and `.pyc`/`.pyo` file of the tree removed (`.git` skipped)."""
 
 STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
 TEST_DIRS = frozenset({"tests", "test", "testing"})

@@ -243,3 +243,47 @@ def test_a_gibibyte_written_to_the_streams_stays_under_512_mb_and_voids(shop_tas
     reasons = " ".join(result["void"])
     assert "the outcome stream: the run wrote" in reasons and "over the 16777216 byte cap" in reasons, result
     assert "the replay: the run wrote" in reasons, result
+
+
+def test_bytecode_the_agent_left_never_stands_in_for_the_source(shop_task):
+    """An unchecked-hash `.pyc` runs in place of its source whatever the source says: grading removes the tree's
+    bytecode before the replay and the suite, so the code judged is the code the scan read. The gold fix, with a
+    wrong implementation's bytecode beside it, scores 1.0; with the bytecode kept, the replay answers from it."""
+    import py_compile
+
+    from verifiers.v1.runtimes import make_runtime
+
+    async def run() -> vf.Trace:
+        runtime = make_runtime(vf.SubprocessConfig(), name=f"bytecode-{new_token()}")
+        trace = vf.Trace(
+            task=vf.TraceTask(
+                type=type(shop_task).__name__, data=shop_task.data, key=shop_task.key, hash=shop_task.hash
+            ),
+            agent=vf.AgentInfo(config=vf.AgentConfig(runtime=vf.SubprocessConfig()), name="bytecode", trainable=False),
+        )
+        await runtime.start()
+        try:
+            await shop_task.setup(runtime)
+            root = Path(runtime.workdir)
+            (root / "gold.patch").write_text(shop_task.data.mined.gold_patch)
+            subprocess.run(["git", "apply", "gold.patch"], cwd=root, check=True, timeout=60)
+            (root / "gold.patch").unlink()
+            wrong = root / "wrong_pricing.py"
+            source = (root / "shop" / "pricing.py").read_text()
+            wrong.write_text(source + "\n\ndef apply_discount(*args, **kwargs):\n    return 0\n")
+            tag = sys.implementation.cache_tag
+            for target in (root / "shop" / "__pycache__" / f"pricing.{tag}.pyc", root / "shop" / "pricing_impl.pyc"):
+                target.parent.mkdir(exist_ok=True)
+                py_compile.compile(
+                    str(wrong), cfile=str(target), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+                )
+            wrong.unlink()
+            await shop_task.finalize(trace, runtime)
+            await shop_task.score(trace, runtime)
+            return trace
+        finally:
+            await runtime.stop()
+
+    trace = asyncio.run(asyncio.wait_for(run(), 180))
+    grading = trace.info["grading"]
+    assert trace.reward == 1.0 and grading["replay"] == 1.0, grading

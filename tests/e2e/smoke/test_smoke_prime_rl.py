@@ -144,3 +144,14 @@ def test_an_unreachable_teacher_is_a_warning_and_a_count(tmp_path: Path) -> None
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["teacher_failed_queries"] > 0
     assert "teacher queries failed" in output
+
+
+@needs
+def test_two_smokes_into_different_out_folders_run_side_by_side_to_the_end(tmp_path: Path) -> None:
+    # Started together, each picks the ports PRIME-RL binds while the other's are reserved and not yet bound (its
+    # orchestrator binds the ZMQ pair a minute later): "Address already in use" in either fails it.
+    runs = [smoke(tmp_path / f"out{k}", str(CACHE), "--steps", "1") for k in (1, 2)]
+    outputs = [process.communicate(timeout=1800)[0] for process in runs]
+    for k, (process, output) in enumerate(zip(runs, outputs, strict=True), start=1):
+        assert process.returncode == 0, output[-3000:]
+        assert len(json.loads((tmp_path / f"out{k}" / "report.json").read_text())["steps"]) == 1

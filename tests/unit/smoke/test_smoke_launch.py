@@ -40,7 +40,8 @@ def test_a_second_smoke_into_the_same_out_is_refused_and_a_stale_report_goes(tmp
     from filelock import FileLock
 
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.run import LOCK, Busy, execute
+    from composer_prime.smoke.outdir import LOCK, Busy
+    from composer_prime.smoke.run import execute
 
     out = tmp_path / "out"
     out.mkdir()
@@ -166,7 +167,8 @@ def test_a_probe_that_fails_counts_a_missed_reload_and_does_not_stop_the_run(tmp
 
 def test_a_smoke_never_replaces_folders_it_did_not_make(tmp_path: Path) -> None:
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.run import Busy, execute
+    from composer_prime.smoke.outdir import Busy
+    from composer_prime.smoke.run import execute
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "important.txt").write_text("mine")

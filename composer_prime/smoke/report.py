@@ -53,12 +53,14 @@ def episodes(run: Path, step: int) -> list[dict[str, Any]]:
 
 def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     groups: dict[str, list[float]] = defaultdict(list)
-    failed = verdicts = 0.0
+    failed = verdicts = queries = hints = 0.0
     for row in rows:
         for trace in row.get("traces") or []:
             groups[row["group"]["id"]].append(reward(trace))
             metrics = trace.get("metrics") or {}
             failed += float(metrics.get("composer/teacher/failed", 0.0))
+            queries += float(metrics.get("composer/teacher/queries", 0.0))
+            hints += float(metrics.get("composer/algo/hint/targets", 0.0))
             teacher = (trace.get("info") or {}).get("teacher") or {}
             verdicts += sum(len(s.get("scores") or {}) for s in teacher.get("steps") or [])
     rewards = [r for g in groups.values() for r in g]
@@ -69,7 +71,9 @@ def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
         "groups": float(len(groups)),
         "groups_all_equal": float(sum(len(set(g)) == 1 for g in groups.values())),
         "teacher_verdicts": verdicts,
+        "teacher_queries": queries,
         "teacher_failed_queries": failed,
+        "hint_targets_scored": hints,
     }
 
 
@@ -150,6 +154,9 @@ def build(work: Path) -> dict[str, Any]:
         "reloads_not_probed": meta.get("probes_missed", 0),
         "probe_errors": meta.get("probe_errors", []),
         "teacher_failed_queries": sum(s.get("teacher_failed_queries", 0.0) for s in steps),
+        # what each channel cost: a recipe with the channel off pays none of it (the seam drops unread teachers)
+        "teacher_queries": sum(s.get("teacher_queries", 0.0) for s in steps),
+        "hint_targets_scored": sum(s.get("hint_targets_scored", 0.0) for s in steps),
     }
 
 

@@ -41,6 +41,32 @@ def test_a_launch_whose_replay_has_no_teachers_is_refused_by_prime_rls_parse(tmp
     assert parse(TOMLS[0], overlay, replay_off).returncode == 0, parse(TOMLS[0], overlay, replay_off).stderr[-2000:]
 
 
+JUDGES = PARSE.replace("cli(RLConfig,", "config = cli(RLConfig,") + (
+    "import json\ntask = config.orchestrator.train.source[0].env.taskset.task\n"
+    "print(json.dumps({'judges': [j.id for j in task.judges], 'teacher': task.teacher is not None}))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "recipe, teachers",
+    [
+        (None, True),
+        ("no-hint", True),
+        ("no-replay", True),
+        ("rlvr-only", False),
+        ("grpo-baseline", False),
+        ("opsd-baseline", False),
+    ],
+)
+def test_prime_rls_parse_drops_the_teachers_no_channel_reads(recipe, teachers, verifiers_snapshot):
+    # The launcher writes every env server's config from the parsed source: a judge dropped here is never queried.
+    files = [TOMLS[0]] + ([ROOT / "recipes" / f"{recipe}.toml"] if recipe else [])
+    done = run_with_prime_rl(["-c", JUDGES, *map(str, files)], cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ("composer-teachers" in parsed["judges"]) == teachers and parsed["teacher"] == teachers, parsed
+
+
 def test_the_hint_channel_needs_composer_loss_in_prime_rls_parse(tmp_path, verifiers_snapshot):
     overlay = tmp_path / "default-loss.toml"
     overlay.write_text('[trainer.loss]\nimport_path = "composer_prime.loss.prime_rl_default_loss"\n')

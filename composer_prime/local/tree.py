@@ -20,9 +20,12 @@ from pathlib import Path
 PINNED_COMMIT = "559b447"
 PATCH = Path(__file__).with_name("prime_rl_cpu.patch")
 COPIED = ("src", "packages", "configs", "pyproject.toml", "README.md", "LICENSE", "deps/verifiers")
+HTTPS_SUBMODULES = "-c url.https://github.com/.insteadOf=git@github.com:"
+"""PRIME-RL's `.gitmodules` names its submodules by SSH (`git@github.com:`), which needs a GitHub key; this rewrite,
+passed to `git` (and by git to the clones it starts), fetches them over HTTPS without credentials."""
 FETCH = (
     "git clone https://github.com/PrimeIntellect-ai/prime-rl ../prime-rl && git -C ../prime-rl checkout "
-    f"{PINNED_COMMIT} && git -C ../prime-rl submodule update --init deps/verifiers"
+    f"{PINNED_COMMIT} && git -C ../prime-rl {HTTPS_SUBMODULES} submodule update --init deps/verifiers"
 )
 """How a user gets the tree `--prime-rl` names."""
 PINNED_BLOBS = {
@@ -101,7 +104,7 @@ def check_tree(tree: Path) -> None:
     if not (tree / "deps" / "verifiers" / "pyproject.toml").is_file():
         raise TreeError(
             f"--prime-rl = {str(tree)!r} has no deps/verifiers (PRIME-RL's pinned verifiers snapshot, a "
-            f"git submodule): git -C {tree} submodule update --init deps/verifiers"
+            f"git submodule): git -C {tree} {HTTPS_SUBMODULES} submodule update --init deps/verifiers"
         )
 
 

@@ -111,3 +111,20 @@ def test_the_pinned_blobs_cover_every_file_the_patch_and_the_seam_depend_on() ->
     seam_source = "".join(p.read_text() for p in Path(TARGETS_DIR).glob("*.py"))
     seam |= {_module_file(m) for m in re.findall(r"from (prime_rl\.[\w.]+) import", seam_source)}
     assert set(PINNED_BLOBS) == set(changed) | seam
+
+
+def test_the_venv_key_follows_what_is_installed_not_the_tool_settings(tmp_path: Path) -> None:
+    from composer_prime.local.venvs import requirement_sets, venv_key
+
+    root = Path(__file__).resolve().parents[3]
+    project = tmp_path / "composer-prime"
+    project.mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text((root / "pyproject.toml").read_text())
+    steps = requirement_sets(project, tmp_path / "prime-rl")["vllm"]
+    key = venv_key(steps, "")
+    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests', 'testpaths = ["other", "tests'))
+    assert venv_key(steps, "") == key  # a pytest setting: no rebuild
+    pyproject.write_text(pyproject.read_text().replace('"pydantic>=2.7"', '"pydantic>=2.8"'))
+    assert venv_key(steps, "") != key  # a dependency: a new venv
+    assert venv_key(steps, "https://download.pytorch.org/whl/cpu") != venv_key(steps, "")

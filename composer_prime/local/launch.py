@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -62,7 +63,7 @@ def cache_lock(cache: Path, doing: str, note: Callable[[str], None]) -> Iterator
         )
         lock.acquire()
     try:
-        command = " ".join(["composer-prime", *sys.argv[1:]])[:200]
+        command = shlex.join(["composer-prime", *sys.argv[1:]])[:200]
         record = {"pid": os.getpid(), "command": command, "doing": doing, "since": time.time()}
         write_atomic(cache / CACHE_HOLDER, json.dumps(record))
         yield

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from composer_prime.smoke.outdir import run_dir
-from composer_prime.smoke.report import AGG, PICK, episodes, rollout_figures
+from composer_prime.smoke.report import AGG, episodes, step_figures
 
 WIDTH = 100
 """Console lines (the step lines, the report's table) fit this many columns."""
@@ -111,7 +111,7 @@ class StepLines:
                 continue
             self.shown.add(step)
             rows = episodes(folder, step)
-            lines.append(step_line(step, self.steps, rollout_figures(rows), row))
+            lines.append(step_line(step, self.steps, step_figures(rows, row)))
             for name, error in teacher_errors(rows).items():
                 if name not in self.failing:
                     self.failing.add(name)
@@ -132,18 +132,18 @@ def orchestrator_rows(path: Path) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def step_line(step: int, steps: int, figures: dict[str, float], row: dict[str, Any]) -> str:
+def step_line(step: int, steps: int, figures: dict[str, float]) -> str:
     """`step 1/3  reward 0.50  pass 50%  flat 1/2  hints 3  replay 4.0  teachers 0/24 failed`: the mean reward and
     pass rate, groups whose rewards were all equal (no outcome signal) of all groups, hint targets scored, replay
     steps per trace, failed of all teacher queries. Fits `WIDTH` behind the console's 10-column time stamp."""
-    replay = row.get(PICK["replay_steps"])
+    replay = figures.get("replay_steps")
     return "  ".join(
         [
             f"step {step}/{steps}",
             f"reward {figures['reward_mean']:.2f}",
             f"pass {figures['pass_rate']:.0%}",
             f"flat {figures['groups_all_equal']:.0f}/{figures['groups']:.0f}",
-            f"hints {figures['hint_targets_scored']:.0f}",
+            f"hints {figures.get('hint_targets_scored', 0):.0f}",
             f"replay {'-' if replay is None else f'{float(replay):.1f}'}",
             f"teachers {figures['teacher_failed_queries']:.0f}/{figures['teacher_queries']:.0f} failed",
         ]

@@ -53,19 +53,20 @@ def episodes(run: Path, step: int) -> list[dict[str, Any]]:
 
 def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     groups: dict[str, list[float]] = defaultdict(list)
-    failed = verdicts = queries = hints = 0.0
+    failed = verdicts = queries = traces = 0.0
     for row in rows:
         for trace in row.get("traces") or []:
             groups[row["group"]["id"]].append(reward(trace))
             metrics = trace.get("metrics") or {}
             failed += float(metrics.get("composer/teacher/failed", 0.0))
             queries += float(metrics.get("composer/teacher/queries", 0.0))
-            hints += float(metrics.get("composer/algo/hint/targets", 0.0))
+            traces += 1
             teacher = (trace.get("info") or {}).get("teacher") or {}
             verdicts += sum(len(s.get("scores") or {}) for s in teacher.get("steps") or [])
     rewards = [r for g in groups.values() for r in g]
     return {
         "episodes": float(len(rows)),
+        "traces": traces,
         "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
         "pass_rate": sum(r > 0 for r in rewards) / len(rewards) if rewards else 0.0,
         "groups": float(len(groups)),
@@ -73,7 +74,6 @@ def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
         "teacher_verdicts": verdicts,
         "teacher_queries": queries,
         "teacher_failed_queries": failed,
-        "hint_targets_scored": hints,
     }
 
 
@@ -99,6 +99,17 @@ PICK = {
 }
 """Report key -> PRIME-RL metric (the orchestrator's and the trainer's rows share a step; a name both write, such as
 `time/step`, is not taken)."""
+
+
+def step_figures(rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, float]:
+    """One step's figures: from its episodes (`rollouts/`, written as each arrives, before the algorithm scores its
+    group) and from PRIME-RL's `metrics.jsonl` row (which aggregates the algorithm's `composer/algo/*` metrics over
+    the same episodes, hence hint targets = their mean per trace x traces)."""
+    figures = rollout_figures(rows)
+    figures |= {key: float(metrics[name]) for key, name in PICK.items() if name in metrics}
+    if "hint_targets" in figures:
+        figures["hint_targets_scored"] = round(figures["hint_targets"] * figures["traces"])
+    return figures
 
 
 def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
@@ -129,10 +140,7 @@ def build(work: Path) -> dict[str, Any]:
     steps = []
     for step in sorted(metrics):
         row = metrics[step]
-        figures: dict[str, float] = {"step": float(step)}
-        figures |= rollout_figures(episodes(run, step))
-        figures |= {key: float(row[name]) for key, name in PICK.items() if name in row}
-        steps.append(figures)
+        steps.append({"step": float(step), **step_figures(episodes(run, step), row)})
     reloads = probe_diffs(meta, work)
     worst = max((r["served_vs_trainer_logprob_diff"] for r in reloads), default=None)
     config = meta["config"]

@@ -13,25 +13,28 @@ from composer_prime.smoke.report import AGG
 DOWN = "http://127.0.0.1:9/v1: checker: ConnectError: All connection attempts failed"
 
 
-def _trace(solved: float, failed: float, queries: float, hints: float, errors: dict | None = None) -> dict:
+def _trace(solved: float, failed: float, queries: float, errors: dict | None = None) -> dict:
     return {
         "rewards": {"solved": {"score": solved, "weight": 1.0}},
         "metrics": {
             "composer/teacher/failed": failed,
             "composer/teacher/queries": queries,
-            "composer/algo/hint/targets": hints,
         },
         "info": {"teacher": {"teachers": ["checker"], "steps": [], "errors": errors or {}}},
     }
 
 
-def _step(run: Path, step: int, episodes: list[tuple[str, dict]], replay: float) -> None:
+def _step(run: Path, step: int, episodes: list[tuple[str, dict]], replay: float, hints: float) -> None:
     folder = run / "rollouts" / f"step_{step}" / "train" / "all"
     folder.mkdir(parents=True)
     lines = [json.dumps({"group": {"id": g}, "traces": [t]}) for g, t in episodes]
     (folder / "traces.jsonl").write_text("\n".join(lines) + "\n")
     rows = [
-        {"step": step, AGG + "metrics/composer/algo/replay/steps/mean": replay, "time/wait_for_batch": 249.0},
+        {  # PRIME-RL's orchestrator row: the algorithm's metrics, aggregated (mean per trace)
+            "step": step,
+            AGG + "metrics/composer/algo/replay/steps/mean": replay,
+            AGG + "metrics/composer/algo/hint/targets/mean": hints,
+        },
         {"step": step, "loss/mean": 0.1},  # the trainer's row: not what marks a step done
     ]
     with (run / "metrics.jsonl").open("a") as f:
@@ -44,9 +47,8 @@ def test_each_step_gets_one_line_with_every_channel_and_a_failing_teacher_is_nam
     watch = StepLines(tmp_path, steps=3)
     assert watch.poll() == []
     failing = {"checker": DOWN}
-    _step(
-        run, 1, [("g1", _trace(1.0, 3, 4, 2, failing)), ("g1", _trace(0.0, 0, 4, 1)), ("g2", _trace(0.0, 0, 0, 0))], 4
-    )
+    traces = [("g1", _trace(1.0, 3, 4, failing)), ("g1", _trace(0.0, 0, 4)), ("g2", _trace(0.0, 0, 0))]
+    _step(run, 1, traces, replay=4, hints=1.0)  # 1 hint target per trace: 3
     with (run / "metrics.jsonl").open("a") as f:
         f.write('{"step": 2, "train/agg')  # a row being written: not a step yet
     first = watch.poll()
@@ -55,7 +57,7 @@ def test_each_step_gets_one_line_with_every_channel_and_a_failing_teacher_is_nam
     assert len(f"[{1234.5:6.1f}s] " + first[0].replace("1/3", "10/10")) <= WIDTH  # with the time stamp
     assert watch.poll() == []  # shown once
     (run / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text().rsplit("\n", 1)[0] + "\n")
-    _step(run, 2, [("g3", _trace(1.0, 1, 2, 0, failing))], 0)
+    _step(run, 2, [("g3", _trace(1.0, 1, 2, failing))], replay=0, hints=0.0)
     assert [line.split("  ")[0] for line in watch.poll()] == ["step 2/3"]  # the same teacher's error: not again
 
 

@@ -69,14 +69,13 @@ def test_snapshot_keeps_weights_the_trainer_removes(tmp_path: Path) -> None:
     assert not (tmp_path / "kept2").exists()
 
 
-def _episode(group: str, solved: float, failed: float = 0.0, verdicts: int = 0, hints: int = 0) -> dict:
+def _episode(group: str, solved: float, failed: float = 0.0, verdicts: int = 0) -> dict:
     steps = [{"scores": {"a": 1.0, "b": 0.0}}] * (verdicts // 2)
     trace = {
         "rewards": {"solved": {"score": solved, "weight": 1.0}, "teacher": {"score": 0.5, "weight": 0.0}},
         "metrics": {
             "composer/teacher/failed": failed,
             "composer/teacher/queries": failed + verdicts,
-            "composer/algo/hint/targets": float(hints),
         },
         "info": {"teacher": {"steps": steps}},
     }
@@ -85,8 +84,8 @@ def _episode(group: str, solved: float, failed: float = 0.0, verdicts: int = 0, 
 
 def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
     rows = [
-        _episode("g1", 1.0, verdicts=2, hints=1),
-        _episode("g1", 0.0, hints=2),
+        _episode("g1", 1.0, verdicts=2),
+        _episode("g1", 0.0),
         _episode("g2", 1.0, failed=3.0),
         _episode("g2", 1.0, failed=1.0),
         _episode("g3", 0.0),
@@ -100,7 +99,7 @@ def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
     assert figures["teacher_failed_queries"] == 4
     assert figures["teacher_verdicts"] == 2
     assert figures["teacher_queries"] == 6  # 2 answered + 4 failed
-    assert figures["hint_targets_scored"] == 3
+    assert figures["traces"] == 6
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

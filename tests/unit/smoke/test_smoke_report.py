@@ -21,16 +21,21 @@ def _work(tmp_path: Path) -> Path:
     for step in (1, 2, 3):
         trace = {
             "rewards": {"solved": {"score": float(step == 2), "weight": 1.0}},
-            "metrics": {"composer/teacher/queries": 12.0, "composer/algo/hint/targets": 2.0},
+            "metrics": {"composer/teacher/queries": 12.0},
             "info": {"teacher": {"steps": [{"scores": {"a": 0.5}}]}},
         }
         folder = run / "rollouts" / f"step_{step}" / "train" / "all"
         folder.mkdir(parents=True)
         (folder / "traces.jsonl").write_text(json.dumps({"group": {"id": "g"}, "traces": [trace]}) + "\n")
-        rows.append({"step": step, AGG + "metrics/composer/algo/replay/steps/mean": 3.0, "time/wait_for_batch": 249.0})
         rows.append(
-            {"step": step, PICK["loss_pg"]: 0.01 * step, PICK["loss_hint"]: 2.5 + step, "mismatch_kl/all/mean": 0.14}
+            {
+                "step": step,
+                AGG + "metrics/composer/algo/replay/steps/mean": 3.0,
+                AGG + "metrics/composer/algo/hint/targets/mean": 2.0,
+            }
         )
+        trainer = {PICK["loss_pg"]: 0.01 * step, PICK["loss_hint"]: 2.5 + step, "mismatch_kl/all/mean": 0.14}
+        rows.append({"step": step, **trainer, "time/wait_for_batch": 249.0})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     meta = {
         "config": {"steps": 3, "seed": 0},

@@ -69,7 +69,7 @@ def newest(log: Path, markers: tuple[str, ...]) -> str:
         if any(m in text for m in markers):
             text = text.split("]:", 1)[-1].strip()  # torchrun's rank prefix
             words = text.split(maxsplit=2)
-            return (words[2] if len(words) == 3 and words[1] in ("INFO", "SUCCESS", "WARNING") else text)[:60]
+            return (words[2] if len(words) == 3 and words[1] in ("INFO", "SUCCESS", "WARNING") else text)[:27]
     return ""
 
 
@@ -88,7 +88,7 @@ def progress_line(work: Path, steps: int) -> str:
             else ""
         )
         parts.append(f"{name}: {last or 'starting'}")
-    return f"rl, {steps} steps | " + " | ".join(parts)
+    return f"rl ({steps}) | " + " | ".join(parts)  # within 100 columns with the time stamp
 
 
 class StepLines:

@@ -69,7 +69,7 @@ def test_the_stage_is_named_before_and_while_prime_rl_runs(tmp_path: Path) -> No
     (logs / "orchestrator.log").write_text("12:00:01 INFO Waiting for the inference server to be ready\n")
     line = progress_line(tmp_path, 3)
     assert (
-        line.startswith("rl, 3 steps | orchestrator: Waiting for the inference server") and "trainer: starting" in line
+        line.startswith("rl (3) | orchestrator: Waiting for the inferen") and "trainer: starting" in line
     )
 
 

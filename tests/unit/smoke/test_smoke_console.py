@@ -68,9 +68,7 @@ def test_the_stage_is_named_before_and_while_prime_rl_runs(tmp_path: Path) -> No
     logs.mkdir(parents=True)
     (logs / "orchestrator.log").write_text("12:00:01 INFO Waiting for the inference server to be ready\n")
     line = progress_line(tmp_path, 3)
-    assert (
-        line.startswith("rl (3) | orchestrator: Waiting for the inferen") and "trainer: starting" in line
-    )
+    assert line.startswith("rl (3) | orchestrator: Waiting for the inferen") and "trainer: starting" in line
 
 
 def test_an_unreachable_teacher_url_is_said_at_start_and_a_reachable_one_is_not() -> None:

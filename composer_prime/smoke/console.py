@@ -30,6 +30,8 @@ class Status:
         from rich.console import Console
 
         self.console = Console(stderr=True)
+        if not self.console.is_terminal:
+            self.console.width = WIDTH  # a log file or a pipe: lines as the console shows them, not wrapped at 80
         self.start = time.monotonic()
         self.live = live and self.console.is_terminal
         self._status: Any = None

@@ -110,7 +110,6 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         env |= {"CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled"}
         argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, port)]
         meta["rl_command"] = argv
-        status.stage("PRIME-RL's rl: starting inference server, env server, orchestrator and trainer")
         t0 = time.monotonic()
         ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
         probes = reloads.Watcher(url, ids, "model", work, work / "reloads")

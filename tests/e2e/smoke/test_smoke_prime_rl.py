@@ -113,7 +113,7 @@ def venvs_only(cache: Path) -> str:
 
 
 @needs
-@pytest.mark.parametrize("marker", ["warm start", "PRIME-RL's rl (", "Train batch"])
+@pytest.mark.parametrize("marker", ["warm start", "orchestrator: ", "Train batch"])
 def test_ctrl_c_stops_every_process_within_5_s(tmp_path: Path, marker: str) -> None:
     cache = venvs_only(tmp_path / "cache") if marker == "warm start" else str(CACHE)
     process = smoke(tmp_path / "out", cache)

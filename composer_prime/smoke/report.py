@@ -311,7 +311,15 @@ def figure(report: dict[str, Any]) -> Any:
                     # Distinct markers and a small offset: series with equal values stay visible side by side.
                     offset = 0.04 * (k - len(series) / 2) if side is ax else 0.0
                     style = "-" if side is ax else "--"
-                    handles += side.plot([xi + offset for xi in x], ys, style, marker=markers[k], label=label)
+                    n = len(handles)  # colours and markers run on across both axes: every series tells apart
+                    handles += side.plot(
+                        [xi + offset for xi in x],
+                        ys,
+                        style,
+                        color=f"C{n}",
+                        marker=markers[n % len(markers)],
+                        label=label,
+                    )
             if side is not None and side is not ax:
                 side.set_ylabel(", ".join(label for _, label in series), fontsize=8)
         if title.startswith("policy"):

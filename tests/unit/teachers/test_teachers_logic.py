@@ -210,3 +210,25 @@ def test_a_teacher_that_cannot_be_reached_leaves_its_first_error_and_url_on_the_
     assert report.metrics["composer/teacher/failed"] > 0
     assert report.info.errors["down"].startswith(f"{down}: down: ConnectError")
     assert TeacherInfo.model_validate(report.info.model_dump(mode="json")).errors == report.info.errors
+
+
+def test_an_unset_api_key_is_one_clear_error_naming_the_variable(tmp_path, monkeypatch):
+    import asyncio
+
+    from composer_prime.teachers.hook import score_trace
+    from tests.support.scripted_server import Reply, ScriptedModelServer
+    from tests.support.traces import five_step_trace
+
+    monkeypatch.delenv("COMPOSER_TEST_TEACHER_KEY", raising=False)
+    with ScriptedModelServer([Reply(content='{"score": 1.0}')]) as server:
+        teacher = {"name": "t", "base_url": server.base_url, "model": "m", "api_key_var": "COMPOSER_TEST_TEACHER_KEY"}
+        config = TeachersConfig.model_validate(
+            {
+                "teachers": [{**teacher, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0}],
+                "cache_dir": str(tmp_path / "c"),
+            }
+        )
+        report = asyncio.run(asyncio.wait_for(score_trace(five_step_trace(), config), 60))
+        assert server.requests == []  # nothing sent, nothing retried
+    assert "$COMPOSER_TEST_TEACHER_KEY (its api_key_var) is not set" in report.info.errors["t"]
+    assert report.metrics["composer/teacher/failed"] == report.metrics["composer/teacher/queries"] > 0

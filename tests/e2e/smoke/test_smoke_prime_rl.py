@@ -144,6 +144,8 @@ def test_an_unreachable_teacher_is_a_warning_and_a_count(tmp_path: Path) -> None
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["teacher_failed_queries"] > 0
     assert "teacher queries failed" in output
+    assert "--teacher-url http://127.0.0.1:9/v1 does not answer" in output  # said before PRIME-RL starts
+    assert "warning: teacher 'gpt-4.1-mini' failed at step 1: http://127.0.0.1:9/v1" in output  # once, with the URL
 
 
 @needs

@@ -155,6 +155,29 @@ def loss_refusals(orchestrator: dict, loss: dict) -> list[str]:
     return problems
 
 
+def teachers_read(source: dict, top: dict) -> bool:
+    """Whether anything reads the verdicts of `source`'s teachers: the composer algorithm's replay channel, its hint
+    channel with `teacher_hint` targets, or `trace.reward` through a teacher judge of non-zero weight."""
+    algo = _algo(source, top)
+    if algo.get("type", "grpo") == "composer":
+        config = ComposerAlgoConfig.model_validate({k: v for k, v in algo.items() if k in _COMPOSER_KEYS})
+        if config.replay.enabled or (config.hints.enabled and "teacher_hint" in config.hints.kinds):
+            return True
+    # a `teacher` table plugs the judge at weight 0 (`TeacherJudgeConfig`); only a judge entry can weigh the reward
+    task = ((source.get("env") or {}).get("taskset") or {}).get("task") or {}
+    judges = [j for j in task.get("judges") or [] if isinstance(j, dict) and j.get("id") == TEACHERS_JUDGE]
+    return any(float(j.get("weight") or 0.0) != 0.0 for j in judges)
+
+
+def unread_teachers(orchestrator: dict) -> list[int]:
+    """Indices of the train sources whose teachers are configured but read by nothing (a baseline, or a composer
+    recipe with replay and teacher hints off): their teacher tables are dropped at parse time, so a recipe that turns
+    a channel off pays no teacher query for it."""
+    top = orchestrator.get("algo") or {"type": "grpo"}
+    sources = ((orchestrator.get("train") or {}).get("source")) or []
+    return [i for i, s in enumerate(sources) if teachers_of(s) > 0 and not teachers_read(s, top)]
+
+
 def channel_table(rows: list[tuple[str, list[SourceChannels]]]) -> str:
     """A markdown table: launch (TOML + recipe) x source -> live channels (docs/prime-rl-integration.md)."""
     lines = ["| launch | source | algo | outcome | hints | replay (teachers) |", "|---|---|---|---|---|---|"]

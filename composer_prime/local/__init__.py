@@ -7,10 +7,11 @@
 - `stubs_finder`, `stubs/sitecustomize.py`: import-level stand-ins for the CUDA-only packages PRIME-RL imports;
 - `inference`: PRIME-RL's inference server as the wrapper runs it, the vLLM CPU environment, the prefill client;
 - `policy`: the tiny Qwen3-architecture policy with a locally trained tokenizer that the CPU runs serve and train;
-- `launch`: what every launch shares: the checkout, the CPU launch config, the cache and its lock, the ports.
+- `launch`: what every launch shares: the checkout, the CPU launch config, the cache and its lock (which names
+  its holder to a run that waits), the ports.
 
 Processes are started and stopped through `composer_prime.process`. Importing the package is cheap: torch,
 transformers and PRIME-RL load inside the functions that need them.
 
-May import: `composer_prime.process`.
+May import: `composer_prime.process`, `composer_prime.atomic`.
 """

@@ -121,6 +121,20 @@ def requirement_sets(project: Path, tree: Path) -> dict[str, list[list[str]]]:
     }
 
 
+def venv_key(steps: list[list[str]], torch_index: str) -> str:
+    """The hash of a venv's install commands and of what they install from the checkouts they name: each project's
+    `[project]` and `[build-system]` tables (an editable install keeps the code current, not its `.pth` hook or its
+    dependencies). Tool settings (`[tool.pytest]`, `[tool.ruff]`) are not part of it: changing them rebuilds nothing."""
+    import tomllib
+
+    metadata = []
+    for arg in sum(steps, []):
+        if "[" in arg:
+            table = tomllib.loads((Path(arg.split("[")[0]) / "pyproject.toml").read_text())
+            metadata.append({k: table.get(k) for k in ("project", "build-system")})
+    return hashlib.sha256(json.dumps([steps, torch_index, metadata], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def ensure_venv(
     name: str,
     steps: list[list[str]],
@@ -130,10 +144,7 @@ def ensure_venv(
     python: str = sys.executable,
 ) -> Path:
     """The venv `name` under `cache`, built if its requirement set changed or its last build did not finish."""
-    # The project's metadata is part of the key: an editable install keeps the code current, not its `.pth` hook
-    # or its dependencies.
-    metadata = [(Path(a.split("[")[0]) / "pyproject.toml").read_text() for a in sum(steps, []) if "[" in a]
-    key = hashlib.sha256(json.dumps([steps, torch_index, metadata]).encode()).hexdigest()[:16]
+    key = venv_key(steps, torch_index)
     venv = cache / f"venv-{name}-{key}"  # keyed: two checkouts sharing a cache never rebuild each other's venv
     marker = venv / ".complete"
     if marker.is_file():

@@ -7,7 +7,10 @@ executed, before any other PRIME-RL module imports the names:
   validates its kwargs with `ComposerLossConfig` (torch-free), so a typo fails in the launcher;
 - `check_orchestrator_channels` and `check_loss_channel` (`prime_rl.configs.orchestrator`, `prime_rl.configs.rl`):
   `OrchestratorConfig` and `RLConfig` refuse a composer config in which a channel the algorithm turns on could not
-  train (`composer_prime.algorithm.channels`, pure logic over the dumped config).
+  train (`composer_prime.algorithm.channels`, pure logic over the dumped config). `OrchestratorConfig` also unplugs
+  the teachers of a train source whose verdicts nothing reads (`channels.unread_teachers`: a baseline, or replay
+  and teacher hints off), so a recipe that turns the channels off pays no teacher query: the launcher writes each
+  env server's config from the parsed source, without them.
 """
 
 from __future__ import annotations
@@ -63,8 +66,40 @@ class ChannelsRefused(ValueError):
     """A launch config in which a channel the composer algorithm turns on could not train (`channels.refusals`)."""
 
 
-def _with_check(module: ModuleType, name: str, check: Any) -> None:
-    """Rebind `module.<name>` to a subclass whose after-validator raises `check(config)`'s problems, if any.
+def drop_teachers(task: Any) -> None:
+    """Unplug the `composer-teachers` judge from a parsed task config (a `TeacherTaskConfig`'s `teacher` table
+    first, whose validator would plug it again)."""
+    from composer_prime.algorithm.channels import TEACHERS_JUDGE
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    def put(obj: Any, name: str, value: Any) -> None:
+        if isinstance(obj, dict):
+            obj[name] = value
+        else:
+            setattr(obj, name, value)
+
+    if get(task, "teacher") is not None:
+        put(task, "teacher", None)
+    judges = get(task, "judges") or []
+    put(task, "judges", [j for j in judges if get(j, "id") != TEACHERS_JUDGE])
+
+
+def _drop_unread_teachers(config: Any) -> None:
+    from composer_prime.algorithm.channels import unread_teachers
+
+    sources = config.train.source
+    for i in unread_teachers(config.model_dump(mode="json")):
+        taskset = getattr(sources[i].env, "taskset", None)
+        task = taskset.get("task") if isinstance(taskset, dict) else getattr(taskset, "task", None)
+        if task is not None:
+            drop_teachers(task)
+
+
+def _with_check(module: ModuleType, name: str, check: Any, prepare: Any = None) -> None:
+    """Rebind `module.<name>` to a subclass whose after-validator runs `prepare(config)`, then raises
+    `check(config)`'s problems, if any.
 
     Runs right after the module executed, before any other PRIME-RL module imports the name."""
     cls = getattr(module, name, None)
@@ -79,6 +114,8 @@ def _with_check(module: ModuleType, name: str, check: Any) -> None:
 
         @model_validator(mode="after")
         def _composer_channels_live(self):  # type: ignore[no-untyped-def]
+            if prepare is not None:
+                prepare(self)
             problems = check(self)
             if problems:
                 raise ChannelsRefused("; ".join(problems))
@@ -96,13 +133,15 @@ def _composer_in_use(config: Any) -> bool:
 
 
 def check_orchestrator_channels(module: ModuleType) -> None:
-    """`OrchestratorConfig` refuses a composer config whose replay or hint channel could not train (`channels.py`)."""
+    """`OrchestratorConfig` drops the teachers nothing reads and refuses a composer config whose replay or hint channel
+    could not train (`channels.py`)."""
     from composer_prime.algorithm.channels import refusals
 
     _with_check(
         module,
         "OrchestratorConfig",
         lambda config: refusals(config.model_dump(mode="json")) if _composer_in_use(config) else [],
+        prepare=_drop_unread_teachers,
     )
 
 

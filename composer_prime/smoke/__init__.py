@@ -1,6 +1,6 @@
 """`composer-prime smoke`: the whole Composer recipe end to end at toy scale on one CPU machine (docs/smoke.md).
 
-Here: the command (`command`, `config`, `run`), the inputs it prepares in PRIME-RL's venv (`prepare`: tasks mined
+Here: the command (`command`, `config`, `run`, `outdir`: the `--out` folder's lock and log rotation), the inputs it prepares in PRIME-RL's venv (`prepare`: tasks mined
 from the bundled toy repository `toyrepo/`, and the tiny policy's warm start, `warmstart`), the rule-based local
 teachers (`referees`), the reload probe (`reloads`, `probe`) and the report (`report`). Running PRIME-RL's own
 processes on this machine (the CPU patch, the private tree, the venvs, the stubs, the inference wrapper, the tiny

@@ -89,7 +89,7 @@ def main(argv: list[str], prog: str) -> int:
     try:
         return execute(config, overlays, project)
     except Busy as err:
-        print(f"{prog}: --out = {str(config.out)!r}: {err}", file=sys.stderr)
+        print(f"{prog}: {err}", file=sys.stderr)
         return 2
     except TreeError as err:
         print(f"{prog}: {err}", file=sys.stderr)

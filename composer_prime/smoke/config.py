@@ -19,9 +19,9 @@ class SmokeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prime_rl: Path | None = None
-    """A PRIME-RL checkout at commit 559b447 with its `deps/verifiers` submodule, or that commit's source tree
-    (`git clone https://github.com/PrimeIntellect-ai/prime-rl ../prime-rl && git -C ../prime-rl checkout 559b447 &&
-    git -C ../prime-rl submodule update --init deps/verifiers`). Never written to: the smoke patches a private copy."""
+    """A PRIME-RL checkout at commit 559b447 with its `deps/verifiers` submodule (`composer_prime.local.tree.FETCH`
+    gets one over HTTPS), or that commit's source tree without `.git`, checked by content. Never written to: the
+    smoke patches a private copy."""
     steps: int = Field(3, ge=1, le=100)
     """RL steps (`max_steps` of the launch)."""
     out: Path = Path("smoke-out")

@@ -53,22 +53,26 @@ def episodes(run: Path, step: int) -> list[dict[str, Any]]:
 
 def rollout_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     groups: dict[str, list[float]] = defaultdict(list)
-    failed = verdicts = 0.0
+    failed = verdicts = queries = traces = 0.0
     for row in rows:
         for trace in row.get("traces") or []:
             groups[row["group"]["id"]].append(reward(trace))
             metrics = trace.get("metrics") or {}
             failed += float(metrics.get("composer/teacher/failed", 0.0))
+            queries += float(metrics.get("composer/teacher/queries", 0.0))
+            traces += 1
             teacher = (trace.get("info") or {}).get("teacher") or {}
             verdicts += sum(len(s.get("scores") or {}) for s in teacher.get("steps") or [])
     rewards = [r for g in groups.values() for r in g]
     return {
         "episodes": float(len(rows)),
+        "traces": traces,
         "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
         "pass_rate": sum(r > 0 for r in rewards) / len(rewards) if rewards else 0.0,
         "groups": float(len(groups)),
         "groups_all_equal": float(sum(len(set(g)) == 1 for g in groups.values())),
         "teacher_verdicts": verdicts,
+        "teacher_queries": queries,
         "teacher_failed_queries": failed,
     }
 
@@ -97,8 +101,21 @@ PICK = {
 `time/step`, is not taken)."""
 
 
+def step_figures(rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, float]:
+    """One step's figures: from its episodes (`rollouts/`, written as each arrives, before the algorithm scores its
+    group) and from PRIME-RL's `metrics.jsonl` row (which aggregates the algorithm's `composer/algo/*` metrics over
+    the same episodes, hence hint targets = their mean per trace x traces)."""
+    figures = rollout_figures(rows)
+    figures |= {key: float(metrics[name]) for key, name in PICK.items() if name in metrics}
+    if "hint_targets" in figures:
+        figures["hint_targets_scored"] = round(figures["hint_targets"] * figures["traces"])
+    return figures
+
+
 def probe_diffs(meta: dict[str, Any], work: Path) -> list[dict[str, Any]]:
     """Per probed reload: the served logprobs against the trainer's forward of the weights the server loaded."""
+    if not meta.get("probes"):
+        return []
     from composer_prime.smoke.probe import largest_difference, trainer_logprobs, trainer_model
 
     ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
@@ -123,15 +140,14 @@ def build(work: Path) -> dict[str, Any]:
     steps = []
     for step in sorted(metrics):
         row = metrics[step]
-        figures: dict[str, float] = {"step": float(step)}
-        figures |= rollout_figures(episodes(run, step))
-        figures |= {key: float(row[name]) for key, name in PICK.items() if name in row}
-        steps.append(figures)
+        steps.append({"step": float(step), **step_figures(episodes(run, step), row)})
     reloads = probe_diffs(meta, work)
     worst = max((r["served_vs_trainer_logprob_diff"] for r in reloads), default=None)
     config = meta["config"]
+    orchestrator = json.loads((run / "configs" / "orchestrator.json").read_text())
     return {
         "run": {
+            **meta.get("machine", {}),
             "prime_rl": "559b447 (patched for CPU: composer_prime/local/prime_rl_cpu.patch)",
             "launch": "tomls/cpu-smoke.toml",
             "overlays": meta["overlays"],
@@ -140,6 +156,7 @@ def build(work: Path) -> dict[str, Any]:
             "seed": config["seed"],
             "command": meta["rl_command"],
             "run_folder": str(run.relative_to(work)),
+            "max_off_policy_steps": orchestrator.get("max_off_policy_steps"),
         },
         "setup": meta.get("setup", {}),
         "timings": meta["timings"],
@@ -150,6 +167,9 @@ def build(work: Path) -> dict[str, Any]:
         "reloads_not_probed": meta.get("probes_missed", 0),
         "probe_errors": meta.get("probe_errors", []),
         "teacher_failed_queries": sum(s.get("teacher_failed_queries", 0.0) for s in steps),
+        # what each channel cost: a recipe with the channel off pays none of it (the seam drops unread teachers)
+        "teacher_queries": sum(s.get("teacher_queries", 0.0) for s in steps),
+        "hint_targets_scored": sum(s.get("hint_targets_scored", 0.0) for s in steps),
     }
 
 
@@ -157,28 +177,31 @@ COLUMNS = [
     ("step", "step", "{:.0f}"),
     ("reward", "reward_mean", "{:.2f}"),
     ("pass", "pass_rate", "{:.0%}"),
-    ("flat groups", "groups_all_equal", "{:.0f}"),
-    ("adv mean", "advantage_mean", "{:+.3f}"),
-    ("adv min/max", "", ""),
+    ("flat", "groups_all_equal", "{:.0f}"),
     ("loss", "loss", "{:+.4f}"),
-    ("entropy", "entropy", "{:.3f}"),
-    ("verdicts", "teacher_verdicts", "{:.0f}"),
-    ("inference s", "time_inference_s", "{:.1f}"),
-    ("env s", "", ""),
-    ("trainer s", "time_trainer_s", "{:.1f}"),
-    ("broadcast s", "time_broadcast_s", "{:.2f}"),
+    ("hints", "hint_targets_scored", "{:.0f}"),
+    ("replay", "replay_steps", "{:.1f}"),
+    ("teachers", "", ""),
+    ("infer", "time_inference_s", "{:.1f}"),
+    ("env", "", ""),
+    ("train", "time_trainer_s", "{:.1f}"),
+    ("wait", "time_wait_for_batch_s", "{:.0f}"),
 ]
+"""The printed table (every figure is in report.json): flat = groups whose rewards were all equal; hints = hint
+targets scored; replay = replay steps per trace; teachers = teacher queries sent / failed; infer, env,
+train, wait: seconds of inference, env (setup, harness, scoring), forward-backward, the trainer's wait for the batch."""
+WIDTH = 100
 
 
-def text(report: dict[str, Any]) -> str:
+def text(report: dict[str, Any], width: int = WIDTH) -> str:
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(record=True, width=170, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
+    console = Console(record=True, width=width, file=open("/dev/null", "w"))  # noqa: SIM115 - recorded, not shown
     run = report["run"]
     table = Table(
-        title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed {run['seed']}",
+        title=f"composer-prime smoke: PRIME-RL {run['prime_rl'].split()[0]}, {run['steps']} steps, seed {run['seed']}; times in s",
         box=box.SIMPLE_HEAD,
     )
     for header, _, _ in COLUMNS:
@@ -186,9 +209,9 @@ def text(report: dict[str, Any]) -> str:
     for s in report["steps"]:
         cells = []
         for header, key, fmt in COLUMNS:
-            if header == "adv min/max":
-                cells.append(f"{s.get('advantage_min', 0):+.2f}/{s.get('advantage_max', 0):+.2f}")
-            elif header == "env s":
+            if header == "teachers":
+                cells.append(f"{s.get('teacher_queries', 0):.0f}/{s.get('teacher_failed_queries', 0):.0f}")
+            elif header == "env":
                 cells.append(
                     f"{sum(s.get(k, 0.0) for k in ('time_env_setup_s', 'time_env_harness_s', 'time_env_scoring_s')):.1f}"
                 )
@@ -202,6 +225,12 @@ def text(report: dict[str, Any]) -> str:
         "not probed; the last step's weights are never served, the run ends): max |dlogp| "
         + ("n/a" if worst is None else f"{worst:.2e} nats")
     )
+    kl = [s["mismatch_kl"] for s in report["steps"] if "mismatch_kl" in s]
+    if kl:
+        console.print(
+            f"mismatch KL (inference vs trainer logprobs) up to {max(kl):.3g}: off-policy lag, samples from weights "
+            f"up to max_off_policy_steps = {run.get('max_off_policy_steps')} steps old, not a fault"
+        )
     if worst is not None and worst > PROBE_LIMIT:
         console.print(
             f"warning: after a reload the server served logprobs {worst:.3f} nats from the trainer's own "
@@ -219,55 +248,106 @@ def text(report: dict[str, Any]) -> str:
     return console.export_text()
 
 
-def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+PANELS = [
+    (
+        "outcome: reward, pass rate",
+        [("reward_mean", "reward"), ("pass_rate", "pass rate")],
+        [("groups_all_equal", "flat groups")],
+    ),
+    ("outcome advantage", [("advantage_mean", "mean"), ("advantage_min", "min"), ("advantage_max", "max")], []),
+    ("loss", [("loss", "loss"), ("loss_pg", "pg (outcome + replay)")], []),
+    ("hints: targets scored, hint loss", [("hint_targets_scored", "hint targets")], [("loss_hint", "hint loss")]),
+    (
+        "replay: teachers",
+        [("replay_steps", "replay steps / trace"), ("teacher_verdicts", "verdicts")],
+        [("teacher_failed_queries", "failed queries")],
+    ),
+    ("policy: entropy, off-policy lag", [("entropy", "entropy")], [("mismatch_kl", "mismatch KL")]),
+    (
+        "time per step (s)",
+        [
+            ("time_inference_s", "inference"),
+            ("time_env_scoring_s", "env scoring"),
+            ("time_trainer_s", "trainer"),
+            ("time_broadcast_s", "broadcast"),
+            ("time_wait_for_batch_s", "wait for batch"),
+        ],
+        [],
+    ),
+]
+"""(title, series on the left axis, series on a right axis of their own): one panel per channel, a figure of another
+scale (hint loss, counts, KL) never flattening the others."""
 
-    matplotlib.use("Agg")
+
+def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    steps = report["steps"]
-    x = [s["step"] for s in steps]
-    panels = [
-        ("reward and pass rate", [("reward_mean", "reward"), ("pass_rate", "pass rate")]),
-        ("outcome advantage", [("advantage_mean", "mean"), ("advantage_min", "min"), ("advantage_max", "max")]),
-        ("loss", [("loss", "loss"), ("loss_pg", "pg"), ("loss_hint", "hint")]),
-        ("entropy and mismatch KL", [("entropy", "entropy"), ("mismatch_kl", "mismatch KL")]),
-        (
-            "time per step (s)",
-            [
-                ("time_inference_s", "inference"),
-                ("time_env_scoring_s", "env scoring"),
-                ("time_trainer_s", "trainer"),
-                ("time_broadcast_s", "broadcast"),
-            ],
-        ),
-        ("groups", [("groups", "groups"), ("groups_all_equal", "all rewards equal")]),
-    ]
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    markers = "osD^vx"
-    for ax, (title, series) in zip(axes.flat, panels, strict=True):
-        for k, (key, label) in enumerate(series):
-            ys = [s.get(key) for s in steps]
-            if any(y is not None for y in ys):
-                # Distinct markers and a small offset: series with equal values stay visible side by side.
-                ax.plot([xi + 0.04 * (k - len(series) / 2) for xi in x], ys, marker=markers[k], label=label)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.legend(fontsize=8)
-    run = report["run"]
-    worst = report["served_vs_trainer_logprob_diff"]
-    fig.suptitle(
-        f"composer-prime smoke | PRIME-RL {run['prime_rl'].split()[0]} | {run['inference_server'].split(' (')[0]}"
-        f" | {run['steps']} steps | seed {run['seed']} | overlays: "
-        f"{', '.join(Path(o).name for o in run['overlays']) or 'none'} | served-vs-trainer "
-        + ("n/a" if worst is None else f"{worst:.4f} nats"),
-        fontsize=10,
-    )
-    fig.tight_layout()
+    fig = figure(report)
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
     tmp.replace(path)
+
+
+def figure(report: dict[str, Any]) -> Any:
+    """The report's figure: a panel per channel and the run's metadata (`PANELS`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    steps = report["steps"]
+    x = [s["step"] for s in steps]
+    run = report["run"]
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8))
+    markers = "osD^vx"
+    for ax, (title, left, right) in zip(axes.flat, PANELS, strict=False):
+        handles = []
+        for side, series in ((ax, left), (ax.twinx() if right else None, right)):
+            for k, (key, label) in enumerate(series):
+                ys = [s.get(key) for s in steps]
+                if side is not None and any(y is not None for y in ys):
+                    # Distinct markers and a small offset: series with equal values stay visible side by side.
+                    offset = 0.04 * (k - len(series) / 2) if side is ax else 0.0
+                    style = "-" if side is ax else "--"
+                    n = len(handles)  # colours and markers run on across both axes: every series tells apart
+                    handles += side.plot(
+                        [xi + offset for xi in x],
+                        ys,
+                        style,
+                        color=f"C{n}",
+                        marker=markers[n % len(markers)],
+                        label=label,
+                    )
+            if side is not None and side is not ax:
+                side.set_ylabel(", ".join(label for _, label in series), fontsize=8)
+        if title.startswith("policy"):
+            title += f" (max_off_policy_steps = {run.get('max_off_policy_steps')})"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if handles:
+            ax.legend(handles=handles, fontsize=8)
+    meta = axes.flat[-1]
+    meta.axis("off")
+    worst = report["served_vs_trainer_logprob_diff"]
+    lines = [
+        f"PRIME-RL {run['prime_rl'].split()[0]}, {run['inference_server'].split(' (')[0]}",
+        f"{run['steps']} steps, seed {run['seed']}, overlays: {', '.join(Path(o).name for o in run['overlays']) or 'none'}",
+        "served vs trainer: " + ("n/a" if worst is None else f"{worst:.2e} nats"),
+        f"started {run.get('started_utc', '?')} on {run.get('host', '?')}, {run.get('cpus', '?')} cpus",
+        f"load {run.get('load_at_start', '?')} -> {run.get('load_at_end', '?')}",
+        f"composer-prime {run.get('composer_prime', '?')}, python {run.get('python', '?')}",
+        f"total {report['seconds']:.0f} s: venvs {report['timings'].get('venvs_s', 0):.0f} s, inputs "
+        f"{report['timings'].get('prepare_s', 0):.0f} s, rl {report['timings'].get('rl_s', 0):.0f} s",
+        f"teacher queries {report['teacher_queries']:.0f} ({report['teacher_failed_queries']:.0f} failed), "
+        f"hint targets {report['hint_targets_scored']:.0f}",
+    ]
+    meta.text(0.0, 1.0, "run\n" + "\n".join(lines), va="top", family="monospace", fontsize=8, wrap=True)
+    fig.suptitle("composer-prime smoke: PRIME-RL's own rl on CPU", fontsize=11)
+    fig.tight_layout()
+    return fig
 
 
 def main(argv: list[str]) -> int:

@@ -8,19 +8,16 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from composer_prime.local.launch import CACHE_LOCK, ENV_SERVER_PORTS
+from composer_prime.local.launch import ENV_SERVER_PORTS, cache_lock
 from composer_prime.process.group import ProcessFailed, group, run
-from composer_prime.process.ports import free_port, free_port_blocks
+from composer_prime.process.ports import free_port, free_port_blocks, reserve
 from composer_prime.smoke.config import SmokeConfig
+from composer_prime.smoke.console import Status, StepLines, progress_line, strip_ansi, teacher_url_warning
+from composer_prime.smoke.outdir import Busy, claimed, fresh, linked_logs, rotate_logs, run_dir
 
-LOCK = ".smoke.lock"
-MARKER = ".composer-smoke"
-"""Marks an `--out` a smoke wrote, whose `work/` and `logs/` a later smoke may replace."""
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",
     "COMPOSER_TEACHER_GEMINI_URL": "skeptic",
@@ -28,42 +25,6 @@ RULE_FOR = {
 }
 """The launch config's teachers (their `base_url_var`s) and the rule-based local teacher each is routed to."""
 TEACHER_KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
-
-
-class Busy(RuntimeError):
-    """Another smoke holds the lock on this `--out`."""
-
-
-class Status:
-    """Progress on the console: a rich spinner with the stage and the elapsed time, or plain timestamped lines."""
-
-    def __init__(self, live: bool) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.start = time.monotonic()
-        self.live = live and self.console.is_terminal
-        self._status: Any = None
-
-    def __enter__(self) -> Status:
-        if self.live:
-            self._status = self.console.status("starting")
-            self._status.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-    def stage(self, text: str) -> None:
-        line = f"[{time.monotonic() - self.start:6.1f}s] {text}"
-        if self._status is not None:
-            self._status.update(line)
-        else:
-            self.console.print(line, highlight=False)
-
-    def note(self, text: str) -> None:
-        self.console.print(f"[{time.monotonic() - self.start:6.1f}s] {text}", highlight=False)
 
 
 def wait_for_port(port: int, process: Any, what: str, log: Path, timeout_s: float = 60.0) -> None:
@@ -78,40 +39,10 @@ def wait_for_port(port: int, process: Any, what: str, log: Path, timeout_s: floa
     raise ProcessFailed(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s; see {log}")
 
 
-def fresh(work: Path) -> None:
-    """An empty work folder (the lock is held, so an existing one is a finished or killed earlier run's)."""
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-
-
 def execute(config: SmokeConfig, overlays: list[Path], project: Path) -> int:
-    from filelock import FileLock, Timeout
-
     out = config.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    foreign = [name for name in ("work", "logs") if (out / name).exists() and not (out / MARKER).exists()]
-    if foreign:
-        raise Busy(
-            f"it holds {' and '.join(foreign)} that no smoke made (no {MARKER}); a smoke replaces those "
-            "folders, so pass an empty or new --out"
-        )
-    lock = FileLock(out / LOCK)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise Busy(
-            f"another composer-prime smoke is running into this folder (it holds {out / LOCK}); wait for it "
-            "to end or pass another --out"
-        ) from None
-    try:
-        (out / MARKER).touch()
-        for stale in ("report.json", "report.png", "report.txt"):
-            (out / stale).unlink(missing_ok=True)
-        with Status(config.live) as status:
-            return _execute(config, overlays, project, out, status)
-    finally:
-        lock.release()
+    with claimed(out), Status(config.live) as status:
+        return _execute(config, overlays, project, out, status)
 
 
 def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path, status: Status) -> int:
@@ -121,21 +52,16 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
 
     started = time.monotonic()
     work, logs, cache = out / "work", out / "logs", config.cache.expanduser().resolve()
+    rotate_logs(out)  # before `work/` goes: the previous run's logs link into it
     fresh(work)
-    if logs.exists():
-        shutil.rmtree(logs)
-    logs.mkdir()
     meta: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
         "overlays": [str(p) for p in overlays],
         "timings": {},
+        "machine": machine(project, config.prime_rl.resolve()),  # type: ignore[union-attr]
     }
 
-    from filelock import FileLock
-
-    cache.mkdir(parents=True, exist_ok=True)
-    cache_lock = FileLock(cache / CACHE_LOCK)
-    with cache_lock:  # another smoke building into the same cache: wait for it
+    with cache_lock(cache, "building or checking the venvs and the patched PRIME-RL", status.note):
         status.stage("patching a private copy of PRIME-RL for CPU")
         tree = private_copy(config.prime_rl.resolve(), cache)  # type: ignore[union-attr]
         t0 = time.monotonic()
@@ -161,7 +87,7 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         return 0
 
     t0 = time.monotonic()
-    with cache_lock:
+    with cache_lock(cache, "preparing or copying the mined tasks and the warm-started policy", status.note):
         meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
@@ -175,21 +101,25 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
             env |= {key: "smoke" for key in TEACHER_KEYS}
         else:
             env |= {var: config.teacher_url for var in RULE_FOR}
-        port = config.port or free_port()
+            if (warning := teacher_url_warning(config.teacher_url)) is not None:
+                status.note(warning)
+        port = inference_port(config.port)
         url = f"http://127.0.0.1:{port}"
         # PRIME-RL's launcher maps its processes to GPU ids it reads from CUDA_VISIBLE_DEVICES (one for inference, one
         # for the trainer); on CPU they only label the processes.
         env |= {"CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled"}
         argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, port)]
         meta["rl_command"] = argv
-        status.stage("PRIME-RL's rl: starting inference server, env server, orchestrator and trainer")
         t0 = time.monotonic()
         ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
         probes = reloads.Watcher(url, ids, "model", work, work / "reloads")
+        step_lines = StepLines(work, config.steps)
         with group(argv, logs / "rl.log", cwd=work, env=env) as rl, linked_logs(work, logs):
             shown = ""
             while rl.poll() is None:
                 probes.poll()
+                for text in step_lines.poll():
+                    status.note(text)
                 line = progress_line(work, config.steps)
                 if line != shown:
                     status.stage(line)
@@ -203,11 +133,35 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
             f"processes' logs are in {logs / 'prime-rl'}{failure_detail(work, logs)}"
         )
     meta["seconds"] = time.monotonic() - started
+    meta["machine"]["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
     (work / "meta.json").write_text(json.dumps(meta, indent=1))
     status.stage("building the report from PRIME-RL's outputs")
     run([python, "-m", "composer_prime.smoke.report", str(work), str(out)], logs / "report.log", "the report", env=env)
     sys.stdout.write((out / "report.txt").read_text())
     return 0
+
+
+def machine(project: Path, tree: Path) -> dict[str, Any]:
+    """What a reader of the report needs to compare runs: when, where, at what load, from which code."""
+    import platform
+    import subprocess
+
+    from composer_prime.local.tree import source_commit
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=30)
+        return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+    commit = source_commit(tree)
+    return {
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "load_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "composer_prime": git("rev-parse", "--short", "HEAD") + (" (modified)" if git("status", "--porcelain") else ""),
+        "prime_rl_tree": f"{tree} ({'git ' + commit[:9] if commit else 'no .git: checked by content'})",
+    }
 
 
 INPUTS = ("tasks.jsonl", "mined.jsonl", "model", "setup.json")
@@ -273,10 +227,23 @@ def copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
+def inference_port(asked: int) -> int:
+    """The inference server's port: `--port` where it is free and no other run reserved it, else a free one; both
+    reserved for this process (`process/ports.py`)."""
+    if asked == 0:
+        return free_port()
+    if not reserve(asked):
+        raise Busy(
+            f"--port = {asked}: the port is in use or reserved by another run on this machine; pass another "
+            "port or 0 (a free one)"
+        )
+    return asked
+
+
 def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> list[str]:
-    """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides: steps, and free
-    ports for everything PRIME-RL binds (the inference server, the ZMQ rollout transport's pair, the env servers), so
-    smokes into different `--out` folders run side by side."""
+    """`rl`'s arguments: the CPU launch config, the overlays in order, then what the smoke decides: steps, and ports
+    for everything PRIME-RL binds (the inference server, the ZMQ rollout transport's pair, the env servers), each
+    reserved for this process until it exits, so smokes into different `--out` folders run side by side."""
     args = ["@", str(project / "tomls" / "cpu-smoke.toml")]
     for overlay in overlays:
         args += ["@", str(overlay)]
@@ -300,39 +267,6 @@ def launch_args(project: Path, overlays: list[Path], steps: int, port: int) -> l
     ]
 
 
-def run_dir(work: Path) -> Path | None:
-    """PRIME-RL's run folder (`<output_dir>/<run name>`) in `work`, once the launcher made it."""
-    found = sorted((work / "run").glob("*/configs"))
-    return found[0].parent if found else None
-
-
-def progress_line(work: Path, steps: int) -> str:
-    """Where PRIME-RL's run is: the orchestrator's and the trainer's newest step lines (or what they wait for)."""
-    folder = run_dir(work)
-    logs = folder / "logs" / "latest" if folder else None
-    if logs is None or not (logs / "orchestrator.log").is_file():
-        return "PRIME-RL's rl: starting its processes"
-    parts = []
-    for name, path in (("orchestrator", logs / "orchestrator.log"), ("trainer", logs / "trainer.log")):
-        last = newest(path, (" Step ", "Waiting for", "Train batch", "Starting")) if path.is_file() else ""
-        parts.append(f"{name}: {last or 'starting'}")
-    return f"PRIME-RL's rl ({steps} steps) | " + " | ".join(parts)
-
-
-def newest(log: Path, markers: tuple[str, ...]) -> str:
-    """The last line of `log`'s tail holding one of `markers`, shortened (its time stamp and level dropped)."""
-    with log.open("rb") as f:
-        f.seek(max(0, log.stat().st_size - 16384))
-        lines = f.read().decode("utf-8", "replace").splitlines()
-    for raw in reversed(lines):
-        text = strip_ansi(raw)
-        if any(m in text for m in markers):
-            text = text.split("]:", 1)[-1].strip()  # torchrun's rank prefix
-            words = text.split(maxsplit=2)
-            return (words[2] if len(words) == 3 and words[1] in ("INFO", "SUCCESS", "WARNING") else text)[:90]
-    return ""
-
-
 def failure_detail(work: Path, logs: Path, lines: int = 15) -> str:
     """What PRIME-RL's launcher said failed, and the end of that process's own log."""
     said = [
@@ -350,23 +284,3 @@ def failure_detail(work: Path, logs: Path, lines: int = 15) -> str:
                 tail = [strip_ansi(x) for x in log.read_text(errors="replace").splitlines()[-lines:]]
                 detail += f"\nthe end of {log}:\n" + "\n".join(f"  {x}" for x in tail)
     return detail
-
-
-def strip_ansi(text: str) -> str:
-    import re
-
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-@contextmanager
-def linked_logs(work: Path, logs: Path) -> Iterator[None]:
-    """On the way out (an end, a failure, Ctrl-C): `--out/logs/prime-rl`, PRIME-RL's own logs (orchestrator, trainer,
-    inference, env servers) of the run."""
-    try:
-        yield
-    finally:
-        folder = run_dir(work)
-        if folder is not None and (folder / "logs").is_dir():
-            target = logs / "prime-rl"
-            target.unlink(missing_ok=True)
-            target.symlink_to(os.path.relpath(folder / "logs" / "latest", logs))

@@ -52,7 +52,13 @@ def _retryable(error: BaseException) -> bool:
 async def _post(client: httpx.AsyncClient, teacher: TeacherConfig, body: dict[str, Any]) -> Answer:
     headers = {}
     if teacher.api_key_var:
-        headers["Authorization"] = f"Bearer {os.environ.get(teacher.api_key_var, '')}"
+        key = os.environ.get(teacher.api_key_var, "").strip()
+        if not key:  # an empty bearer token is not a valid header: the request would fail in httpx, and be retried
+            raise TeacherError(
+                f"{teacher.name}: ${teacher.api_key_var} (its api_key_var) is not set in the env server's environment",
+                retryable=False,
+            )
+        headers["Authorization"] = f"Bearer {key}"
     try:
         response = await client.post(f"{teacher.endpoint()}/chat/completions", json=body, headers=headers)
     except ValueError as e:  # a malformed $base_url_var: this teacher is unusable until it is fixed

@@ -58,6 +58,8 @@ class Tally:
     input_tokens: int = 0
     output_tokens: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    first_error: dict[str, str] = field(default_factory=dict)
+    """Teacher name -> its first failed query's error, with the URL it was sent to."""
 
 
 @dataclass
@@ -158,6 +160,7 @@ class Replay:
                 billed = 0.0
                 self.tally.failed += 1
                 self.tally.errors[teacher.name] += 1
+                self.tally.first_error.setdefault(teacher.name, f"{where(teacher)}: {e}")
                 logger.debug("teacher hook: %s", e)
                 return None
             finally:
@@ -177,6 +180,14 @@ class Replay:
                 self.verdicts[(step.node, teacher.name)] = verdict
                 return
         self.tally.unparseable += 1
+
+
+def where(teacher: TeacherConfig) -> str:
+    """The API root a teacher's queries go to (`$base_url_var` or `base_url`), as it is configured."""
+    try:
+        return teacher.endpoint()
+    except ValueError:  # a malformed $base_url_var: the error itself names it
+        return f"${teacher.base_url_var}"
 
 
 def agreement(scores: list[list[float]]) -> float | None:
@@ -215,6 +226,7 @@ def assemble(config: TeachersConfig, order: list[int], replay: Replay, skipped: 
         steps=steps,
         cost_usd=round(replay.budget.billed, 8),
         skipped="; ".join(skipped) or None,
+        errors=dict(tally.first_error),
     )
     answered_by = {name for step in steps for name in step.scores}
     agree = agreement([list(step.scores.values()) for step in steps])

@@ -7,7 +7,7 @@ The hook writes it with `TeacherInfo.model_dump(mode="json")`; the algorithm par
      "steps": [{"node": <index into trace.nodes of a sampled assistant node>,
                 "scores": {"<teacher>": <float in [-1, 1]>, ...},
                 "hint": "<short text>" | null}],
-     "cost_usd": <float>, "skipped": "<reason>" | null}
+     "cost_usd": <float>, "skipped": "<reason>" | null, "errors": {"<teacher>": "<first error, with its URL>"}}
 
 A step is listed only when at least one teacher answered it; a teacher missing from a step's `scores` did not
 answer that step (timeout, error, unreadable verdict, budget). This module imports pydantic only.
@@ -54,6 +54,9 @@ class TeacherInfo(BaseModel):
     """Dollars spent on this trace (token usage times the configured prices; cache hits cost nothing)."""
     skipped: str | None = None
     """Why some or all selected steps went unscored (budget spent, deadline reached, no teachers), else None."""
+    errors: dict[str, str] = Field(default_factory=dict)
+    """Teacher name -> the first error of its failed queries on this trace, naming the URL it was sent to (what the
+    smoke's console shows once per teacher); empty when every query was answered."""
 
     @model_validator(mode="after")
     def _steps_consistent(self) -> TeacherInfo:

@@ -58,7 +58,7 @@ def verifiers_snapshot() -> None:
     if not hasattr(vf.Branch, "multi_modal_data"):
         pytest.fail(
             "PRIME-RL's orchestrator at 559b447 needs its pinned verifiers snapshot (a60a606); this environment has "
-            "verifiers from PyPI. Install the snapshot: git -C $PRIME_RL_SRC submodule update --init deps/verifiers "
+            "verifiers from PyPI. Install the snapshot: git -C $PRIME_RL_SRC -c url.https://github.com/.insteadOf=git@github.com: submodule update --init deps/verifiers "
             "&& pip install $PRIME_RL_SRC/deps/verifiers"
         )
 

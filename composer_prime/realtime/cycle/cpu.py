@@ -97,9 +97,7 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     """`[prime_rl]` for the demo of `config` (a RealtimeConfig with `demo.prime_rl` set): builds or reuses the
     smoke's patched copy and venvs, writes the wrappers into the state dir and returns the config whose command
     launches PRIME-RL's `rl` with them. Raises `SetupError`."""
-    from filelock import FileLock
-
-    from composer_prime.local.launch import CACHE_LOCK, CPU_TOML, ENV_SERVER_PORTS, project_root
+    from composer_prime.local.launch import CPU_TOML, ENV_SERVER_PORTS, cache_lock, project_root
     from composer_prime.local.tree import TreeError, private_copy
     from composer_prime.local.venvs import ensure_venv, requirement_sets, write_wrappers
     from composer_prime.process.group import ProcessFailed
@@ -115,7 +113,7 @@ def prime_rl_config(config: Any, model_dir: Path, log: Callable[[str], None]) ->
     cache = demo.cache.expanduser().resolve()
     cache.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(cache / CACHE_LOCK):  # a smoke building into the same cache: wait for it
+        with cache_lock(cache, "building or checking the venvs and the patched PRIME-RL", log):
             tree = private_copy(demo.prime_rl.resolve(), cache)
             venvs = {
                 name: ensure_venv(name, steps, cache, demo.torch_index, log)

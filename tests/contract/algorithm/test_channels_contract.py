@@ -41,6 +41,32 @@ def test_a_launch_whose_replay_has_no_teachers_is_refused_by_prime_rls_parse(tmp
     assert parse(TOMLS[0], overlay, replay_off).returncode == 0, parse(TOMLS[0], overlay, replay_off).stderr[-2000:]
 
 
+JUDGES = PARSE.replace("cli(RLConfig,", "config = cli(RLConfig,") + (
+    "import json\ntask = config.orchestrator.train.source[0].env.taskset.task\n"
+    "print(json.dumps({'judges': [j.id for j in task.judges], 'teacher': task.teacher is not None}))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "recipe, teachers",
+    [
+        (None, True),
+        ("no-hint", True),
+        ("no-replay", True),
+        ("rlvr-only", False),
+        ("grpo-baseline", False),
+        ("opsd-baseline", False),
+    ],
+)
+def test_prime_rls_parse_drops_the_teachers_no_channel_reads(recipe, teachers, verifiers_snapshot):
+    # The launcher writes every env server's config from the parsed source: a judge dropped here is never queried.
+    files = [TOMLS[0]] + ([ROOT / "recipes" / f"{recipe}.toml"] if recipe else [])
+    done = run_with_prime_rl(["-c", JUDGES, *map(str, files)], cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ("composer-teachers" in parsed["judges"]) == teachers and parsed["teacher"] == teachers, parsed
+
+
 def test_the_hint_channel_needs_composer_loss_in_prime_rls_parse(tmp_path, verifiers_snapshot):
     overlay = tmp_path / "default-loss.toml"
     overlay.write_text('[trainer.loss]\nimport_path = "composer_prime.loss.prime_rl_default_loss"\n')
@@ -120,7 +146,9 @@ def test_rl_dry_run_of_every_toml_and_recipe_pair(tmp_path, verifiers_snapshot):
     assert len(runs) == len(combos)
     for run in runs:
         names = {"gpt-4.1-mini", "gemini-2.5-flash", "deepseek-v3"}
-        assert all(set(t) == names for t in run["teachers"].values()), run  # the env servers get the teachers
+        # the env servers get the teachers where a channel reads them, and none where nothing does
+        unread = any(run["files"][-1].endswith(f"{r}.toml") for r in ("grpo-baseline", "opsd-baseline", "rlvr-only"))
+        assert all(set(t) == (set() if unread else names) for t in run["teachers"].values()), run
         if "qwen3-32b" in run["files"][0]:
             # The 32B TOML says the orchestrator and env servers run on the first trainer node.
             assert run["orch"] == ["ORCH_PROCID=$NUM_INFER_NODES"], run

@@ -67,3 +67,23 @@ def test_a_cache_inside_a_git_work_tree_is_patched_and_an_edited_tree_is_copied_
     rl.write_text(rl.read_text() + "\n# a local fix\n")
     again = private_copy(edited, tmp_path / "cache")
     assert again != copy and "# a local fix" in (again / "src/prime_rl/entrypoints/rl.py").read_text()
+
+
+def test_a_pinned_tree_without_git_passes_the_content_check_and_an_edited_one_is_named(tmp_path: Path) -> None:
+    import shutil
+
+    import pytest
+
+    from composer_prime.local.tree import TreeError, check_tree
+
+    src = prime_rl_src()
+    assert src is not None
+    tarball = tmp_path / "prime-rl"  # as a release tarball unpacks: no .git
+    shutil.copytree(src, tarball, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__"), symlinks=True)
+    check_tree(tarball)
+    perf = tarball / "src" / "prime_rl" / "trainer" / "perf.py"
+    perf.write_text(perf.read_text().replace("mfu", "mfu ", 1))
+    with pytest.raises(
+        TreeError, match=r"checked by content: src/prime_rl/trainer/perf.py differs from PRIME-RL 559b447"
+    ):
+        check_tree(tarball)

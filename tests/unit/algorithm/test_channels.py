@@ -197,3 +197,23 @@ def test_hints_or_teacher_replay_on_the_realtime_source_are_refused_with_the_rea
         [problem] = refusals(on)
         assert "the realtime-sessions source replays logged sessions" in problem
         assert "[orchestrator.algo.hints] enabled = false" in problem and "docs/realtime.md" in problem
+
+
+def test_teachers_nothing_reads_are_unread_and_a_weighted_judge_is_read():
+    from composer_prime.algorithm.channels import TEACHERS_JUDGE, unread_teachers
+
+    judge = {"id": TEACHERS_JUDGE, "teachers": [{"name": "t"}]}
+    source = {"name": "s", "env": {"taskset": {"task": {"judges": [judge]}}}}
+    orchestrator = {"algo": {"type": "grpo"}, "train": {"source": [source]}}
+    assert unread_teachers(orchestrator) == [0]  # grpo reads no verdict of a weight-0 judge
+    judge["weight"] = 0.5  # ... unless the judge weighs the reward
+    assert unread_teachers(orchestrator) == []
+    judge["weight"] = 0.0
+    orchestrator["algo"] = {"type": "composer", "replay": {"enabled": False}, "hints": {"kinds": ["tool_error"]}}
+    assert unread_teachers(orchestrator) == [0]
+    orchestrator["algo"]["hints"]["kinds"] = ["teacher_hint", "tool_error"]  # teacher hints become targets
+    assert unread_teachers(orchestrator) == []
+    orchestrator["algo"]["hints"]["enabled"] = False
+    assert unread_teachers(orchestrator) == [0]
+    del source["env"]["taskset"]["task"]["judges"]  # no teachers: nothing to drop
+    assert unread_teachers(orchestrator) == []

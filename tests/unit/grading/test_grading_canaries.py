@@ -18,6 +18,8 @@ from composer_prime.grading.canaries import KINDS, import_effects, planted, verd
 from composer_prime.grading.grader import Suite, judge, run_suite
 from composer_prime.grading.mutants import Answer, answers
 
+pytestmark = pytest.mark.slow  # a real pytest session in a subprocess per case: outside the fast tier
+
 SUITE = """\
 import unittest
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from composer_prime.local.tree import PINNED_COMMIT, TreeError, check_tree
+from composer_prime.local.tree import PATCH, PINNED_BLOBS, PINNED_COMMIT, TreeError, check_tree
 
+TARGETS_DIR = Path(__file__).resolve().parents[3] / "composer_prime" / "seam"
 STUB_PROBE = """
 import sys
 from composer_prime.local.stubs_finder import StubbedOnCPU, install
@@ -76,4 +77,54 @@ def test_tree_checks_name_the_fix(tmp_path: Path) -> None:
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
     with pytest.raises(TreeError, match=f"checkout {PINNED_COMMIT}"):
         check_tree(other)
-    check_tree(_tree(tmp_path / "c"))  # a source tree without git metadata passes the cheap checks
+    with pytest.raises(TreeError, match="no git metadata, so its commit is checked by content: .* is missing"):
+        check_tree(_tree(tmp_path / "c"))  # a source tree without git metadata: checked by content
+
+
+def test_a_tree_without_git_is_checked_by_content_and_the_differing_file_named(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "t")
+    first = sorted(PINNED_BLOBS)[0]
+    (tree / first).parent.mkdir(parents=True, exist_ok=True)
+    (tree / first).write_text("class TrainerConfig: ...\n")  # present, but not 559b447's
+    with pytest.raises(TreeError) as err:
+        check_tree(tree)
+    assert f"{first} differs from PRIME-RL {PINNED_COMMIT}'s" in str(err.value)
+    assert f"checkout {PINNED_COMMIT}" in str(err.value)  # the fix
+
+
+def _module_file(module: str) -> str:
+    """Where PRIME-RL 559b447 keeps `module` (the configs live in their own package)."""
+    rel = module.replace(".", "/")
+    root = "packages/prime-rl-configs/src/" if module.startswith("prime_rl.configs.") else "src/"
+    return root + (f"{rel}/__init__.py" if module == "prime_rl.orchestrator.algo" else f"{rel}.py")
+
+
+def test_the_pinned_blobs_cover_every_file_the_patch_and_the_seam_depend_on() -> None:
+    import re
+
+    from composer_prime.seam.hook import TARGETS
+
+    pre_images = dict(re.findall(r"^diff --git a/(\S+) .*\nindex ([0-9a-f]+)\.\.", PATCH.read_text(), re.M))
+    changed = {rel: blob for rel, blob in pre_images.items() if set(blob) != {"0"}}  # not the files it adds
+    assert changed and all(PINNED_BLOBS[rel].startswith(blob) for rel, blob in changed.items())
+    seam = {_module_file(module) for module in TARGETS}
+    seam_source = "".join(p.read_text() for p in Path(TARGETS_DIR).glob("*.py"))
+    seam |= {_module_file(m) for m in re.findall(r"from (prime_rl\.[\w.]+) import", seam_source)}
+    assert set(PINNED_BLOBS) == set(changed) | seam
+
+
+def test_the_venv_key_follows_what_is_installed_not_the_tool_settings(tmp_path: Path) -> None:
+    from composer_prime.local.venvs import requirement_sets, venv_key
+
+    root = Path(__file__).resolve().parents[3]
+    project = tmp_path / "composer-prime"
+    project.mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text((root / "pyproject.toml").read_text())
+    steps = requirement_sets(project, tmp_path / "prime-rl")["vllm"]
+    key = venv_key(steps, "")
+    pyproject.write_text(pyproject.read_text().replace('testpaths = ["tests', 'testpaths = ["other", "tests'))
+    assert venv_key(steps, "") == key  # a pytest setting: no rebuild
+    pyproject.write_text(pyproject.read_text().replace('"pydantic>=2.7"', '"pydantic>=2.8"'))
+    assert venv_key(steps, "") != key  # a dependency: a new venv
+    assert venv_key(steps, "https://download.pytorch.org/whl/cpu") != venv_key(steps, "")

@@ -40,7 +40,8 @@ def test_a_second_smoke_into_the_same_out_is_refused_and_a_stale_report_goes(tmp
     from filelock import FileLock
 
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.run import LOCK, Busy, execute
+    from composer_prime.smoke.outdir import LOCK, Busy
+    from composer_prime.smoke.run import execute
 
     out = tmp_path / "out"
     out.mkdir()
@@ -72,7 +73,10 @@ def _episode(group: str, solved: float, failed: float = 0.0, verdicts: int = 0) 
     steps = [{"scores": {"a": 1.0, "b": 0.0}}] * (verdicts // 2)
     trace = {
         "rewards": {"solved": {"score": solved, "weight": 1.0}, "teacher": {"score": 0.5, "weight": 0.0}},
-        "metrics": {"composer/teacher/failed": failed},
+        "metrics": {
+            "composer/teacher/failed": failed,
+            "composer/teacher/queries": failed + verdicts,
+        },
         "info": {"teacher": {"steps": steps}},
     }
     return {"group": {"id": group}, "traces": [trace]}
@@ -94,6 +98,8 @@ def test_rollout_figures_count_flat_groups_and_failed_teachers() -> None:
     assert figures["groups_all_equal"] == 2  # g2 (1, 1) and g3 (0, 0) carry no outcome signal
     assert figures["teacher_failed_queries"] == 4
     assert figures["teacher_verdicts"] == 2
+    assert figures["teacher_queries"] == 6  # 2 answered + 4 failed
+    assert figures["traces"] == 6
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -166,7 +172,8 @@ def test_a_probe_that_fails_counts_a_missed_reload_and_does_not_stop_the_run(tmp
 
 def test_a_smoke_never_replaces_folders_it_did_not_make(tmp_path: Path) -> None:
     from composer_prime.smoke.config import SmokeConfig
-    from composer_prime.smoke.run import Busy, execute
+    from composer_prime.smoke.outdir import Busy
+    from composer_prime.smoke.run import execute
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "important.txt").write_text("mine")

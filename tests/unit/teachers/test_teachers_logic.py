@@ -57,6 +57,7 @@ def test_schema_refuses_out_of_range_scores_duplicates_and_unknown_teachers():
         "steps": [{"node": 3, "scores": {"a": 1.0, "b": -1.0}, "hint": None}],
         "cost_usd": 0.01,
         "skipped": None,
+        "errors": {},
     }
     assert TeacherInfo.model_validate(good).model_dump(mode="json") == good
     with pytest.raises(ValidationError, match="outside"):
@@ -177,3 +178,57 @@ def test_doc_toml_blocks_parse_into_env_configs():
     config = resolve_env_config({"taskset": {"id": "feature-deletion", "task": task}})
     (judge,) = config.taskset.task.judges
     assert judge.teachers[0].max_concurrency == 64 and judge.teachers[0].api_key_var is None
+
+
+def test_a_teacher_that_cannot_be_reached_leaves_its_first_error_and_url_on_the_trace(tmp_path, monkeypatch):
+    import asyncio
+
+    from composer_prime.process.ports import free_port
+    from composer_prime.teachers.hook import score_trace
+    from tests.support.traces import five_step_trace
+
+    down = f"http://127.0.0.1:{free_port()}/v1"  # reserved, never bound: connection refused
+    monkeypatch.setenv("COMPOSER_TEST_TEACHER_URL", down)
+    config = TeachersConfig.model_validate(
+        {
+            "teachers": [
+                {
+                    "name": "down",
+                    "base_url": "https://api.example.com/v1",
+                    "base_url_var": "COMPOSER_TEST_TEACHER_URL",
+                    "model": "m",
+                    "input_usd_per_mtok": 1.0,
+                    "output_usd_per_mtok": 1.0,
+                    "retry_backoff_s": 0.01,
+                    "max_retries": 1,
+                },
+            ],
+            "cache_dir": str(tmp_path / "cache"),
+        }
+    )
+    report = asyncio.run(asyncio.wait_for(score_trace(five_step_trace(), config), 60))
+    assert report.metrics["composer/teacher/failed"] > 0
+    assert report.info.errors["down"].startswith(f"{down}: down: ConnectError")
+    assert TeacherInfo.model_validate(report.info.model_dump(mode="json")).errors == report.info.errors
+
+
+def test_an_unset_api_key_is_one_clear_error_naming_the_variable(tmp_path, monkeypatch):
+    import asyncio
+
+    from composer_prime.teachers.hook import score_trace
+    from tests.support.scripted_server import Reply, ScriptedModelServer
+    from tests.support.traces import five_step_trace
+
+    monkeypatch.delenv("COMPOSER_TEST_TEACHER_KEY", raising=False)
+    with ScriptedModelServer([Reply(content='{"score": 1.0}')]) as server:
+        teacher = {"name": "t", "base_url": server.base_url, "model": "m", "api_key_var": "COMPOSER_TEST_TEACHER_KEY"}
+        config = TeachersConfig.model_validate(
+            {
+                "teachers": [{**teacher, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0}],
+                "cache_dir": str(tmp_path / "c"),
+            }
+        )
+        report = asyncio.run(asyncio.wait_for(score_trace(five_step_trace(), config), 60))
+        assert server.requests == []  # nothing sent, nothing retried
+    assert "$COMPOSER_TEST_TEACHER_KEY (its api_key_var) is not set" in report.info.errors["t"]
+    assert report.metrics["composer/teacher/failed"] == report.metrics["composer/teacher/queries"] > 0

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 
 import pytest
+import tenacity
 import verifiers.v1 as vf
 from swe_gym.taskset import SWEGymTaskset, SWEGymTasksetConfig
 from verifiers.v1.runtimes import make_runtime
@@ -39,6 +40,13 @@ def podman(*args: str, stdin: bytes | None = None) -> str:
     done = subprocess.run(["podman", *args], input=stdin, capture_output=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return done.stdout.decode()
+
+
+@tenacity.retry(stop=tenacity.stop_after_attempt(6), wait=tenacity.wait_fixed(2), reraise=True)
+def remove_image(tag: str) -> None:
+    """`podman rmi -f`, again while a box of the image is still being removed (grader boxes go in a thread: rmi then
+    fails with "container ... does not exist in database")."""
+    podman("rmi", "-f", tag)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +83,7 @@ def swegym_image(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     )
     (task,) = SWEGymTaskset(config).load()
     yield task, toy
-    podman("rmi", "-f", tag)
+    remove_image(tag)
 
 
 @pytest.fixture(scope="module")
@@ -445,4 +453,4 @@ def test_feature_deletion_runs_each_task_in_its_rows_image(tmp_path, tmp_path_fa
         assert marker in json.dumps(server.requests[1]["messages"])
         assert trace.reward == 0.0  # the feature is still deleted: graded, in the row's image, as unsolved
     finally:
-        podman("rmi", "-f", tag)
+        remove_image(tag)

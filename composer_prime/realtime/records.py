@@ -189,7 +189,15 @@ class MalformedRecord(ValueError):
 
 
 def parse_record(line: str | bytes) -> SessionRecord | SignalRecord:
-    """One spool line -> a record; raises `MalformedRecord` naming the problem."""
+    """One spool line -> a record; raises `MalformedRecord` naming the problem. A well-formed line is parsed and
+    validated in one pass (pydantic's JSON parser); a bad one is read again to say what is wrong with it."""
+    try:
+        record = _RECORD.validate_json(line)
+    except ValidationError:
+        pass
+    else:
+        if record.schema_ == SCHEMA and record.version == VERSION:
+            return record
     try:
         raw = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

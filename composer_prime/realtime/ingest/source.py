@@ -67,6 +67,8 @@ def resume_collector() -> None:
 
 
 TASKSET_ID = "realtime-sessions"
+PARSE_AHEAD = 128
+"""Bundles the worker parses ahead of the draws (two passes of PRIME-RL's dispatcher at 64 in flight)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -101,7 +103,9 @@ class BundleStream:
     there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
     runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
     read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
-    they take its bundles in order. The interpreter lock passes between threads only between bytecodes, so the
+    they take its bundles in order. The same thread parses the written bundles into tasks, up to `PARSE_AHEAD` ahead
+    of the draws (and again when half of those are drawn), so a draw hands over an object and never parses a file on
+    the loop. The interpreter lock passes between threads only between bytecodes, so the
     thread makes no long C call (the spool read 1 MiB at a time, the id memory in small sets) and, with `manage_gc`,
     runs with automatic collection paused so no scan of the heap lands on it (docs/realtime.md, "Bounds"). The
     first read loads the tokenizer. An error in a read is
@@ -116,7 +120,9 @@ class BundleStream:
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[int] = deque()
-        """Sequence numbers of bundles a read wrote and no draw has taken yet (each loaded from its file when drawn)."""
+        """Sequence numbers of bundles a read wrote and the worker has not parsed yet."""
+        self.parsed: deque[BundleTask] = deque()
+        """Tasks parsed from their bundle files by the worker, in order: what draws hand over."""
         self.scrub: Scrubber | None = None
         self.seen: SeenIds | None = None
         self.next_read = 0.0
@@ -183,19 +189,45 @@ class BundleStream:
             if data is not None:
                 return self._task(data)
             self.replay = None
-        if self.ready:
-            return self._task(durable.load(BundleData, self.journal.bundle_path(self.ready.popleft())))
+        if self.parsed:
+            task = self.parsed.popleft()
+            if len(self.parsed) < PARSE_AHEAD // 2 and self.ready and not self.reading:
+                self._start(self._parse)  # parse the next ones while these are drawn
+            return task
         if self.reading:
             raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
+        if self.ready:
+            self._start(self._parse)
+            raise TaskNotReady(f"realtime-sessions: parsing bundles (journal {str(self.config.journal)!r})")
         now = time.monotonic()
         if now < self.next_read:
             raise TaskNotReady(self._waiting(self.next_read - now))
-        self.worker = threading.Thread(target=self._read, name="realtime-sessions-read", daemon=True)
-        self.worker.start()
+        self._start(self._read)
         raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
 
+    def _start(self, work: Any) -> None:
+        self.worker = threading.Thread(target=work, name="realtime-sessions-read", daemon=True)
+        self.worker.start()
+
+    def _parse(self) -> None:
+        """Parse up to `PARSE_AHEAD` written bundles into tasks, in the worker thread: a draw on the loop only hands
+        over an object."""
+        if self.config.manage_gc:
+            pause_collector()
+        try:
+            while self.ready and len(self.parsed) < PARSE_AHEAD:
+                seq = self.ready[0]
+                self.parsed.append(self._task(durable.load(BundleData, self.journal.bundle_path(seq))))
+                self.ready.popleft()
+        except BaseException as err:  # raised on the event loop by the next draw
+            self.failure = err
+        finally:
+            if self.config.manage_gc:
+                resume_collector()
+
     def _read(self) -> None:
-        """One read, in the worker thread: the only code that writes the journal while the stream is open."""
+        """One read, in the worker thread: the only code that writes the journal while the stream is open; then
+        the first of its bundles parsed."""
         if self.config.manage_gc:
             pause_collector()
         try:
@@ -220,6 +252,8 @@ class BundleStream:
         finally:
             if self.config.manage_gc:
                 resume_collector()
+        if self.failure is None:
+            self._parse()
 
     def _task(self, data: BundleData) -> BundleTask:
         task = BundleTask(data, self.config.task)

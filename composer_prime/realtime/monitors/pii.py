@@ -111,7 +111,8 @@ JOIN = re.compile(
 )
 """Two string literals glued by concatenation (`"ghp_ab" + "cd"`, `"..." \\`, implicit across a line break, PHP's
 `.`, Lua's `..`, VB's `&`): removed, the view holds the literal the code builds."""
-BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
+BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})(?![A-Za-z0-9+/_-])")
+"""A run of base64 or of its URL-safe alphabet (a path such as `pkg/sub_module/...` mixes the two: not a blob)."""
 MAX_BLOBS = 256
 """Base64 runs decoded per text, at most (a k8s `Secret`, a docker `auth`, `Authorization: Basic`)."""
 
@@ -143,6 +144,8 @@ def views(text: str) -> Iterator[str]:
         if n >= MAX_BLOBS:
             break
         blob = match[0].rstrip("=")
+        if blob.islower() or blob.isupper():
+            continue  # an identifier or a hex digest; encoded text mixes cases
         try:
             raw = base64.b64decode(
                 blob + "=" * (-len(blob) % 4), altchars=b"-_" if "-" in blob or "_" in blob else None, validate=True
@@ -278,19 +281,25 @@ class Scrubber:
                     f"pii.tokenizer = {config.tokenizer!r} does not load ({err}); give the served model's dir or hub id"
                 ) from None
 
+    def decode(self, ids: list[int]) -> str:
+        """The text of `ids`: the fast tokenizer's own decoder where there is one (transformers' `decode` first
+        checks every id in Python, which cost more than the scan), as the tokenizer writes it."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            return backend.decode(ids, skip_special_tokens=False)
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
     def findings(self, session: SessionRecord) -> list[str]:
-        """`where:kind` of everything the scan finds in `session`."""
+        """`where:kind` of everything the scan finds in `session`. The fields other than the token streams are
+        scanned as one text, and one by one only when that finds something (to say where)."""
         found: list[str] = []
         for b, branch in enumerate(session.branches):
             ids = [t for segment in branch.segments for t in segment.token_ids]
-            found += [f"branches[{b}]:{k}" for k in find(self.tokenizer.decode(ids, skip_special_tokens=False))]
-        for where, value in (
-            ("messages", session.messages),
-            ("user", session.user),
-            ("info", session.info),
-            ("group", session.group),
-        ):
-            found += [f"{where}:{k}" for k in sorted(find(SEPARATOR.join(_texts(value))))]
+            found += [f"branches[{b}]:{k}" for k in find(self.decode(ids))]
+        fields = {"messages": session.messages, "user": session.user, "info": session.info, "group": session.group}
+        texts = {where: SEPARATOR.join(_texts(value)) for where, value in fields.items()}
+        if find(SEPARATOR.join(texts.values())):
+            found += [f"{where}:{k}" for where, text in texts.items() for k in sorted(find(text))]
         return found
 
     def __call__(self, session: SessionRecord) -> tuple[SessionRecord | None, str | None]:

@@ -96,6 +96,23 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
     assert worst < GUARD_S, f"the loop waited {worst * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
 
 
+def test_a_draw_hands_over_a_bundle_the_worker_parsed_and_never_opens_its_file_on_the_loop(tmp_path):
+    """PRIME-RL draws up to 64 tasks a pass on its event loop: each must be an object the read thread already parsed.
+    Once the first task is drawn, the bundle files are taken away; the draws after it still hand over every bundle."""
+    source = taskset(tmp_path, bundle_size=2, spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600})
+    write_backlog(tmp_path / "spool" / "a.jsonl", 40)
+    stream = iter(source)
+    [first] = draw(stream)
+    stream.wait()  # the read and the parse of what it wrote are done
+    bundles = sorted((tmp_path / "journal" / "bundles").glob("*.json"))
+    assert len(bundles) == 20
+    for path in bundles:
+        path.unlink()
+    rest = [next(stream) for _ in range(19)]  # no TaskNotReady, no file opened: all parsed ahead
+    stream.close()
+    assert sorted(sid for task in [first, *rest] for sid in ids(task)) == sorted(f"s{i}" for i in range(40))
+
+
 def read(cursor: Cursor, config: SpoolConfig, root: Path, now: float):
     """One read from a restarted reader: the id memory loaded from disk as far as the committed cursor covers."""
     seen = SeenIds(root / "ids", cursor.ids)

@@ -68,7 +68,10 @@ def resume_collector() -> None:
 
 TASKSET_ID = "realtime-sessions"
 PARSE_AHEAD = 128
-"""Bundles the worker parses ahead of the draws (two passes of PRIME-RL's dispatcher at 64 in flight)."""
+"""Bundles the worker parses ahead of the draws (two passes of PRIME-RL's dispatcher at 64 in flight)..."""
+PARSE_AHEAD_BYTES = 64 << 20
+"""... and at most this much of their files (long sessions: 8 of 20,000 tokens make a 1 MB bundle file, and a
+parsed token costs more memory than its digits)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -121,8 +124,11 @@ class BundleStream:
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[int] = deque()
         """Sequence numbers of bundles a read wrote and the worker has not parsed yet."""
-        self.parsed: deque[BundleTask] = deque()
-        """Tasks parsed from their bundle files by the worker, in order: what draws hand over."""
+        self.parsed: deque[tuple[BundleTask, int]] = deque()
+        """Tasks parsed from their bundle files by the worker, in order, with their files' sizes: what draws hand
+        over."""
+        self.parsed_bytes = 0
+        """The size of the bundle files `parsed` holds (what bounds it, with `PARSE_AHEAD`)."""
         self.scrub: Scrubber | None = None
         self.seen: SeenIds | None = None
         self.next_read = 0.0
@@ -190,7 +196,8 @@ class BundleStream:
                 return self._task(data)
             self.replay = None
         if self.parsed:
-            task = self.parsed.popleft()
+            task, size = self.parsed.popleft()
+            self.parsed_bytes -= size
             if len(self.parsed) < PARSE_AHEAD // 2 and self.ready and not self.reading:
                 self._start(self._parse)  # parse the next ones while these are drawn
             return task
@@ -215,9 +222,11 @@ class BundleStream:
         if self.config.manage_gc:
             pause_collector()
         try:
-            while self.ready and len(self.parsed) < PARSE_AHEAD:
-                seq = self.ready[0]
-                self.parsed.append(self._task(durable.load(BundleData, self.journal.bundle_path(seq))))
+            while self.ready and len(self.parsed) < PARSE_AHEAD and self.parsed_bytes < PARSE_AHEAD_BYTES:
+                path = self.journal.bundle_path(self.ready[0])
+                size = path.stat().st_size if path.exists() else 0
+                self.parsed.append((self._task(durable.load(BundleData, path)), size))
+                self.parsed_bytes += size
                 self.ready.popleft()
         except BaseException as err:  # raised on the event loop by the next draw
             self.failure = err

@@ -158,6 +158,8 @@ class Probe:
         self.sessions = 0
         self.worst_lag = 0.0
         self.stalls = 0
+        self.state_peak = 0
+        """The largest `journal/state.json` seen between passes (the cursor with what it holds mid-backlog)."""
         """Wake-ups of the ticker more than 50 ms late."""
         self.worst_pass = 0.0
         """The longest dispatcher pass (up to INFLIGHT draws and the checkpoint writes between them, on the loop)."""
@@ -200,6 +202,10 @@ class Probe:
             except TaskNotReady:
                 pass
             self.worst_pass = max(self.worst_pass, time.perf_counter() - pass_started)
+            try:
+                self.state_peak = max(self.state_peak, (self.taskset.config.journal / "state.json").stat().st_size)
+            except OSError:
+                pass
             if self.sessions >= want:
                 if idle_until is None:
                     idle_until = time.monotonic() + idle_s
@@ -285,6 +291,7 @@ def scenario(kind: str, root: Path, backlog: int, history: int, ckpt_every: int,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "state_bytes": disk(journal),
         "state_json_bytes": (journal / "state.json").stat().st_size,
+        "state_json_peak": probe.state_peak,
         "ids_bytes": disk(journal / "ids"),
         "spool_files_left": len(list(spool.glob("*.jsonl"))),
     }
@@ -326,7 +333,8 @@ def main() -> None:
         r = json.loads(result.stdout.strip().splitlines()[-1])
         print(json.dumps(r), file=sys.stderr)
         journal = (
-            f"{r['state_bytes'] / 1e6:.2f} MB ({r['state_json_bytes'] / 1e3:.1f} kB, {r['ids_bytes'] / 1e6:.2f} MB)"
+            f"{r['state_bytes'] / 1e6:.2f} MB ({r['state_json_bytes'] / 1e3:.1f} kB, at most "
+            f"{r.get('state_json_peak', 0) / 1e6:.2f} MB while read; {r['ids_bytes'] / 1e6:.2f} MB)"
         )
         if kind == "history":
             print(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -98,13 +99,25 @@ class BundleTask(vf.Task[BundleData]):
         return out | {f"{METRIC_PREFIX}/{name}": float(n) for name, n in sorted(self.data.counts.items())}
 
 
+def _serve(jobs: queue.SimpleQueue[Any], idle: threading.Event) -> None:
+    """A stream's worker thread: run each job handed over until None. It holds a job (and through it the stream)
+    only while running it, so a stream nobody holds is still collected, and closed."""
+    while (work := jobs.get()) is not None:
+        try:
+            work()
+        finally:
+            del work
+            idle.set()
+
+
 class BundleStream:
     """The taskset's tasks as PRIME-RL draws them: the journal's bundles first, then new ones as the spool gives them.
 
     `__next__` never waits and never reads the spool itself: PRIME-RL calls it on its orchestrator's event loop. The
     journal's bundles are replayed at once (a resume draws and discards them in one synchronous loop, so they must be
     there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
-    runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
+    runs in one worker thread of the stream's own, handed to it (never waited for) by a draw at most every
+    `poll_s` seconds, or at once when the previous
     read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
     they take its bundles in order. The same thread parses the written bundles into tasks, up to `PARSE_AHEAD` ahead
     of the draws (and again when half of those are drawn), so a draw hands over an object and never parses a file on
@@ -134,6 +147,12 @@ class BundleStream:
         self.next_read = 0.0
         self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
         self.worker: threading.Thread | None = None
+        """The one thread that reads and parses, started by the first read; a draw hands it work through `jobs`
+        and never waits for it (starting a thread per read made the draw wait for the new thread to be scheduled:
+        200 ms on a loaded machine)."""
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.idle = threading.Event()
+        self.idle.set()
         self.failure: BaseException | None = None
         self.closed = False
 
@@ -171,16 +190,15 @@ class BundleStream:
 
     @property
     def reading(self) -> bool:
-        """Whether a read is in flight."""
-        return self.worker is not None and self.worker.is_alive()
+        """Whether a read (or a parse) is in flight."""
+        return not self.idle.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the read in flight (if any) has finished; whether one was in flight. For callers that may
         wait (`load()`, tests); PRIME-RL's loop never calls it."""
-        worker = self.worker
-        if worker is None or not worker.is_alive():
+        if self.idle.is_set():
             return False
-        worker.join(timeout)
+        self.idle.wait(timeout)
         return True
 
     def __next__(self) -> BundleTask:
@@ -213,8 +231,13 @@ class BundleStream:
         raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
 
     def _start(self, work: Any) -> None:
-        self.worker = threading.Thread(target=work, name="realtime-sessions-read", daemon=True)
-        self.worker.start()
+        self.idle.clear()
+        if self.worker is None:
+            self.worker = threading.Thread(
+                target=_serve, args=(self.jobs, self.idle), name="realtime-sessions-read", daemon=True
+            )
+            self.worker.start()
+        self.jobs.put(work)
 
     def _parse(self) -> None:
         """Parse up to `PARSE_AHEAD` written bundles into tasks, in the worker thread: a draw on the loop only hands
@@ -277,8 +300,11 @@ class BundleStream:
 
     def close(self) -> None:
         self.closed = True
-        if self.worker is not None and self.worker is not threading.current_thread():
-            self.worker.join()  # the lock covers the journal until the read in flight has committed
+        if self.worker is not None:
+            self.jobs.put(None)
+            if self.worker is not threading.current_thread():
+                self.worker.join()  # the lock covers the journal until the read in flight has committed
+            self.worker = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None

@@ -56,13 +56,18 @@ def load(model: type[M], path: Path) -> M:
         text = path.read_text()
     except OSError as err:
         raise DurableError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    return loads(model, text, str(path))
+
+
+def loads(model: type[M], text: str, source: str) -> M:
+    """The `model` in `text` (what `dumps` wrote; `source` names where it came from); `DurableError` when not one."""
     try:
         return model.model_validate_json(text)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(the file)"
         raise DurableError(
-            f"{str(path)!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
+            f"{source!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
             "another composer-prime version or edited by hand: restore it from a backup, or move the "
             "state aside to start over"
         ) from None

@@ -128,6 +128,8 @@ def check_logprobs(session: SessionRecord) -> None:
                 raise MissingLogprobs(
                     f"{where}: {len(segment.logprobs)} logprobs for {len(segment.token_ids)} sampled tokens"
                 )
+            if segment.logprobs and max(segment.logprobs) <= 0.0 and math.isfinite(sum(segment.logprobs)):
+                continue  # every one finite and <= 0 (a NaN or an infinity makes the sum not finite)
             bad = [x for x in segment.logprobs if not (math.isfinite(x) and x <= 0.0)]
             if bad:
                 raise MissingLogprobs(f"{where}: logprob {bad[0]!r} is not a finite number <= 0")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import bisect
 import importlib
+import itertools
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -170,17 +171,15 @@ def candidates(text: str) -> dict[int, list[tuple[int, int]] | None]:
     if located:
         ends: dict[int, list[int]] = {i: [] for i in located}
         _scan(databases[1], data, lambda i, _start, end, *_: ends[i].append(end) if i in ends else None)
-        to_char = _char_offsets(text)
+        to_char = None if text.isascii() else _char_offsets(text)  # ASCII: byte offsets are character offsets
         for i, at in ends.items():
             if len(at) <= MAX_ENDS:
-                hits[i] = _stretches([to_char(end) for end in at], RULES[i].span, len(text))
+                hits[i] = _stretches(at if to_char is None else [to_char(end) for end in at], RULES[i].span, len(text))
     return hits
 
 
 def _char_offsets(text: str) -> Callable[[int], int]:
     """The character offset in `text` of a byte offset in its UTF-8 encoding."""
-    if text.isascii():
-        return lambda end: end
     wide = [(m.start(), len(m[0].encode("utf-8", "replace")) - 1) for m in NON_ASCII.finditer(text)]
     starts, extra = [], []  # byte offset of each non-ASCII character, and the extra bytes before and in it
     total = 0
@@ -194,7 +193,7 @@ def _char_offsets(text: str) -> Callable[[int], int]:
 def _stretches(ends: list[int], span: int, size: int) -> list[tuple[int, int]]:
     """The stretches `[end - span, end + 1)` around each end, merged where they overlap."""
     merged: list[tuple[int, int]] = []
-    for end in sorted(ends):
+    for end in ends:  # hyperscan reports them in order
         lo, hi = max(0, end - span), min(size, end + 1)
         if merged and lo <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
@@ -294,7 +293,7 @@ class Scrubber:
         scanned as one text, and one by one only when that finds something (to say where)."""
         found: list[str] = []
         for b, branch in enumerate(session.branches):
-            ids = [t for segment in branch.segments for t in segment.token_ids]
+            ids = list(itertools.chain.from_iterable(segment.token_ids for segment in branch.segments))
             found += [f"branches[{b}]:{k}" for k in find(self.decode(ids))]
         fields = {"messages": session.messages, "user": session.user, "info": session.info, "group": session.group}
         texts = {where: SEPARATOR.join(_texts(value)) for where, value in fields.items()}

@@ -81,10 +81,11 @@ ASSIGNMENT = re.compile(
 
 LOCATOR = (
     NOUN.replace("(?P<noun>", "(?:") + r"[\"']?[ \t]{0,16}(?::=|=>|==|=|:)[ \t]{0,16}\(?[ \t]{0,16}"
-    r"(?:[rbuf]?(?:\"[^\"'`\s]{6,}\"|'[^\"'`\s]{6,}'|`[^\"'`\s]{6,}`)|[^\s\"'`,;&)\]}<>(\[{]{6,})"
+    r"(?:[rbuf]?(?:\"[^\"'`\s]{6,}\"|'[^\"'`\s]{6,}'|`[^\"'`\s]{6,}`)|[^\s\"'`,;&)\]}<>(\[{]{6,}(?:[\s;&,)\]}\"']|$))"
 )
-"""`ASSIGNMENT` as hyperscan reads it exactly: the back-reference spelled out, the look-ahead and the bound of the
-value dropped (so it ends wherever `ASSIGNMENT` can)."""
+"""`ASSIGNMENT` as hyperscan reads it exactly: the back-reference spelled out, the bound of the value dropped and
+the look-ahead after a bare value consumed (so it ends at most one character past wherever `ASSIGNMENT` can, once
+per value rather than at each of its characters)."""
 KEY_HEAD = re.compile(r"(?:export[ \t]+)?[\"']?[\w.-]*$")
 """What may precede the noun in the key (`export DB_`, `"client.`)."""
 CONFIG_REST = re.compile(r"[ \t]*(?:[#;].*)?\r?")

@@ -37,17 +37,19 @@ def dumps(value: BaseModel | Any, indent: int | None = None) -> str:
     return json.dumps(value, indent=indent)
 
 
-def save(path: Path, value: BaseModel | Any, indent: int | None = None) -> None:
-    """Write `value` to `path` atomically. A full disk or a read-only folder raises `DurableError` (the previous
-    file, if any, is left as it was)."""
+def save(path: Path, value: BaseModel | Any, indent: int | None = None) -> str:
+    """Write `value` to `path` atomically; the text written. A full disk or a read-only folder raises `DurableError`
+    (the previous file, if any, is left as it was)."""
+    text = dumps(value, indent)
     try:
-        write_atomic(path, dumps(value, indent))
+        write_atomic(path, text)
     except OSError as err:
         why = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or str(err)
         raise DurableError(
             f"cannot write {str(path)!r}: {why}; free space or fix the folder's permissions and "
             "rerun: the run resumes from the last file written whole"
         ) from None
+    return text
 
 
 def load(model: type[M], path: Path) -> M:

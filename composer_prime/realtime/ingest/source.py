@@ -135,8 +135,8 @@ class BundleStream:
         self.journal = Journal(self.config.journal)
         self.lock: Any = None
         self.state = JournalState()
-        """The journal's state, its cursor kept apart as `cursor_text` between reads (`_stow`)."""
-        self.cursor_text = durable.dumps(Cursor())
+        """The journal's state without its cursor between reads; `state_text` holds all of it (`_stow`)."""
+        self.state_text = durable.dumps(self.state)
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[int] = deque()
         """Sequence numbers of bundles a read wrote and the worker has not parsed yet."""
@@ -234,15 +234,16 @@ class BundleStream:
         raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
 
     def _stow(self, state: JournalState) -> None:
-        """Keep `state` between reads with its cursor as JSON text. The cursor holds every session waiting out its
-        signal window and their signals (tens of thousands of objects at production rates), and the collector
-        would scan them, on the event loop, whenever the orchestrator's allocations trigger a full collection
-        (100-700 ms measured); a string is not scanned. The read that follows parses it back, in the worker."""
-        self.cursor_text = durable.dumps(state.cursor)
+        """Keep `state` between reads as the JSON text the journal committed, with only its counts as objects. The
+        cursor holds every session waiting out its signal window and their signals (tens of thousands of objects at
+        production rates), and the collector would scan them, on the event loop, whenever the orchestrator's
+        allocations trigger a full collection (100-700 ms measured); a string is not scanned. The read that follows
+        parses it back, in the worker."""
+        self.state_text = self.journal.text
         self.state = state.model_copy(update={"cursor": Cursor()})
 
     def _unstow(self) -> JournalState:
-        return self.state.model_copy(update={"cursor": durable.loads(Cursor, self.cursor_text, "the stream's cursor")})
+        return durable.loads(JournalState, self.state_text, str(self.journal.state_path))
 
     def _start(self, work: Any) -> None:
         self.idle.clear()

@@ -90,8 +90,8 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
     stream.close()
     assert sorted(handed) == sorted(f"s{i}" for i in range(10_000))  # every session once
     # The read runs in a thread with the collector paused and every C-level step small (`manage_gc`, the id memory in
-    # shards, the spool read 1 MiB at a time), so what the loop waits for is the draws' own work (64 bundle files
-    # loaded in a pass, about 5 ms of CPU) shared with the read thread through the interpreter lock.
+    # shards, the spool read 1 MiB at a time), and the same thread parses the bundles ahead of the draws, so what the
+    # loop waits for is the interpreter lock the read thread holds between bytecodes.
     print(f"worst loop lag {worst * 1e3:.1f} ms, {seconds:.1f} s for the backlog")
     assert worst < GUARD_S, f"the loop waited {worst * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
 

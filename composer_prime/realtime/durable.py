@@ -37,19 +37,17 @@ def dumps(value: BaseModel | Any, indent: int | None = None) -> str:
     return json.dumps(value, indent=indent)
 
 
-def save(path: Path, value: BaseModel | Any, indent: int | None = None) -> str:
-    """Write `value` to `path` atomically; the text written. A full disk or a read-only folder raises `DurableError`
-    (the previous file, if any, is left as it was)."""
-    text = dumps(value, indent)
+def save(path: Path, value: BaseModel | Any, indent: int | None = None) -> None:
+    """Write `value` to `path` atomically. A full disk or a read-only folder raises `DurableError` (the previous
+    file, if any, is left as it was)."""
     try:
-        write_atomic(path, text)
+        write_atomic(path, dumps(value, indent))
     except OSError as err:
         why = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or str(err)
         raise DurableError(
             f"cannot write {str(path)!r}: {why}; free space or fix the folder's permissions and "
             "rerun: the run resumes from the last file written whole"
         ) from None
-    return text
 
 
 def load(model: type[M], path: Path) -> M:
@@ -58,18 +56,13 @@ def load(model: type[M], path: Path) -> M:
         text = path.read_text()
     except OSError as err:
         raise DurableError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
-    return loads(model, text, str(path))
-
-
-def loads(model: type[M], text: str, source: str) -> M:
-    """The `model` in `text` (what `dumps` wrote; `source` names where it came from); `DurableError` when not one."""
     try:
         return model.model_validate_json(text)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(the file)"
         raise DurableError(
-            f"{source!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
+            f"{str(path)!r} is not a {model.__name__}: {where}: {first['msg']}; it was written by "
             "another composer-prime version or edited by hand: restore it from a backup, or move the "
             "state aside to start over"
         ) from None

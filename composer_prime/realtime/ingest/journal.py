@@ -120,8 +120,6 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
         self.state_path = path / "state.json"
-        self.text = durable.dumps(JournalState())
-        """The JSON of the state last loaded or committed (what `state.json` holds, or would: an empty journal)."""
         self.ids = path / "ids"
 
     def bundle_path(self, seq: int) -> Path:
@@ -139,9 +137,7 @@ class Journal:
     def load(self) -> JournalState:
         if not self.state_path.exists():
             return JournalState()
-        state = durable.load(JournalState, self.state_path)
-        self.text = durable.dumps(state)
-        return state
+        return durable.load(JournalState, self.state_path)
 
     def handed(self, state: JournalState) -> Iterator[BundleData]:
         for seq in range(1, state.pruned + 1):  # every resume PRIME-RL can make discards these: only the count matters
@@ -170,7 +166,7 @@ class Journal:
         if floor <= state.pruned:
             return state
         nxt = state.model_copy(update={"pruned": floor})
-        self.text = durable.save(self.state_path, nxt)
+        durable.save(self.state_path, nxt)
         self.sweep(nxt)
         return nxt
 
@@ -235,7 +231,7 @@ class Journal:
         nxt.totals = dict(Counter(nxt.totals) + counts)
         nxt.carry = dict(carry)
         if nxt != state:
-            self.text = durable.save(self.state_path, nxt)
+            durable.save(self.state_path, nxt)
         seen.sweep()
         self.read_path(nxt.reads - config.keep_reads).unlink(missing_ok=True)
         return nxt, list(range(state.handed + 1, handed + 1))

@@ -39,7 +39,6 @@ from composer_prime.realtime.ingest.pruning import Floor, check_pruned, newest_s
 from composer_prime.realtime.ingest.readiness import TaskNotReady
 from composer_prime.realtime.ingest.seen import SeenIds
 from composer_prime.realtime.ingest.source_config import RealtimeSessionsConfig
-from composer_prime.realtime.ingest.spool import Cursor
 from composer_prime.realtime.ingest.staleness import Steps
 from composer_prime.realtime.monitors.pii import Scrubber
 
@@ -135,8 +134,6 @@ class BundleStream:
         self.journal = Journal(self.config.journal)
         self.lock: Any = None
         self.state = JournalState()
-        """The journal's state without its cursor between reads; `state_text` holds all of it (`_stow`)."""
-        self.state_text = durable.dumps(self.state)
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[int] = deque()
         """Sequence numbers of bundles a read wrote and the worker has not parsed yet."""
@@ -180,7 +177,7 @@ class BundleStream:
         try:
             if config.manage_gc:  # before the replay, which a resume draws on the loop
                 gc.freeze()
-            self._stow(self.journal.load())
+            self.state = self.journal.load()
             if self.state.pruned:
                 check_pruned(
                     self.config.journal, self.state.pruned, self.config.checkpoints, self.config.checkpoint_env
@@ -233,18 +230,6 @@ class BundleStream:
         self._start(self._read)
         raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
 
-    def _stow(self, state: JournalState) -> None:
-        """Keep `state` between reads as the JSON text the journal committed, with only its counts as objects. The
-        cursor holds every session waiting out its signal window and their signals (tens of thousands of objects at
-        production rates), and the collector would scan them, on the event loop, whenever the orchestrator's
-        allocations trigger a full collection (100-700 ms measured); a string is not scanned. The read that follows
-        parses it back, in the worker."""
-        self.state_text = self.journal.text
-        self.state = state.model_copy(update={"cursor": Cursor()})
-
-    def _unstow(self) -> JournalState:
-        return durable.loads(JournalState, self.state_text, str(self.journal.state_path))
-
     def _start(self, work: Any) -> None:
         self.idle.clear()
         if self.worker is None:
@@ -282,17 +267,15 @@ class BundleStream:
                 self.scrub = Scrubber(self.config.pii)
                 if self.config.manage_gc:
                     gc.freeze()
-            state = self._unstow()
             if self.seen is None:
-                self.seen = SeenIds(self.journal.ids, state.cursor.ids)
+                self.seen = SeenIds(self.journal.ids, self.state.cursor.ids)
                 self.seen.sweep()
-                self.journal.forget_reads(state, self.config.keep_reads)
+                self.journal.forget_reads(self.state, self.config.keep_reads)
             if self.floor is not None:
-                state = self.journal.prune(state, self.floor.floor(self.config.state_file))
-            state, bundles = self.journal.read(
-                state, self.config, self.taskset.steps(), self.scrub, time.time(), self.seen
+                self.state = self.journal.prune(self.state, self.floor.floor(self.config.state_file))
+            self.state, bundles = self.journal.read(
+                self.state, self.config, self.taskset.steps(), self.scrub, time.time(), self.seen
             )
-            self._stow(state)
             self.ready.extend(bundles)
             done = time.monotonic()
             self.next_read = done if bundles else done + self.config.poll_s

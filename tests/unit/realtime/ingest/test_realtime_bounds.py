@@ -113,6 +113,38 @@ def test_a_draw_hands_over_a_bundle_the_worker_parsed_and_never_opens_its_file_o
     assert sorted(sid for task in [first, *rest] for sid in ids(task)) == sorted(f"s{i}" for i in range(40))
 
 
+def test_a_backlog_is_read_in_slices_and_the_journal_holds_a_window_not_the_backlog(tmp_path):
+    """A day's backlog (a session a minute, each signal 30 s later) through the source at `read_lines = 200`: every
+    session is handed out once with its signal, and `journal/state.json` holds at most a signal window (600 s and
+    the 300 s skew: some 15 sessions) at any draw, not the 1,440 of the backlog."""
+    source = taskset(
+        tmp_path,
+        bundle_size=8,
+        read_lines=200,
+        spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600, "max_clock_skew_s": 300},
+    )
+    records = []
+    for i in range(1440):
+        ago = 2 * DAY - 60 * i
+        records += [session(f"s{i}", ago=ago), kept(f"s{i}") | {"at": time.time() - ago + 30}]
+    append(tmp_path / "spool" / "a.jsonl", *records)
+    stream, handed, largest = iter(source), [], 0
+    deadline = time.monotonic() + 120
+    while len(handed) < 1440 and time.monotonic() < deadline:
+        try:
+            task = next(stream)
+        except TaskNotReady:
+            stream.wait()  # each read committed before the state is looked at
+        else:
+            handed += ids(task)
+            assert all(e.signals == ["edit"] for e in task.data.sessions)
+        if (tmp_path / "journal" / "state.json").exists():
+            state = json.loads((tmp_path / "journal" / "state.json").read_text())
+            largest = max(largest, len(state["cursor"]["pending"]) + len(state["cursor"]["signals"]))
+    stream.close()
+    assert sorted(handed) == sorted(f"s{i}" for i in range(1440)) and largest <= 40
+
+
 def read(cursor: Cursor, config: SpoolConfig, root: Path, now: float):
     """One read from a restarted reader: the id memory loaded from disk as far as the committed cursor covers."""
     seen = SeenIds(root / "ids", cursor.ids)

@@ -128,6 +128,8 @@ def check_logprobs(session: SessionRecord) -> None:
                 raise MissingLogprobs(
                     f"{where}: {len(segment.logprobs)} logprobs for {len(segment.token_ids)} sampled tokens"
                 )
+            if segment.logprobs and max(segment.logprobs) <= 0.0 and math.isfinite(sum(segment.logprobs)):
+                continue  # every one finite and <= 0 (a NaN or an infinity makes the sum not finite)
             bad = [x for x in segment.logprobs if not (math.isfinite(x) and x <= 0.0)]
             if bad:
                 raise MissingLogprobs(f"{where}: logprob {bad[0]!r} is not a finite number <= 0")
@@ -189,7 +191,15 @@ class MalformedRecord(ValueError):
 
 
 def parse_record(line: str | bytes) -> SessionRecord | SignalRecord:
-    """One spool line -> a record; raises `MalformedRecord` naming the problem."""
+    """One spool line -> a record; raises `MalformedRecord` naming the problem. A well-formed line is parsed and
+    validated in one pass (pydantic's JSON parser); a bad one is read again to say what is wrong with it."""
+    try:
+        record = _RECORD.validate_json(line)
+    except ValidationError:
+        pass
+    else:
+        if record.schema_ == SCHEMA and record.version == VERSION:
+            return record
     try:
         raw = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

@@ -4,7 +4,8 @@ PRIME-RL's orchestrator drives weight updates through admin endpoints (`POST /pa
 {"weight_dir": "<output_dir>/broadcasts/step_N"}`, `POST /resume`, `GET /health`, `GET /v1/models`). That path is
 on the trainer host. The proxy takes `step_N` from it, makes sure the step is materialised locally (`Fetcher`), and
 forwards the call to the real admin endpoint with `weight_dir` rewritten to the local copy. `POST /load_lora_adapter`
-(`lora_path`) is handled the same way. Every other request passes through unchanged, headers included.
+and vLLM's `/v1/load_lora_adapter` (`lora_path`) are handled the same way. Only the routes of `routes.ROUTES` are
+forwarded (at their canonical path, headers included); every other request is a 403 naming the route.
 
 Only the orchestrator may drive it: every request but `GET /health` must carry `Authorization: Bearer <token>` with
 the token from `admin_token_file` / `admin_token_env` (PRIME-RL's admin client sends `Bearer $VLLM_API_KEY`, its
@@ -40,6 +41,7 @@ from composer_prime.relay.client import ClientConfig, Fetcher
 from composer_prime.relay.http import Served, serve_in_thread
 from composer_prime.relay.manifest import ManifestError
 from composer_prime.relay.protocol import ProtocolError
+from composer_prime.relay.routes import Forbidden, Route, canonical
 from composer_prime.relay.signing import check_owner_only
 from composer_prime.relay.transport import NotPublished, RelayError, server_tls
 
@@ -57,8 +59,6 @@ _HOP_BY_HOP = {
     "proxy-authorization",
     "proxy-authenticate",
 }
-# POST path -> JSON field naming a broadcast step directory.
-REWRITES = {"/update_weights": "weight_dir", "/load_lora_adapter": "lora_path"}
 
 
 class ProxyConfig(BaseModel):
@@ -228,7 +228,7 @@ class Proxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
-            if request.method in ("GET", "HEAD") and request.path == "/health":
+            if request.method in ("GET", "HEAD") and request.path.strip("/") == "health":
                 return await self._health()  # readiness probes need no token, and learn nothing more
             peer = request.remote
             logger.warning(f"refused {request.method} {request.path} from {peer}: missing or wrong admin token")
@@ -242,15 +242,19 @@ class Proxy:
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
         try:
+            route, entry = canonical(request.method, request.path)
+        except Forbidden as err:
+            return _error(403, str(err))
+        try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _error(413, f"request body exceeds max_body_bytes={self.config.max_body_bytes}")
         pinned = None
         try:
-            if request.method == "POST" and request.path in REWRITES:
-                body, pinned = await self._materialise(request.path, body)
-            response = await self._forward(request, body)
-            if pinned is not None and request.path == "/update_weights" and 200 <= response.status < 300:
+            if entry.loads is not None:
+                body, pinned = await self._materialise(route, entry, body)
+            response = await self._forward(request, route, body)
+            if pinned is not None and route == "/update_weights" and 200 <= response.status < 300:
                 self.fetcher.mark_served(pinned)  # from now on nothing published before it is handed to vLLM
             return response
         except HttpError as err:
@@ -259,18 +263,31 @@ class Proxy:
             if pinned is not None:
                 self.fetcher.release(pinned)
 
-    async def _materialise(self, route: str, body: bytes) -> tuple[bytes, int | None]:
-        """The body to forward, and the step pinned for vLLM to read (released after forwarding)."""
-        field = REWRITES[route]
+    async def _materialise(self, route: str, entry: Route, body: bytes) -> tuple[bytes, int]:
+        """The body to forward (the listed fields, the step dir replaced by the verified local copy) and the step
+        pinned for vLLM to read (released after forwarding)."""
+        field = entry.loads
+        assert field is not None
         try:
             payload = json.loads(body or b"null")
         except (ValueError, UnicodeDecodeError) as err:
             raise HttpError(400, f"POST {route} body is not JSON: {err}") from err
         if not isinstance(payload, dict):
             raise HttpError(400, f"POST {route} needs a JSON object with {field!r}, got {type(payload).__name__}")
-        if route == "/update_weights" and payload.get(field) is None:
-            return body, None  # no directory to relay (e.g. an NCCL broadcast): vLLM gets the call as sent
-        step = step_of(payload.get(field), field, route)
+        if payload.get(field) is None:
+            raise HttpError(
+                403,
+                f"POST {route} without {field!r} is refused: vLLM would load weights from somewhere other than a "
+                "signed step (an NCCL broadcast); the relay carries PRIME-RL's filesystem broadcast only",
+            )
+        extra = sorted(set(payload) - entry.fields - {field})
+        if extra:
+            raise HttpError(
+                403,
+                f"POST {route} with field(s) {extra} is refused: the relay forwards only {field!r} (rewritten to the "
+                f"verified step) and {sorted(entry.fields) or 'nothing else'}",
+            )
+        step = step_of(payload[field], field, route)
         local = await self._ensure(step)
         payload[field] = local.as_posix()
         return json.dumps(payload).encode(), step
@@ -296,13 +313,18 @@ class Proxy:
             # retries, and an honest relay answering again ends the outage.
             raise HttpError(502, f"cannot materialise step {step}: {err}") from err
 
-    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
-        """Send the request upstream and stream the answer back (status, headers and body)."""
+    async def _forward(self, request: web.Request, route: str, body: bytes) -> web.StreamResponse:
+        """Send the request to `route` upstream (its canonical path, the caller's query) and stream the answer back
+        (status, headers and body). A redirect is answered as is, never followed: what vLLM runs is the route the
+        allow-list matched."""
         assert self._session is not None
-        url = self.config.upstream.rstrip("/") + request.path_qs
+        query = request.rel_url.raw_query_string
+        url = self.config.upstream.rstrip("/") + route + (f"?{query}" if query else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         try:
-            async with self._session.request(request.method, url, data=body or None, headers=headers) as upstream:
+            async with self._session.request(
+                request.method, url, data=body or None, headers=headers, allow_redirects=False
+            ) as upstream:
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 for key, value in upstream.headers.items():
                     if key.lower() not in _HOP_BY_HOP and key.lower() not in ("server", "date"):

@@ -9,5 +9,6 @@
 
 May import: `composer_prime.realtime` (`records`, `durable`), `composer_prime.realtime.monitors`,
 `composer_prime.realtime.ingest`, `composer_prime.local`, `composer_prime.process`, `composer_prime.atomic`,
-`composer_prime.loss`, `composer_prime.loss_config`, `composer_prime.cli`.
+`composer_prime.loss`, `composer_prime.loss_config`, `composer_prime.cli`, `composer_prime.relay` (`signing`:
+the owner-only check of the admin token file).
 """

@@ -77,10 +77,14 @@ class ShipConfig(BaseModel):
     """Per request."""
     admin_token_file: Path | None = None
     """File holding the relay client proxies' admin token, sent as `Authorization: Bearer <token>` (their
-    `admin_token_file`); the proxies refuse calls without it."""
+    `admin_token_file`), readable by its owner only; the proxies refuse calls without it."""
 
     @model_validator(mode="after")
     def _token_readable(self) -> ShipConfig:
+        if self.admin_token_file is not None:
+            from composer_prime.relay.signing import check_owner_only
+
+            check_owner_only(self.admin_token_file, "ship.admin_token_file")
         if self.admin_token_file is not None and not self.admin_token():
             raise ValueError(
                 f"ship.admin_token_file = '{self.admin_token_file}' is missing or empty; give the file holding the "

@@ -67,7 +67,8 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
             ids.extend(segment.token_ids)
             mask.extend([segment.sampled] * len(segment.token_ids))
             logprobs.extend(segment.logprobs if segment.sampled else [0.0] * len(segment.token_ids))
-        out.append(EpisodeSample(token_ids=ids, mask=mask, logprobs=logprobs))
+        # Built from a validated SessionRecord: the types hold (a bundle file is validated when it is read back).
+        out.append(EpisodeSample.model_construct(token_ids=ids, mask=mask, logprobs=logprobs))
     return out
 
 

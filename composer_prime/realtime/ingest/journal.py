@@ -190,7 +190,10 @@ class Journal:
 
         The released sessions are turned into episodes and cut into bundles `READ_SLICE` at a time,
         and each bundle is written as it is cut, so memory holds one slice, never the whole release."""
-        step = advance(state.cursor, config.spool, now, seen)
+        spool = config.spool.model_copy(
+            update={"max_lines_per_cycle": min(config.spool.max_lines_per_cycle, config.read_lines)}
+        )
+        step = advance(state.cursor, spool, now, seen)
         counts = Counter(step.counts)
         staged = []
         for e in state.staged:  # staged sessions age while they wait

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -67,6 +68,11 @@ def resume_collector() -> None:
 
 
 TASKSET_ID = "realtime-sessions"
+PARSE_AHEAD = 128
+"""Bundles the worker parses ahead of the draws (two passes of PRIME-RL's dispatcher at 64 in flight)..."""
+PARSE_AHEAD_BYTES = 64 << 20
+"""... and at most this much of their files (long sessions: 8 of 20,000 tokens make a 1 MB bundle file, and a
+parsed token costs more memory than its digits)."""
 METRIC_PREFIX = "composer/realtime"
 
 
@@ -93,15 +99,29 @@ class BundleTask(vf.Task[BundleData]):
         return out | {f"{METRIC_PREFIX}/{name}": float(n) for name, n in sorted(self.data.counts.items())}
 
 
+def _serve(jobs: queue.SimpleQueue[Any], idle: threading.Event) -> None:
+    """A stream's worker thread: run each job handed over until None. It holds a job (and through it the stream)
+    only while running it, so a stream nobody holds is still collected, and closed."""
+    while (work := jobs.get()) is not None:
+        try:
+            work()
+        finally:
+            del work
+            idle.set()
+
+
 class BundleStream:
     """The taskset's tasks as PRIME-RL draws them: the journal's bundles first, then new ones as the spool gives them.
 
     `__next__` never waits and never reads the spool itself: PRIME-RL calls it on its orchestrator's event loop. The
     journal's bundles are replayed at once (a resume draws and discards them in one synchronous loop, so they must be
     there; loading one is one small file). After that, a read (prune, read the spool, build and journal the bundles)
-    runs in a thread of its own, started by a draw at most every `poll_s` seconds, or at once when the previous
+    runs in one worker thread of the stream's own, handed to it (never waited for) by a draw at most every
+    `poll_s` seconds, or at once when the previous
     read's bundles are used up; until it has committed, draws answer `TaskNotReady` (the stream stays usable), then
-    they take its bundles in order. The interpreter lock passes between threads only between bytecodes, so the
+    they take its bundles in order. The same thread parses the written bundles into tasks, up to `PARSE_AHEAD` ahead
+    of the draws (and again when half of those are drawn), so a draw hands over an object and never parses a file on
+    the loop. The interpreter lock passes between threads only between bytecodes, so the
     thread makes no long C call (the spool read 1 MiB at a time, the id memory in small sets) and, with `manage_gc`,
     runs with automatic collection paused so no scan of the heap lands on it (docs/realtime.md, "Bounds"). The
     first read loads the tokenizer. An error in a read is
@@ -116,12 +136,23 @@ class BundleStream:
         self.state = JournalState()
         self.replay: Iterator[BundleData] | None = None
         self.ready: deque[int] = deque()
-        """Sequence numbers of bundles a read wrote and no draw has taken yet (each loaded from its file when drawn)."""
+        """Sequence numbers of bundles a read wrote and the worker has not parsed yet."""
+        self.parsed: deque[tuple[BundleTask, int]] = deque()
+        """Tasks parsed from their bundle files by the worker, in order, with their files' sizes: what draws hand
+        over."""
+        self.parsed_bytes = 0
+        """The size of the bundle files `parsed` holds (what bounds it, with `PARSE_AHEAD`)."""
         self.scrub: Scrubber | None = None
         self.seen: SeenIds | None = None
         self.next_read = 0.0
         self.floor = Floor(self.config.checkpoints, self.config.checkpoint_env) if self.config.checkpoints else None
         self.worker: threading.Thread | None = None
+        """The one thread that reads and parses, started by the first read; a draw hands it work through `jobs`
+        and never waits for it (starting a thread per read made the draw wait for the new thread to be scheduled:
+        200 ms on a loaded machine)."""
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.idle = threading.Event()
+        self.idle.set()
         self.failure: BaseException | None = None
         self.closed = False
 
@@ -159,16 +190,15 @@ class BundleStream:
 
     @property
     def reading(self) -> bool:
-        """Whether a read is in flight."""
-        return self.worker is not None and self.worker.is_alive()
+        """Whether a read (or a parse) is in flight."""
+        return not self.idle.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the read in flight (if any) has finished; whether one was in flight. For callers that may
         wait (`load()`, tests); PRIME-RL's loop never calls it."""
-        worker = self.worker
-        if worker is None or not worker.is_alive():
+        if self.idle.is_set():
             return False
-        worker.join(timeout)
+        self.idle.wait(timeout)
         return True
 
     def __next__(self) -> BundleTask:
@@ -183,19 +213,53 @@ class BundleStream:
             if data is not None:
                 return self._task(data)
             self.replay = None
-        if self.ready:
-            return self._task(durable.load(BundleData, self.journal.bundle_path(self.ready.popleft())))
+        if self.parsed:
+            task, size = self.parsed.popleft()
+            self.parsed_bytes -= size
+            if len(self.parsed) < PARSE_AHEAD // 2 and self.ready and not self.reading:
+                self._start(self._parse)  # parse the next ones while these are drawn
+            return task
         if self.reading:
             raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
+        if self.ready:
+            self._start(self._parse)
+            raise TaskNotReady(f"realtime-sessions: parsing bundles (journal {str(self.config.journal)!r})")
         now = time.monotonic()
         if now < self.next_read:
             raise TaskNotReady(self._waiting(self.next_read - now))
-        self.worker = threading.Thread(target=self._read, name="realtime-sessions-read", daemon=True)
-        self.worker.start()
+        self._start(self._read)
         raise TaskNotReady(f"realtime-sessions: reading the spool (journal {str(self.config.journal)!r})")
 
+    def _start(self, work: Any) -> None:
+        self.idle.clear()
+        if self.worker is None:
+            self.worker = threading.Thread(
+                target=_serve, args=(self.jobs, self.idle), name="realtime-sessions-read", daemon=True
+            )
+            self.worker.start()
+        self.jobs.put(work)
+
+    def _parse(self) -> None:
+        """Parse up to `PARSE_AHEAD` written bundles into tasks, in the worker thread: a draw on the loop only hands
+        over an object."""
+        if self.config.manage_gc:
+            pause_collector()
+        try:
+            while self.ready and len(self.parsed) < PARSE_AHEAD and self.parsed_bytes < PARSE_AHEAD_BYTES:
+                path = self.journal.bundle_path(self.ready[0])
+                size = path.stat().st_size if path.exists() else 0
+                self.parsed.append((self._task(durable.load(BundleData, path)), size))
+                self.parsed_bytes += size
+                self.ready.popleft()
+        except BaseException as err:  # raised on the event loop by the next draw
+            self.failure = err
+        finally:
+            if self.config.manage_gc:
+                resume_collector()
+
     def _read(self) -> None:
-        """One read, in the worker thread: the only code that writes the journal while the stream is open."""
+        """One read, in the worker thread: the only code that writes the journal while the stream is open; then
+        the first of its bundles parsed."""
         if self.config.manage_gc:
             pause_collector()
         try:
@@ -220,6 +284,8 @@ class BundleStream:
         finally:
             if self.config.manage_gc:
                 resume_collector()
+        if self.failure is None:
+            self._parse()
 
     def _task(self, data: BundleData) -> BundleTask:
         task = BundleTask(data, self.config.task)
@@ -234,8 +300,11 @@ class BundleStream:
 
     def close(self) -> None:
         self.closed = True
-        if self.worker is not None and self.worker is not threading.current_thread():
-            self.worker.join()  # the lock covers the journal until the read in flight has committed
+        if self.worker is not None:
+            self.jobs.put(None)
+            if self.worker is not threading.current_thread():
+                self.worker.join()  # the lock covers the journal until the read in flight has committed
+            self.worker = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None

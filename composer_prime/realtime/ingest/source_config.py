@@ -70,6 +70,10 @@ class RealtimeSessionsConfig(vf.TasksetConfig):
     flight ends): what a read holds is freed by reference counting when it ends, never scanned. The cost: cyclic
     garbage among the frozen objects is never freed (imports, the run's configuration), and the orchestrator's own
     cyclic garbage waits for the read in flight to end."""
+    read_lines: int = Field(20_000, ge=100)
+    """Spool lines one read takes at most (and `spool.max_lines_per_cycle`, when lower). A backlog is read in
+    slices this size, each committed with its bundles before the next starts, at once: what a read holds and writes
+    stays this size whatever the backlog (the cursor keeps a signal window of sessions, `spool.py`)."""
     keep_reads: int = Field(1000, ge=1)
     """`journal/reads/` keeps the newest this many reads' counts and rejected lines (an audit trail; the totals stay
     in `journal/state.json`)."""

@@ -17,6 +17,12 @@ is one step from one cursor to the next; the cycle runner writes the new cursor 
 it trains on (`cycle.py`), so after a crash a cycle either re-reads nothing or trains the same batch again from the
 last checkpoint: nothing is lost and nothing is trained twice.
 
+A read that stops short of the spool's end (`max_lines_per_cycle`) releases the sessions, and expires the signals,
+that a reader keeping pace with the spool would have by then: it reads the spool's clock as the `frontier` (each file
+is appended in time order, so no unread line is older than the last record read from its file, or than its first
+record), so the cursor holds a signal window's worth of sessions, not the whole backlog. A signal written after
+that frontier passed its session's window counts `late_signal`, as for a reader that kept pace.
+
 With `retire_after_s` set, a spool file the cursor has read to its end, that is not the newest, holds no pending
 session and has not been written for that long, leaves the cursor's offsets for its `retired` list; the next read,
 once that cursor has committed, moves the file to `archive_dir` or deletes it. A crash in between leaves a file the
@@ -358,6 +364,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
         )
 
     lines = NewLines(config.dir, nxt.offsets, config.max_lines_per_cycle)
+    latest: dict[str, float] = {}  # spool file -> the time of the last record read from it
     for name, start, end, line in lines:
         nxt.offsets[name] = end
         if not line.strip():
@@ -384,6 +391,7 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
             except MalformedRecord as err:
                 reject("malformed", name, start, line, str(err))
                 continue
+        latest[name] = record.ended_at if isinstance(record, SessionRecord) else record.at
         if isinstance(record, SessionRecord):
             if record.session_id in seen:
                 reject("duplicate_session", name, start, line, f"session_id {record.session_id!r} was read before")
@@ -461,11 +469,12 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
         out.counts["signals"] += 1
 
     nxt.ids = seen.flush(nxt.horizon)
-    if lines.cut_short:  # the backlog's unread lines may hold these sessions' signals, or the sessions of held signals
+    clock = now
+    if lines.cut_short:
         out.counts["backlog_reads"] += 1
-        return out
+        clock = min(now, frontier(config, nxt.offsets, latest))
     for sid in sorted(nxt.pending, key=lambda s: (nxt.pending[s].ended_at, s)):
-        if now < nxt.pending[sid].ended_at + config.signal_window_s:
+        if clock < nxt.pending[sid].ended_at + config.signal_window_s:
             continue
         where = nxt.pending.pop(sid)
         held = nxt.signals.pop(sid, [])
@@ -475,11 +484,58 @@ def advance(cursor: Cursor, config: SpoolConfig, now: float, seen: SeenIds) -> A
     for sid in list(nxt.signals):
         if sid in nxt.pending:
             continue
-        kept = [s for s in nxt.signals[sid] if now - s.at <= config.max_pending_s]
+        kept = [s for s in nxt.signals[sid] if clock - s.at <= config.max_pending_s]
         out.counts["orphan_signal"] += len(nxt.signals[sid]) - len(kept)
         if kept:
             nxt.signals[sid] = kept
         else:
             del nxt.signals[sid]
-    retire(nxt, config, now)
+    if not lines.cut_short:
+        retire(nxt, config, now)
     return out
+
+
+def frontier(config: SpoolConfig, offsets: dict[str, int], latest: dict[str, float]) -> float:
+    """The product time a read that stopped short of the spool's end has reached: no line left unread is older
+    than this. Each spool file is appended in time order (within `max_clock_skew_s`), so a file's unread lines are
+    no older than the last record read from it, or than its first record when none was read yet; the frontier is
+    the oldest of those over every file with unread lines, less the skew (-inf when one cannot be read)."""
+    oldest = float("inf")
+    for name in sorted(os.listdir(config.dir)):
+        if not name.endswith(".jsonl") or name.startswith("."):
+            continue
+        try:
+            size = (config.dir / name).stat().st_size
+        except OSError:
+            return float("-inf")
+        at = offsets.get(name, 0)
+        if size <= at:
+            continue
+        if name in latest:
+            oldest = min(oldest, latest[name])
+            continue
+        first = _first_time(config.dir / name, at)
+        if first is None:
+            return float("-inf")
+        oldest = min(oldest, first)
+    return oldest - config.max_clock_skew_s
+
+
+def _first_time(path: Path, offset: int) -> float | None:
+    """The time of the first record at or after `offset` in a spool file (None: no whole record to read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    return None
+                if not raw.strip():
+                    continue
+                try:
+                    record = parse_record(raw)
+                except MalformedRecord:
+                    continue
+                return record.ended_at if isinstance(record, SessionRecord) else record.at
+    except OSError:
+        return None
+    return None

@@ -60,6 +60,13 @@ SKIPS = re.compile(
     re.M,
 )
 """A skipped or focused test, a module taken out of collection, or an assert that cannot fail."""
+TEST_ATTRIBUTES = re.compile(
+    r"#\[ignore\b|^\s*@(Disabled|Ignore)\b|\[(Ignore|Fact\s*\(\s*Skip\s*=|Theory\s*\(\s*Skip\s*=)"
+    r"|\[(Test|Fact|TestMethod)[^\]\n]*\bSkip\s*=",
+    re.M,
+)
+"""Skip markers that only a test carries, wherever its file is: Rust `#[ignore]` (unit tests live in `src/`), JUnit
+`@Disabled` / `@Ignore` (Java, Kotlin), xUnit `Skip =` and NUnit / MSTest `[Ignore]` (C#)."""
 SWALLOW = re.compile(
     r"except\s*(\(?[\w., ]*\b(AssertionError|Exception|BaseException)\b[\w., ]*\)?\s*(as\s+\w+)?)?:"
     r"\s*(#.*)?\n?\s*(pass|\.\.\.|return|continue)\b|suppress\([^)]*(AssertionError|Exception)"
@@ -252,10 +259,15 @@ def _early_return(text: str) -> bool:
     return bool(re.search(r"\b(it|test)\s*\(\s*['\"`][^\n]*?(=>|function\s*\(\s*\))\s*\{\s*return\b", text))
 
 
+def _tokens(text: str) -> set[str]:
+    """The numbers, strings (either quote, read as one) and names of `text`."""
+    found = re.findall(r"-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"|[A-Za-z_]\w*", text)
+    return {f"'{t[1:-1]}'" if t[:1] == '"' else t for t in found}
+
+
 def _operands(text: str) -> set[str]:
     """The names and literals the check lines of `text` compare."""
-    lines = [line for line in text.splitlines() if CHECKS.search(line)]
-    return set(re.findall(r"-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"|[A-Za-z_]\w*", "\n".join(lines))) - KEEP - {"assert"}
+    return _tokens("\n".join(line for line in text.splitlines() if CHECKS.search(line))) - KEEP - {"assert"}
 
 
 def _config_disables(new: str, old: str) -> bool:
@@ -312,6 +324,8 @@ def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
             or re.search(r"\|\|\s*(true|:|exit)|exit 0|passWithNoTests", script.group(1))
         ):
             return True
+    if SOURCE.search(path) and len(TEST_ATTRIBUTES.findall(new)) > len(TEST_ATTRIBUTES.findall(old)):
+        return True
     if not is_test(path):
         if path.endswith(".sh") or not SOURCE.search(path):
             return False
@@ -339,6 +353,7 @@ def file_disables(path: str, old: str, new: str, whole: bool) -> bool:
     renamed_out = len(DEFS.findall(new)) - len(TESTS.findall(new)) > len(DEFS.findall(old)) - len(TESTS.findall(old))
     if n_tests < 0:
         return renamed_out or not before  # renamed out of collection; JavaScript tests removed
-    looped = re.search(r"^\s*for\s.*\bin\b", new, re.M)  # checks folded into a loop over their cases
-    kept = set(re.findall(r"-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"|[A-Za-z_]\w*", new)) if looped else _operands(new)
+    # Checks folded into a loop over their cases, or into a `parametrize` table: every old operand must still be there.
+    looped = re.search(r"^\s*for\s.*\bin\b|\bparametrize\s*\(", new, re.M)
+    kept = _tokens(new) if looped else _operands(new)
     return n_checks < 0 and (not CHECKS.search(code_new) or bool(_operands(old) - kept))

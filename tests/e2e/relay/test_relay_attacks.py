@@ -335,6 +335,86 @@ def test_admin_routes_need_the_orchestrators_token(site, tmp_path, monkeypatch):
             RelayClientConfig(**base, **extra)
 
 
+def raw(url: str, method: str, path: str, body: dict | None = None, token: str = ADMIN_TOKEN) -> tuple[int, str]:
+    """One request with `path` sent exactly as spelled (urllib would normalise some spellings)."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http_client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        connection.request(method, path, body=data, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_the_admin_proxy_forwards_only_its_own_routes_and_loads_only_verified_steps(site, tmp_path):
+    """A token holder tries vLLM's runtime LoRA route, other spellings of the weight routes and routes the relay
+    does not serve: each either reaches the verifying handler (vLLM gets the relay's own copy of a signed step, at
+    the canonical route) or is a 403 naming the route, and nothing else reaches vLLM."""
+    steps, public, tap, vllm = site
+    evil = tmp_path / "evil" / "step_1"  # the attacker's own weights, named like a broadcast step
+    evil.mkdir(parents=True)
+    (evil / "model.safetensors").write_bytes(b"unsigned")
+    with Client(tmp_path, tap.url, vllm.url, public) as client:
+        local = client.fetcher.step_dir(1).as_posix()
+        mapped = [
+            ("/update_weights/", {"weight_dir": str(evil)}, "/update_weights", "weight_dir"),
+            ("//update_weights", {"weight_dir": str(evil)}, "/update_weights", "weight_dir"),
+            ("/update_weights//", {"weight_dir": str(evil)}, "/update_weights", "weight_dir"),
+            ("/update%5Fweights", {"weight_dir": str(evil)}, "/update_weights", "weight_dir"),
+            ("/v1/load_lora_adapter", {"lora_name": "a", "lora_path": str(evil)}, "/v1/load_lora_adapter", "lora_path"),
+            (
+                "/v1//load_lora_adapter/",
+                {"lora_name": "a", "lora_path": str(evil)},
+                "/v1/load_lora_adapter",
+                "lora_path",
+            ),
+            ("/load_lora_adapter", {"lora_name": "a", "lora_path": str(evil), "load_inplace": True}, None, "lora_path"),
+        ]
+        for path, body, route, field in mapped:
+            before = len(vllm.calls)
+            status, reply = raw(client.url, "POST", path, body)
+            assert status in (200, 404), (path, status, reply)  # the stand-in has no LoRA routes: vLLM's answer
+            [call] = vllm.calls[before:]
+            assert call.path == (route or path) and call.body[field] == local, (path, call)
+        assert vllm.updates()[-1].files == dir_digests(steps[1])  # the signed step, not the attacker's
+        before = len(vllm.calls)
+        refused = [
+            ("POST", "/UPDATE_WEIGHTS", {"weight_dir": str(evil)}, "the route is /update_weights"),
+            ("POST", "/Update_Weights/", {"weight_dir": str(evil)}, "the route is /update_weights"),
+            ("POST", "/V1/Load_Lora_Adapter", {"lora_path": str(evil)}, "the route is /v1/load_lora_adapter"),
+            ("POST", "/v1/../update_weights", {"weight_dir": str(evil)}, "'.' or '..' segments"),
+            ("POST", "/update_weights/.", {"weight_dir": str(evil)}, "'.' or '..' segments"),
+            ("POST", "/init_broadcaster", {"host": "10.0.0.9", "port": 29500}, "NCCL"),
+            ("POST", "/collective_rpc", {"method": "update_weights_from_path"}, "not an admin route"),
+            ("POST", "/v1/load_lora_adapters", {"lora_path": str(evil)}, "not an admin route"),
+            ("GET", "/update_weights", None, "takes POST, not GET"),
+            ("DELETE", "/v1/models", None, "takes GET or HEAD, not DELETE"),
+            ("POST", "/update_weights", {}, "without 'weight_dir' is refused"),
+            ("POST", "/update_weights", {"weight_dir": None}, "without 'weight_dir' is refused"),
+            (
+                "POST",
+                "/load_lora_adapter",
+                {"lora_name": "a", "lora_path": str(evil), "base_model": "x"},
+                "'base_model'",
+            ),
+        ]
+        for method, path, body, message in refused:
+            status, reply = raw(client.url, method, path, body)
+            assert status == 403 and message in reply, (path, status, reply)
+            assert f"{method} {path}" in reply or "POST /" in reply, reply  # the route is named
+        status, reply = raw(client.url, "POST", "/v1/load_lora_adapter", {"lora_name": "a", "lora_path": "/x/adapter"})
+        assert status == 400 and "not a PRIME-RL weight dir" in reply, reply
+        assert vllm.calls[before:] == []  # none of it reached vLLM
+        # The orchestrator's own calls still pass, query included.
+        assert raw(client.url, "POST", "/pause?mode=keep&clear_cache=false")[0] == 200
+        assert vllm.calls[-1].path == "/pause?mode=keep&clear_cache=false"
+        assert raw(client.url, "GET", "/v1/models/")[0] == 200 and vllm.calls[-1].path == "/v1/models"
+        assert raw(client.url, "POST", "/resume")[0] == 200
+
+
 def test_the_admin_proxy_speaks_tls_when_given_a_certificate(site, tmp_path):
     steps, public, tap, vllm = site
     pki = tls_files(tmp_path / "tls")

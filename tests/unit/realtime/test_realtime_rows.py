@@ -86,6 +86,44 @@ def test_a_backlog_beyond_the_line_limit_keeps_its_sessions_signals(tmp_path):
     assert second.counts["late_signal"] == 0 and second.counts["signals"] == 30
 
 
+def test_a_backlog_read_in_slices_holds_a_signal_window_not_the_backlog(tmp_path):
+    """A day of traffic (a session a minute, its signal 30 s later) read 100 lines at a time: each read releases the
+    sessions whose window the spool's own clock has passed, with their signals, so the cursor holds about a window
+    of sessions (600 s, plus the 300 s skew: some 15) whatever the backlog; every session trains once, none late."""
+    spool = SpoolConfig(dir=tmp_path, signal_window_s=600, max_clock_skew_s=300, max_lines_per_cycle=100)
+    start = NOW - 2 * 86400
+    records = []
+    for i in range(1440):
+        records += [session(f"s{i}", ended=start + 60 * i), signal(f"s{i}", at=start + 60 * i + 30)]
+    append(tmp_path / "a.jsonl", *records)
+    cursor, released, held = Cursor(), [], []
+    for _ in range(40):
+        step = read_spool(cursor, spool, NOW)
+        released += [(r.session.session_id, len(r.signals)) for r in step.ready]
+        cursor = step.cursor
+        held.append(len(cursor.pending) + len(cursor.signals))
+        assert step.counts["late_signal"] == 0
+    assert released == [(f"s{i}", 1) for i in range(1440)]
+    assert max(held) <= 40 and cursor.pending == {} and cursor.signals == {}
+
+
+def test_a_backlog_in_files_of_different_writers_holds_until_every_file_has_passed_the_window(tmp_path):
+    """Two writers' files read one after the other: the second's unread lines are as old as its first record, so
+    a read that stopped in the first file releases nothing whose signal the second may still hold."""
+    spool = SpoolConfig(dir=tmp_path, signal_window_s=600, max_clock_skew_s=300, max_lines_per_cycle=50)
+    start = NOW - 86400
+    append(tmp_path / "a.jsonl", *(session(f"s{i}", ended=start + 60 * i) for i in range(100)))
+    append(tmp_path / "b.jsonl", *(signal(f"s{i}", at=start + 60 * i + 30) for i in range(100)))
+    first = read_spool(Cursor(), spool, NOW)
+    second = read_spool(first.cursor, spool, NOW)
+    assert first.ready == [] and second.ready == [] and len(second.cursor.pending) == 100
+    third = read_spool(second.cursor, spool, NOW)  # half of b: the sessions its clock has passed go
+    fourth = read_spool(third.cursor, spool, NOW)  # the rest of b: the spool's end, the wall clock
+    assert 0 < len(third.ready) < 100 and fourth.cursor.pending == {}
+    done = [(r.session.session_id, len(r.signals)) for step in (third, fourth) for r in step.ready]
+    assert sorted(done) == sorted((f"s{i}", 1) for i in range(100))
+
+
 def test_a_session_dated_1970_is_rejected_naming_the_clock(tmp_path):
     append(tmp_path / "a.jsonl", session("epoch", ended=0.0), signal("epoch", at=5.0), session("ok"), signal("ok"))
     step = read_spool(Cursor(), SpoolConfig(dir=tmp_path), NOW)

@@ -83,6 +83,18 @@ def test_a_bad_value_in_a_file_names_the_field(tmp_path):
         parse_config(RealtimeConfig, ["@", str(bad)], "composer-prime realtime")
 
 
+def test_a_ship_token_file_others_can_read_is_refused_naming_the_field_mode_and_fix(tmp_path):
+    token = tmp_path / "admin.token"
+    token.write_text("0123456789abcdef0123456789abcdef\n")
+    for mode in (0o644, 0o640, 0o604):
+        token.chmod(mode)
+        with pytest.raises(UsageError, match=rf"ship.admin_token_file = '{token}' has mode {mode:04o}.*chmod 600"):
+            parse_config(RealtimeConfig, ["@", str(TOML), "--ship.admin-token-file", str(token)], "realtime")
+    token.chmod(0o600)
+    config = parse_config(RealtimeConfig, ["@", str(TOML), "--ship.admin-token-file", str(token)], "realtime")
+    assert config.ship.admin_token() == "0123456789abcdef0123456789abcdef"
+
+
 def start_prime_rl(tmp_path, broadcasts: tuple[int, ...], checkpoint: int | None = None):
     """`PrimeRL.start` over a run dir holding `broadcasts` (and a checkpoint), PRIME-RL a command that exits at once;
     returns (the started PrimeRL, the run dir, what it logged)."""

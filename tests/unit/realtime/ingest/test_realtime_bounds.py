@@ -90,10 +90,59 @@ def test_the_event_loop_never_waits_more_than_50_ms_on_the_source_at_a_10k_backl
     stream.close()
     assert sorted(handed) == sorted(f"s{i}" for i in range(10_000))  # every session once
     # The read runs in a thread with the collector paused and every C-level step small (`manage_gc`, the id memory in
-    # shards, the spool read 1 MiB at a time), so what the loop waits for is the draws' own work (64 bundle files
-    # loaded in a pass, about 5 ms of CPU) shared with the read thread through the interpreter lock.
+    # shards, the spool read 1 MiB at a time), and the same thread parses the bundles ahead of the draws, so what the
+    # loop waits for is the interpreter lock the read thread holds between bytecodes.
     print(f"worst loop lag {worst * 1e3:.1f} ms, {seconds:.1f} s for the backlog")
     assert worst < GUARD_S, f"the loop waited {worst * 1e3:.0f} ms ({seconds:.1f} s for the backlog)"
+
+
+def test_a_draw_hands_over_a_bundle_the_worker_parsed_and_never_opens_its_file_on_the_loop(tmp_path):
+    """PRIME-RL draws up to 64 tasks a pass on its event loop: each must be an object the read thread already parsed.
+    Once the first task is drawn, the bundle files are taken away; the draws after it still hand over every bundle."""
+    source = taskset(tmp_path, bundle_size=2, spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600})
+    write_backlog(tmp_path / "spool" / "a.jsonl", 40)
+    stream = iter(source)
+    [first] = draw(stream)
+    stream.wait()  # the read and the parse of what it wrote are done
+    bundles = sorted((tmp_path / "journal" / "bundles").glob("*.json"))
+    assert len(bundles) == 20
+    for path in bundles:
+        path.unlink()
+    rest = [next(stream) for _ in range(19)]  # no TaskNotReady, no file opened: all parsed ahead
+    stream.close()
+    assert sorted(sid for task in [first, *rest] for sid in ids(task)) == sorted(f"s{i}" for i in range(40))
+
+
+def test_a_backlog_is_read_in_slices_and_the_journal_holds_a_window_not_the_backlog(tmp_path):
+    """A day's backlog (a session a minute, each signal 30 s later) through the source at `read_lines = 200`: every
+    session is handed out once with its signal, and `journal/state.json` holds at most a signal window (600 s and
+    the 300 s skew: some 15 sessions) at any draw, not the 1,440 of the backlog."""
+    source = taskset(
+        tmp_path,
+        bundle_size=8,
+        read_lines=200,
+        spool={"dir": str(tmp_path / "spool"), "signal_window_s": 600, "max_clock_skew_s": 300},
+    )
+    records = []
+    for i in range(1440):
+        ago = 2 * DAY - 60 * i
+        records += [session(f"s{i}", ago=ago), kept(f"s{i}") | {"at": time.time() - ago + 30}]
+    append(tmp_path / "spool" / "a.jsonl", *records)
+    stream, handed, largest = iter(source), [], 0
+    deadline = time.monotonic() + 120
+    while len(handed) < 1440 and time.monotonic() < deadline:
+        try:
+            task = next(stream)
+        except TaskNotReady:
+            stream.wait()  # each read committed before the state is looked at
+        else:
+            handed += ids(task)
+            assert all(e.signals == ["edit"] for e in task.data.sessions)
+        if (tmp_path / "journal" / "state.json").exists():
+            state = json.loads((tmp_path / "journal" / "state.json").read_text())
+            largest = max(largest, len(state["cursor"]["pending"]) + len(state["cursor"]["signals"]))
+    stream.close()
+    assert sorted(handed) == sorted(f"s{i}" for i in range(1440)) and largest <= 40
 
 
 def read(cursor: Cursor, config: SpoolConfig, root: Path, now: float):

@@ -272,3 +272,10 @@ def test_agent_sessions_over_ordinary_code_hold_no_secret():
     sessions = agent_sessions()
     assert len(sessions) > 100
     assert {i: kinds for i, s in enumerate(sessions) if (kinds := find(s))} == {}
+
+
+def test_an_ssh_remote_is_not_an_email_address():
+    """`git@github.com:org/repo` (a clone URL, as README and `local/tree.py` hold) names a host's service user."""
+    assert find("git clone git@github.com:PrimeIntellect-ai/verifiers.git") == []
+    assert find("url.https://github.com/.insteadOf=git@github.com:") == []
+    assert find("mail jane.doe@corp.io about it") == ["email"]

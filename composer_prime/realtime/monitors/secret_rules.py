@@ -284,7 +284,10 @@ SHAPES = [
 
 PERSONAL = [
     # an SSH remote (`git@github.com:org/repo`, `user@host:path`) names a host's service user, not a person
-    rule("email", r"(?<![\\\w.%+-])(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b(?!:[\w~./-])"),
+    rule(
+        "email",
+        r"(?<![\\\w.%+-])(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b(?!:[\w~./-])",
+    ),
     rule(
         "phone_number",
         r"(?<![\w.+-])(?:\+\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?![\w-]|[.,]\d)"

@@ -18,6 +18,7 @@ from composer_prime.realtime.monitors import pii
 from composer_prime.realtime.monitors.pii import PIIConfig, Scrubber, find
 from composer_prime.realtime.monitors.secret_rules import RULES
 from composer_prime.realtime.records import SessionRecord
+from tests.support.secret_samples import SECRETS
 from tests.support.tokenizer import tiny_tokenizer
 
 HEX = "0123456789abcdef"
@@ -31,9 +32,9 @@ OPENSSH_BODY = (
     "QyNTUxOQAAACDc2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0cwAAAJgAAAAAAAAAAA\n"
 )
 SAMPLES = {
+    **SECRETS,  # the first kinds (tests/support/secret_samples.py)
     # By context.
     "password_assignment": 'db_password = "Tr0ub4dor&3"',
-    "url_password": "postgres://admin:S3cr3tPassw0rd@db.internal:5432/app",
     "basic_auth": "Authorization: Basic " + base64.b64encode(b"deploy:hunter2-prod").decode(),
     "docker_auth": '{"auths": {"registry.example.io": {"auth": "'
     + base64.b64encode(b"robot:Zx9-Qw8-Er7").decode()
@@ -44,34 +45,16 @@ SAMPLES = {
     "curl_user": "curl -u deploy:Qz7Lp2Xk9 https://artifacts.internal/upload",
     "nuget_password": '<add key="ClearTextPassword" value="Qz7Lp2Xk9!" />',
     # By shape.
-    "private_key": "-----BEGIN OPENSSH PRIVATE KEY-----",
     "private_key_body": OPENSSH_BODY,
     "putty_key": "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none",
-    "jwt": JWT,
     "slack_webhook": "https://hooks.slack.com/services/T0AB1CD2E/B0FG3HI4J/" + ALNUM[:24],
     "discord_webhook": "https://discord.com/api/webhooks/112233445566778899/" + ALNUM * 2,
     "teams_webhook": "https://acme.webhook.office.com/webhookb2/1a2b3c4d-1a2b-1a2b-1a2b-1a2b3c4d5e6f@"
     "1a2b3c4d-1a2b-1a2b-1a2b-1a2b3c4d5e6f/IncomingWebhook/" + HEX * 2 + "/1a2b3c4d-1a2b-1a2b-1a2b-1a2b3c4d5e6f",
-    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
-    "aws_secret_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-    "openai_key": "sk-proj-" + ALNUM * 2,
-    "anthropic_key": "sk-ant-api03-" + ALNUM * 2,
-    "stripe_key": "sk_live_51Hb3dEf6hIj9kLm2nOp5qRs8t",
     "stripe_webhook_secret": "whsec_" + ALNUM,
-    "github_token": "github_pat_11ABCDEFG0123456789_" + ALNUM * 2,
-    "gitlab_token": "glpat-Ab3dEf6hIj9kLm2nOp5q",
-    "slack_token": "xoxb-123456789012-1234567890123-Ab3dEf6hIj9kLm2nOp5qRs8t",
-    "google_api_key": "AIzaSyAb3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zQ",
-    "huggingface_token": "hf_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb",
-    "npm_token": "npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c",
-    "pypi_token": "pypi-AgEIcHlwaS5vcmcCJDU2YjQ4ZGUyLWQ5ZDctNDg3Ni04ZGE3LTk3ZDk0ZjRhYmYzMwACKlsz",
-    "groq_key": "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",
-    "digitalocean_token": "dop_v1_" + HEX * 4,
-    "azure_storage_key": "AccountKey=" + "Ab3dEf6hIj9kLm2n" * 5 + "Op5qRs==",
     "azure_sas_token": "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&ss=b&srt=o&sp=r"
     "&se=2026-12-01T00:00:00Z&sig=Zk3Lq8Vb2Nm7Xc4Rt9Yw1Pa6Sd5Fg0Hj2Kl3Qw4Er5Ty%3D",
     "azure_ad_client_secret": "client_secret: abc1Q~" + ALNUM,
-    "sendgrid_key": "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",
     "telegram_bot_token": "bot 1234567890:AAH" + ALNUM,
     "shopify_token": "shpat_" + HEX * 2,
     "mailgun_key": "key-" + HEX * 2,
@@ -128,9 +111,6 @@ SAMPLES = {
     "intra42_secret": "s-s4t2ud-" + HEX * 4,
     "authress_key": "sc_abcde12.ab12.acc_abcdefghij12.abcdefghijklmnopqrstuvwxyz0123456789",
     # Personal data.
-    "email": "jane.doe@example.com",
-    "phone_number": "+1 (415) 555-0132",
-    "ssn": "123-45-6789",
 }
 """One made-up sample of each rule (the context it needs included)."""
 

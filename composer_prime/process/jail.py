@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Where grading and the jail find their own programs: the system's folders, never a venv's `bin` or the box."""
@@ -146,7 +147,7 @@ def host_sockets(writable: list[str], table: str = "/proc/net/unix") -> list[str
     Abstract sockets (`@name`) belong to the network namespace, which the closed box leaves behind. A socket bound
     after the jail was made is not covered."""
     try:
-        lines = open(table, encoding="utf-8", errors="replace").read().splitlines()[1:]
+        lines = Path(table).read_text(encoding="utf-8", errors="replace").splitlines()[1:]
     except OSError:
         return []
     inside = tuple(path.rstrip("/") + "/" for path in writable)

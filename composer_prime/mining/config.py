@@ -106,7 +106,8 @@ def check_inputs(config: MineConfig) -> None:
         )
     if not any(is_test_file(path) for path in python):
         raise ValueError(
-            f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests/) among its {len(python)} Python "
+            f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests.py, test*.py, *tests.py, tests/) "
+            f"among its {len(python)} Python "
             "file(s); a task is graded by the tests that fail without its feature, so the repository needs a suite"
         )
     launcher = config.test_cmd[0]

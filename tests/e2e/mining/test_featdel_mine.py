@@ -208,7 +208,12 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
     cases = [
         (tmp_path / "empty", out / "t.jsonl", [], "the folder is empty"),
         (tmp_path / "docs", out / "t.jsonl", [], "none of its 1 file(s) is Python (*.py)"),
-        (tmp_path / "lib", out / "t.jsonl", [], "no test files (test_*.py, *_test.py, tests/) among its 1 Python"),
+        (
+            tmp_path / "lib",
+            out / "t.jsonl",
+            [],
+            "no test files (test_*.py, *_test.py, tests.py, test*.py, *tests.py, tests/) among its 1 Python",
+        ),
         (repo, tmp_path / "a-file" / "t.jsonl", [], "a-file is a file, not a folder"),
         (repo, tmp_path / "docs", [], "docs: a folder; --out is the tasks file to write"),  # was a traceback after 12 s
         (repo, out / "t.jsonl", ["--test-cmd", "venv/bin/python -m pytest"], "'venv/bin/python' is neither a file"),

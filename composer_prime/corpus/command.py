@@ -226,7 +226,7 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
                 str(report.get("candidates") if report.get("candidates") is not None else "-"),
                 str(report.get("mined", 0)),
                 str(report.get("kept", 0)),
-                f"error: {report['error'][:60]}" if report.get("error") else skips,
+                f"error: {report['error'].splitlines()[0][:200]}" if report.get("error") else skips,
                 f"{(report.get('seconds') or {}).get('total', 0) / 60:.1f}",
                 str(report.get("seconds_per_task") or "-"),
                 f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",

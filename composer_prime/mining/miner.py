@@ -46,6 +46,17 @@ class MiningError(Exception):
     """The run cannot start or go on (bad repository, failing baseline, changed repository on resume)."""
 
 
+class NoPassingTests(MiningError):
+    """No test passes at baseline: the tests' dependencies are missing, or the command is not the right one."""
+
+    def __init__(self, repo: Path, exit_code: int | None, tail: str):
+        super().__init__(
+            f"the test command found no passing tests in {repo} (exit code {exit_code}); check --test-cmd. "
+            f"Last output lines:\n{tail}"
+        )
+        self.exit_code, self.tail = exit_code, tail
+
+
 class MiningInputError(MiningError):
     """The command's input is unusable (`config.check_inputs`, an --out that cannot be resumed), found before any
     work; the CLI exits 2."""
@@ -167,11 +178,7 @@ class Miner:
                 f"baseline: {len(self.excluded)} test(s) fail at baseline and are excluded from every task: {shown}"
             )
         if not both:
-            tail = "\n".join(run.output.splitlines()[-15:])
-            raise MiningError(
-                f"the test command found no passing tests in {config.repo} (exit code {run.exit_code}); check "
-                f"--test-cmd. Last output lines:\n{tail}"
-            )
+            raise NoPassingTests(config.repo, run.exit_code, "\n".join(run.output.splitlines()[-15:]))
         self.log(
             f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
             f"limit per run {self.timeout_s:g}s"

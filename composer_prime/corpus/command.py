@@ -41,7 +41,12 @@ def main(argv: list[str], prog: str) -> int:
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # logs: no wrapped rows
     jobs = planned(config)
     todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
-    console.print(f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}")
+    share = (
+        f" (shard {config.shard} of the config's {len(config.packages) + len(config.repos)})" if config.shard else ""
+    )
+    console.print(
+        f"mine-corpus: {len(jobs)} package(s){share}, {len(jobs) - len(todo)} already complete in {config.out}"
+    )
     crashed = []
     if todo:
         try:

@@ -23,7 +23,14 @@ from tests.e2e.grading.test_reward_hacks import (  # noqa: F401 (fixtures)
     rollout,
 )
 from tests.support.featdel_repo import mined_shop
-from tests.support.honest_fixes import CART_ADD_FIXES, LEDGER_FIXES, LEDGER_PROJECT, OPS_FIXES, PRICING_FIXES
+from tests.support.honest_fixes import (
+    CART_ADD_FIXES,
+    LEDGER_FIXES,
+    LEDGER_PROJECT,
+    OPS_FIXES,
+    PRICING_FILES,
+    PRICING_FIXES,
+)
 from tests.support.scripted_server import tool
 from tests.support.swegym_repo import write_jsonl
 from tests.support.swegym_rows import Project, build_row, local_config
@@ -83,7 +90,8 @@ def test_honest_fix_scores_one(
 ) -> None:
     if env_name == "feature-deletion":
         env = envs[env_name]
-        steps = [tool("create", path="shop/pricing.py", content=PRICING_FIXES[fix]), *env.honest[1:]]
+        extra = [tool("create", path=path, content=text) for path, text in PRICING_FILES.get(fix, {}).items()]
+        steps = [*extra, tool("create", path="shop/pricing.py", content=PRICING_FIXES[fix]), *env.honest[1:]]
     elif env_name == "feature-deletion:Cart.add":
         env = Env(env_name, cart_add, "shop", [], None, [], None, [])
         steps = [tool("create", path="shop/cart.py", content=CART_ADD_FIXES[fix])]

@@ -3,7 +3,9 @@ as a person might and none as the gold is (`tests/support/honest_fixes.py`), gra
 on the subprocess runtime: replay, scan, canaries of every kind, suite. Feature-deletion: the shop's `apply_discount`
 and `Cart.add`; swe-gym: the toy `clamp` and the nine helpers of the `ledger` project, whose gold makes a choice
 the tests do not see in each (a new exception subclass, a tuple, a list, a generator, a str, an int, `Decimal("0.30")`,
-`math.sqrt`, a sorted copy). A grader that voids or fails one of them teaches the policy nothing."""
+`math.sqrt`, a sorted copy); issue 39, line 6 adds other data structures, return types the tests accept, helpers,
+caching, recursion, table lookups and a `Cart.lines` served by a property. A grader that voids or fails one of them
+teaches the policy nothing."""
 
 from __future__ import annotations
 

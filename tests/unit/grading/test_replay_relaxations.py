@@ -137,6 +137,14 @@ def test_an_argument_the_gold_left_alone_is_the_candidates_and_one_it_changed_is
     assert mismatch(in_place, answer(None, after=[[1, 2, 3]])) is None
     assert "in-place" in mismatch(in_place, answer(None, after=[[3, 1, 2]]))
     assert "in-place" in mismatch(in_place, answer(None, after=[[1, 2]]))
+    # the same by keyword: `median(values=[3, 1, 2])`
+    by_name = call(2).model_copy(update={"kwargs": {"values": values.dump([3, 1, 2])}})
+    left = by_name.model_copy(update={"kwargs_after": by_name.kwargs})
+    sorted_in_place = {"values": values.dump([1, 2, 3])}
+    assert mismatch(left, answer(2) | {"kwargs_after": sorted_in_place}) is None
+    changed = by_name.model_copy(update={"result": ["none"], "kwargs_after": sorted_in_place})
+    assert mismatch(changed, answer(None) | {"kwargs_after": sorted_in_place}) is None
+    assert "in-place" in mismatch(changed, answer(None) | {"kwargs_after": by_name.kwargs})
 
 
 class PercentError(ValueError):

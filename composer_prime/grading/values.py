@@ -113,11 +113,11 @@ class _Walk:
     """One dump's state: nodes left, the containers being dumped (cycles), the classes dumped by name only, whether
     iterators are drained and whether public properties are read."""
 
-    __slots__ = ("active", "budget", "drain", "opaque", "properties")
+    __slots__ = ("active", "budget", "drain", "opaque", "properties", "wasted")
 
     def __init__(self, opaque: dict[type, str], drain: bool, properties: bool):
         self.budget, self.active, self.opaque, self.drain = MAX_NODES, set(), opaque, drain
-        self.properties = properties
+        self.properties, self.wasted = properties, 0
 
 
 def dump(value, opaque_types: dict[type, str] | None = None, drain: bool = False, properties: bool = False):
@@ -317,7 +317,9 @@ def _property(kind: type, name: str) -> property | None:
 def _read_properties(value, state: dict, depth: int, ctx: _Walk) -> list:
     """`[name, value]` pairs of the public properties that `value`'s class, or a base of it from the same top-level
     package, defines and `state` lacks, read with their getters: what a test reading `obj.name` sees. A library
-    base's properties (a pydantic model's `model_extra`) are the library's, not the feature's."""
+    base's properties (a pydantic model's `model_extra`) are the library's, not the feature's. A property left out
+    gives back the nodes its dump took, so reading properties never makes a value that has a strict form lose it;
+    past `MAX_NODES` nodes spent on properties left out, no more are read in this dump (the work stays bounded)."""
     package = type(value).__module__.partition(".")[0]
     names = {
         name
@@ -331,12 +333,15 @@ def _read_properties(value, state: dict, depth: int, ctx: _Walk) -> list:
         getter = _property(type(value), name)
         if getter is None or getter.fget is None:
             continue
+        left = ctx.budget
         try:
             pairs.append([["str", name], _dump(getter.fget(value), depth + 2, ctx)])
-        except Exception:  # noqa: BLE001, S112 - a getter that raises, or a value without a strict form: not shown
-            if ctx.budget < 0:
-                raise Unserialisable("too large or too deep") from None
-            continue
+        except Exception:  # noqa: BLE001 - a getter that raises, or a value without a strict form: not shown
+            ctx.wasted += left - ctx.budget
+            ctx.budget = left
+            ctx.properties = ctx.wasted <= MAX_NODES
+            if not ctx.properties:
+                break
     return pairs
 
 

@@ -86,7 +86,7 @@ def main(spec_path):
         else:
             shown = {type(obj): values.name_of(type(obj)) for obj in live.values()} | classes  # by class only
             try:
-                answer["result"] = values.dump(function(*args, **kwargs), shown, drain=True)
+                answer["result"] = values.dump(function(*args, **kwargs), shown, drain=True, properties=True)
             except values.Unserialisable as exc:  # no answer a recorded one equals; one where the gold gave None
                 answer["result"] = ["unserialisable", f"result has no strict form: {str(exc)[:200]}"]
             except BaseException as exc:  # noqa: BLE001 - what the call (or draining its iterator) raised is its answer
@@ -95,8 +95,10 @@ def main(spec_path):
                 except values.Unserialisable:
                     answer["error"] = f"raised an unnamed {type(exc).__name__}"
             try:
-                answer["args_after"] = [values.dump(arg, shown) for arg in args]
-                answer["kwargs_after"] = {name: values.dump(arg, shown) for name, arg in kwargs.items()}
+                answer["args_after"] = [values.dump(arg, shown, properties=True) for arg in args]
+                answer["kwargs_after"] = {
+                    name: values.dump(arg, shown, properties=True) for name, arg in kwargs.items()
+                }
             except values.Unserialisable as exc:
                 answer["error"] = f"arguments after the call have no strict form: {exc}"
         out.write(nonce + " " + json.dumps(answer) + "\n")

@@ -30,7 +30,9 @@ tuple was recorded (a dict subclass is dumped as the dict of its stored items); 
 (an expected OrderedDict in its order; a Counter less its zero counts), times and datetimes as `==` has them (fixed
 offsets by offset, aware ones by their instant, `fold` ignored), exceptions by type (a subclass answers for its base),
 instances by the public attributes the expected one has (what a test can observe: `obj.count`, not `obj._items`; a
-re-implementation that keeps its state under other private names, or adds attributes, is the same; by all of them
+re-implementation that keeps its state under other private names, or adds attributes, is the same; a replay reads a
+public property back as the attribute it serves (`dump(..., properties=True)`), and rebuilds a recorded attribute
+through the property's setter where the candidate's class serves it so (`load`); by all of them
 when it has no public one, else any instance would pass), and an `OPAQUE` expected state (a deleted class's own
 instances, laid out as the candidate chose) by class only.
 """
@@ -108,23 +110,26 @@ def name_of(kind: type) -> str:
 
 
 class _Walk:
-    """One dump's state: nodes left, the containers being dumped (cycles), the classes dumped by name only, and
-    whether iterators are drained."""
+    """One dump's state: nodes left, the containers being dumped (cycles), the classes dumped by name only, whether
+    iterators are drained and whether public properties are read."""
 
-    __slots__ = ("active", "budget", "drain", "opaque")
+    __slots__ = ("active", "budget", "drain", "opaque", "properties", "wasted")
 
-    def __init__(self, opaque: dict[type, str], drain: bool):
+    def __init__(self, opaque: dict[type, str], drain: bool, properties: bool):
         self.budget, self.active, self.opaque, self.drain = MAX_NODES, set(), opaque, drain
+        self.properties, self.wasted = properties, 0
 
 
-def dump(value, opaque_types: dict[type, str] | None = None, drain: bool = False):
+def dump(value, opaque_types: dict[type, str] | None = None, drain: bool = False, properties: bool = False):
     """The tagged tree of `value`; raises `Unserialisable`. Instances of a class in `opaque_types` (exactly) are dumped
     by the name given there only (`OPAQUE` state): the replay's live objects of a class feature, kept however the
     candidate chose and wherever it defined the class (a class re-exported from another module keeps the name the
     recording knows it by). `drain`: an iterator (a generator, `map`, an iterator class) is consumed, at most
     `MAX_ITEMS` items, into `["iter", [items]]` (the replay's answers; a recorder must not consume what the test is
-    about to read)."""
-    return _dump(value, 0, _Walk(opaque_types or {}, drain))
+    about to read). `properties`: an instance's state also holds the value of each public `property` of its class
+    that its `__dict__` lacks (the replay's answers: `cart.lines` served from `self._lines` reads as the gold's
+    stored `lines`); one whose getter raises or whose value has no strict form is left out."""
+    return _dump(value, 0, _Walk(opaque_types or {}, drain, properties))
 
 
 def is_iterator(value) -> bool:
@@ -261,7 +266,10 @@ def _dump(value, depth: int, ctx: _Walk):
                 state[name] = member.__get__(value, kind)
             except AttributeError:
                 continue
-        return ["obj", _reachable(kind), _dump(state, depth + 1, ctx)]
+        tree = _dump(state, depth + 1, ctx)
+        if ctx.properties:
+            tree[1] += _read_properties(value, state, depth, ctx)
+        return ["obj", _reachable(kind), tree]
     finally:
         active.discard(id(value))
 
@@ -294,6 +302,47 @@ def _named_flag(value: enum.Flag) -> bool:
         return value.value == 0
     members = type(value).__members__
     return all(part in members for part in value.name.split("|"))
+
+
+def _property(kind: type, name: str) -> property | None:
+    """The `property` through which attribute lookup serves `name` on `kind`'s instances (the first class of its MRO
+    that defines the name), or None."""
+    for klass in kind.__mro__:
+        if name in vars(klass):
+            member = vars(klass)[name]
+            return member if isinstance(member, property) else None
+    return None
+
+
+def _read_properties(value, state: dict, depth: int, ctx: _Walk) -> list:
+    """`[name, value]` pairs of the public properties that `value`'s class, or a base of it from the same top-level
+    package, defines and `state` lacks, read with their getters: what a test reading `obj.name` sees. A library
+    base's properties (a pydantic model's `model_extra`) are the library's, not the feature's. A property left out
+    gives back the nodes its dump took, so reading properties never makes a value that has a strict form lose it;
+    past `MAX_NODES` nodes spent on properties left out, no more are read in this dump (the work stays bounded)."""
+    package = type(value).__module__.partition(".")[0]
+    names = {
+        name
+        for klass in type(value).__mro__
+        if klass.__module__.partition(".")[0] == package and package not in _STDLIB
+        for name, member in vars(klass).items()
+        if isinstance(member, property) and not name.startswith("_") and name not in state
+    }
+    pairs = []
+    for name in sorted(names):
+        getter = _property(type(value), name)
+        if getter is None or getter.fget is None:
+            continue
+        left = ctx.budget
+        try:
+            pairs.append([["str", name], _dump(getter.fget(value), depth + 2, ctx)])
+        except Exception:  # noqa: BLE001 - a getter that raises, or a value without a strict form: not shown
+            ctx.wasted += left - ctx.budget
+            ctx.budget = left
+            ctx.properties = ctx.wasted <= MAX_NODES
+            if not ctx.properties:
+                break
+    return pairs
 
 
 def _slots(kind: type) -> dict[str, types.MemberDescriptorType]:
@@ -400,8 +449,11 @@ def load(tree):
         obj = cls.__new__(cls)
         slots = _slots(cls)
         for name, value in load(tree[2]).items():  # around the class's own `__setattr__` (an immutable `Version`)
+            served = _property(cls, name)
             if name in slots:
                 slots[name].__set__(obj, value)
+            elif served is not None and served.fset is not None:
+                served.fset(obj, value)  # a stored attribute the candidate's class serves through a property
             else:
                 obj.__dict__[name] = value
         return obj

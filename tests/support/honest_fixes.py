@@ -585,3 +585,233 @@ def median(values):
 ''',
     ),
 }
+
+# Issue 39, line 6: more honest fixes, each unlike the gold and unlike the ones above in its data structure, control
+# flow or return type (most from the red team that reviewed line 4, which scored every one of them; the
+# property-backed `Cart.lines` scored 0 until the replay rebuilt `self` through the property's setter and read it
+# back). `PRICING_FILES`: other files a pricing fix writes before `shop/pricing.py`.
+
+PRICING_FIXES |= {
+    "callable-instance": _pricing("""
+class _Discount:
+    \"\"\"Discounting, as an object (a later version keeps per-shop rounding on it).\"\"\"
+
+    digits = 2
+
+    def __call__(self, amount, percent):
+        if not (0 <= percent <= 100):
+            raise ValueError(percent)
+        return round(amount - amount * percent / 100, self.digits)
+
+
+apply_discount = _Discount()
+"""),
+    "lru-cache-decorated": _pricing("""
+import functools
+
+
+@functools.lru_cache(maxsize=1024)
+def apply_discount(amount, percent):
+    if percent > 100 or percent < 0:
+        raise ValueError("bad percent")
+    return round(amount * (1 - percent / 100), 2)
+"""),
+    "re-exported-from-a-new-module": _pricing("""
+from shop._money import apply_discount  # noqa: F401 - the arithmetic lives in a module of its own
+"""),
+    "own-error-module": _pricing("""
+from shop.errors import DiscountError
+
+
+def apply_discount(amount, percent):
+    if not 0 <= percent <= 100:
+        raise DiscountError(f"{percent}% is not a discount")  # a ValueError the candidate names itself
+    return float(f"{amount * (100 - percent) / 100:.2f}")
+"""),
+}
+PRICING_FILES = {
+    "re-exported-from-a-new-module": {
+        "shop/_money.py": '''"""Money arithmetic."""
+
+
+def apply_discount(amount, percent):
+    if percent < 0 or percent > 100:
+        raise ValueError("percent out of range")
+    return round(amount * (100 - percent) / 100, 2)
+'''
+    },
+    "own-error-module": {
+        "shop/errors.py": '"""Errors."""\n\n\nclass DiscountError(ValueError):\n    """A discount outside 0-100%."""\n'
+    },
+}
+
+CART_ADD_FIXES |= {
+    "property-backed-lines": CART_HEAD.replace(
+        "        self.lines: list[tuple[str, float, int]] = []\n",
+        '''        self.lines = []
+
+    @property
+    def lines(self):
+        """The cart's lines (kept in `_lines`)."""
+        return self._lines
+
+    @lines.setter
+    def lines(self, value):
+        self._lines = list(value)
+''',
+    )
+    + '''
+    def add(self, name, price, quantity=1):
+        """Add a line; `quantity` must be positive."""
+        if quantity <= 0:
+            raise ValueError("quantity must be positive")
+        self._lines.append((name, price, quantity))
+'''
+    + CART_TAIL,
+    "rebinding-a-new-list": CART_HEAD
+    + '''
+    def add(self, name, price, quantity=1):
+        """Add a line; `quantity` must be positive."""
+        if quantity < 1:
+            raise ValueError("quantity must be positive")
+        self.lines = [*self.lines, (name, price, quantity)]  # a new list, never the caller's changed in place
+'''
+    + CART_TAIL,
+    "namedtuple-lines": CART_HEAD.replace(
+        "from shop.pricing import apply_discount\n",
+        "from collections import namedtuple\n\nfrom shop.pricing import apply_discount\n\n"
+        'Line = namedtuple("Line", "name price quantity")\n',
+    )
+    + '''
+    def add(self, name, price, quantity=1):
+        """Add a line; `quantity` must be positive."""
+        if quantity <= 0:
+            raise ValueError("quantity must be positive")
+        self.lines.append(Line(name, price, quantity))  # a namedtuple where the gold keeps a tuple
+'''
+    + CART_TAIL,
+    "list-lines-via-a-helper": CART_HEAD
+    + '''
+    @staticmethod
+    def _line(name, price, quantity):
+        if not quantity > 0:
+            raise ValueError("quantity must be positive")
+        return [name, price, quantity]  # a list where the gold keeps a tuple: unpacked alike
+
+    def add(self, name, price, quantity=1):
+        """Add a line; `quantity` must be positive."""
+        self.lines.extend([self._line(name, price, quantity)])
+'''
+    + CART_TAIL,
+}
+
+OPS_FIXES |= {
+    "float-result": OPS_HEAD
+    + "def clamp(x, lo, hi):\n    return float(min(max(x, lo), hi))  # 3.0 where the gold gives 3\n",
+    "recursive": OPS_HEAD
+    + "def clamp(x, lo, hi):\n    if x < lo:\n        return clamp(lo, lo, hi)\n    if x > hi:\n"
+    + "        return clamp(hi, lo, hi)\n    return x\n",
+}
+
+LEDGER_FIXES |= {
+    "itertools-pairwise": ledger(
+        LEDGER_GOLD,
+        pairs='''
+def pairs(values):
+    """Each value with the next one."""
+    import itertools
+
+    return itertools.pairwise(values)  # an iterator of tuples where the gold is a generator function
+''',
+    ),
+    "filter-object": ledger(
+        LEDGER_GOLD,
+        evens='''
+def evens(values):
+    """The even numbers of `values`, in order."""
+    return filter(lambda value: value % 2 == 0, values)
+''',
+    ),
+    "fraction-percent": ledger(
+        LEDGER_GOLD,
+        percent='''
+def percent(part, whole):
+    """`part` as a percentage of `whole`, exactly."""
+    from fractions import Fraction
+
+    if part < 0 or part > whole:
+        raise ValueError(f"{part} is outside [0, {whole}]")
+    return Fraction(100 * part, whole)  # exact: no rounding to two decimals needed for an exact value
+''',
+    ),
+    "rank-by-bisect": ledger(
+        LEDGER_GOLD,
+        rank='''
+def rank(score):
+    """1 from 90 up, 2 from 50 up, else 3."""
+    import bisect
+
+    return 3 - bisect.bisect_right([50, 90], score)
+''',
+    ),
+    "newton-sqrt": ledger(
+        LEDGER_GOLD,
+        root='''
+def root(x):
+    """The square root of `x`, by Newton's method."""
+    guess = x or 1.0
+    for _ in range(100):
+        better = (guess + x / guess) / 2
+        if abs(better - guess) < 1e-15:
+            break
+        guess = better
+    return float(guess)
+''',
+    ),
+    "five-helpers-otherwise": ledger(
+        LEDGER_GOLD,
+        level='''
+_LEVELS = {True: "high", False: "low"}
+
+
+def level(score):
+    """"high" for a score of at least 50, else "low"."""
+    return _LEVELS[score >= 50]  # a table lookup for an if-expression
+''',
+        evens='''
+def evens(values):
+    """The even numbers of `values`, in order (recursively)."""
+    if not values:
+        return []
+    head = [values[0]] if values[0] % 2 == 0 else []
+    return head + evens(values[1:])
+''',
+        span='''
+def span(values):
+    """The smallest and the largest of `values`, in one pass."""
+    lo = hi = None
+    for value in values:
+        if lo is None or value < lo:
+            lo = value
+        if hi is None or value > hi:
+            hi = value
+    return lo, hi
+''',
+        median='''
+def median(values):
+    """The middle value (the mean of the two middle ones for an even count)."""
+    import heapq
+
+    half, odd = divmod(len(values), 2)
+    low = heapq.nsmallest(half + 1, values)
+    return low[-1] if odd else (low[-2] + low[-1]) / 2
+''',
+        total='''
+def total(prices):
+    """The sum of the price strings, in money."""
+    import functools
+
+    return functools.reduce(lambda acc, price: acc + Decimal(price), prices, Decimal("0.00"))
+''',
+    ),
+}

@@ -3,7 +3,9 @@ as a person might and none as the gold is (`tests/support/honest_fixes.py`), gra
 on the subprocess runtime: replay, scan, canaries of every kind, suite. Feature-deletion: the shop's `apply_discount`
 and `Cart.add`; swe-gym: the toy `clamp` and the nine helpers of the `ledger` project, whose gold makes a choice
 the tests do not see in each (a new exception subclass, a tuple, a list, a generator, a str, an int, `Decimal("0.30")`,
-`math.sqrt`, a sorted copy). A grader that voids or fails one of them teaches the policy nothing."""
+`math.sqrt`, a sorted copy); issue 39, line 6 adds other data structures, return types the tests accept, helpers,
+caching, recursion, table lookups and a `Cart.lines` served by a property. A grader that voids or fails one of them
+teaches the policy nothing."""
 
 from __future__ import annotations
 
@@ -23,7 +25,14 @@ from tests.e2e.grading.test_reward_hacks import (  # noqa: F401 (fixtures)
     rollout,
 )
 from tests.support.featdel_repo import mined_shop
-from tests.support.honest_fixes import CART_ADD_FIXES, LEDGER_FIXES, LEDGER_PROJECT, OPS_FIXES, PRICING_FIXES
+from tests.support.honest_fixes import (
+    CART_ADD_FIXES,
+    LEDGER_FIXES,
+    LEDGER_PROJECT,
+    OPS_FIXES,
+    PRICING_FILES,
+    PRICING_FIXES,
+)
 from tests.support.scripted_server import tool
 from tests.support.swegym_repo import write_jsonl
 from tests.support.swegym_rows import Project, build_row, local_config
@@ -83,7 +92,8 @@ def test_honest_fix_scores_one(
 ) -> None:
     if env_name == "feature-deletion":
         env = envs[env_name]
-        steps = [tool("create", path="shop/pricing.py", content=PRICING_FIXES[fix]), *env.honest[1:]]
+        extra = [tool("create", path=path, content=text) for path, text in PRICING_FILES.get(fix, {}).items()]
+        steps = [*extra, tool("create", path="shop/pricing.py", content=PRICING_FIXES[fix]), *env.honest[1:]]
     elif env_name == "feature-deletion:Cart.add":
         env = Env(env_name, cart_add, "shop", [], None, [], None, [])
         steps = [tool("create", path="shop/cart.py", content=CART_ADD_FIXES[fix])]

@@ -6,6 +6,7 @@ with the same rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import subprocess
 import sys
@@ -136,6 +137,14 @@ def test_an_argument_the_gold_left_alone_is_the_candidates_and_one_it_changed_is
     assert mismatch(in_place, answer(None, after=[[1, 2, 3]])) is None
     assert "in-place" in mismatch(in_place, answer(None, after=[[3, 1, 2]]))
     assert "in-place" in mismatch(in_place, answer(None, after=[[1, 2]]))
+    # the same by keyword: `median(values=[3, 1, 2])`
+    by_name = call(2).model_copy(update={"kwargs": {"values": values.dump([3, 1, 2])}})
+    left = by_name.model_copy(update={"kwargs_after": by_name.kwargs})
+    sorted_in_place = {"values": values.dump([1, 2, 3])}
+    assert mismatch(left, answer(2) | {"kwargs_after": sorted_in_place}) is None
+    changed = by_name.model_copy(update={"result": ["none"], "kwargs_after": sorted_in_place})
+    assert mismatch(changed, answer(None) | {"kwargs_after": sorted_in_place}) is None
+    assert "in-place" in mismatch(changed, answer(None) | {"kwargs_after": by_name.kwargs})
 
 
 class PercentError(ValueError):
@@ -262,3 +271,125 @@ def test_subclasses_of_builtin_numbers_and_numpy_scalars_answer_as_their_value()
     assert values.same(values.dump(0.5), values.dump(np.float64(0.5)))
     assert not values.same(values.dump(7), values.dump(np.int64(8)))
     assert values.dump(np.bool_(True)) == values.dump(True)
+
+
+class StoredCart:
+    """The gold's layout: `lines` stored on the instance."""
+
+    def __init__(self) -> None:
+        self.lines: list = []
+
+    def add(self, name, price, quantity=1) -> None:  # type: ignore[no-untyped-def]
+        self.lines.append((name, price, quantity))
+
+
+class ServedCart:
+    """An honest re-implementation: `lines` served by a property over `_lines`, with a setter."""
+
+    def __init__(self) -> None:
+        self.lines = []
+
+    @property
+    def lines(self) -> list:
+        return self._lines
+
+    @lines.setter
+    def lines(self, value) -> None:  # type: ignore[no-untyped-def]
+        self._lines = list(value)
+
+    @property
+    def broken(self) -> int:  # a getter that raises is left out of the answer, not a failed dump
+        raise RuntimeError("not now")
+
+    @property
+    def stream(self):  # type: ignore[no-untyped-def]  # a value without a strict form: left out too
+        return __import__("io").StringIO()
+
+    @property
+    def everything(self) -> list:  # past the node budget: left out, and the nodes it took given back
+        return list(range(values.MAX_NODES))
+
+    @property
+    def itself(self):  # type: ignore[no-untyped-def]  # a cycle: left out
+        return self
+
+    def add(self, name, price, quantity=1) -> None:  # type: ignore[no-untyped-def]
+        self._lines.append((name, price, quantity))
+
+
+class ReadOnlyCart:
+    """`lines` served by a property without a setter: the recorded `lines` has nowhere to go."""
+
+    def __init__(self) -> None:
+        self._lines: list = []
+
+    @property
+    def lines(self) -> list:
+        return self._lines
+
+
+def as_class(tree: list, cls: type) -> list:
+    """An `obj` tree recorded for the gold's class, named as the candidate's class of the same name would be."""
+    return ["obj", f"{__name__}:{cls.__qualname__}", tree[2]]
+
+
+def test_an_attribute_a_property_serves_is_rebuilt_through_its_setter_and_read_back() -> None:
+    """The red team's honest `Cart` keeps `lines` behind a `@property` with a setter: the replay rebuilds `self`
+    from the gold's recorded `lines` through the setter, and reads `lines` back through the getter, so it answers as
+    the gold; a getter that raises or gives a value without a strict form is left out. Without the read-back (the
+    recorder's dump) the answer lacks `lines` and fails; a wrong order still fails."""
+    gold = StoredCart()
+    gold.add("pen", 1.5, 2)
+    before = as_class(values.dump(gold), ServedCart)
+    cart = values.load(before)
+    assert type(cart) is ServedCart and cart._lines == [("pen", 1.5, 2)] and "lines" not in vars(cart)
+    cart.add("ink", 4.0)
+    gold.add("ink", 4.0)
+    after = as_class(values.dump(gold), ServedCart)
+    answered = values.dump(cart, properties=True)
+    assert values.same(after, answered), answered
+    assert [pair[0][1] for pair in answered[2][1]] == ["_lines", "lines"], answered  # the other four left out
+    assert not values.same(after, values.dump(cart))  # potent: the recorder's dump has no `lines` to compare
+    recorded = RecordedCall(target="m:Cart.add", args=[before, ["str", "ink"], ["float", "4.0"]], result=["none"])
+    recorded = recorded.model_copy(update={"args_after": [after, ["str", "ink"], ["float", "4.0"]]})
+    reply = {"result": ["none"], "args_after": [answered, ["str", "ink"], ["float", "4.0"]], "kwargs_after": {}}
+    assert mismatch(recorded, reply) is None
+    cart._lines.reverse()  # newest first: `cart.lines` shows another order, which a test can see
+    wrong = reply | {"args_after": [values.dump(cart, properties=True), ["str", "ink"], ["float", "4.0"]]}
+    assert "in-place" in mismatch(recorded, wrong)
+    # a property without a setter: the recorded value stays in `__dict__`, shadowed, and the getter finds nothing
+    read_only = values.load(as_class(values.dump(gold), ReadOnlyCart))
+    with pytest.raises(AttributeError):
+        read_only.lines  # noqa: B018
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    lo: int
+    hi: int
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield self.lo
+        yield self.hi
+
+
+def test_what_a_test_sees_as_different_stays_different() -> None:
+    """The honest-looking fixes the red team scored 0 that the replay keeps at 0 (docs/grading.md): a frozen
+    dataclass where the gold returns a tuple (`span(v) == (1, 3)`, `span(v)[0]` fail), a numpy array where the gold
+    returns a list (`assert evens(v) == [2, 4]` raises: the array's `==` is elementwise), `Cart.add` prepending where
+    the gold appends (`cart.lines` in another order)."""
+    import numpy as np
+
+    assert not same((1, 3), Span(1, 3)) and Span(1, 3) != (1, 3)
+    with pytest.raises(values.Unserialisable):
+        values.dump(np.array([2, 4]), drain=True, properties=True)
+    gold = call(None, args=[StoredCart()])
+    gold = gold.model_copy(update={"args_after": [values.dump(_filled(("pen", 1.5, 2), ("ink", 4.0, 1)))]})
+    assert "in-place" in mismatch(gold, answer(None, after=[_filled(("ink", 4.0, 1), ("pen", 1.5, 2))]))
+    assert mismatch(gold, answer(None, after=[_filled(("pen", 1.5, 2), ("ink", 4.0, 1))])) is None
+
+
+def _filled(*lines: tuple) -> StoredCart:
+    cart = StoredCart()
+    cart.lines = list(lines)
+    return cart

@@ -90,11 +90,20 @@ def test_a_link_over_a_starting_file_is_removed_not_kept_unscanned() -> None:
     assert tree.changed_python(BASELINE, current, current) == []  # which is why the scan would not have read it
 
 
-def test_strays_keep_new_source_modules_only() -> None:
+def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
     current = {
         **BASELINE,
         "pkg/helpers.py": "bb",  # a new module in a source folder: kept
-        "pkg/sub/mod.py": "bb",  # a new package: removed
+        "pkg/sub/mod.py": "bb",  # a new subpackage of the task's package (red team 39c's `shop/money/`): kept
+        "pkg/sub/__init__.py": "bb",
+        "pkg/rules.json": "bb",  # a data file beside the module (`shop/discount_rules.json`): kept
+        "pkg/sub/table.csv": "bb",
+        "helpers/util.py": "bb",  # a new top-level folder: first on sys.path, it could shadow pytest: removed
+        "pkg/native.so": "bb",  # code the scan cannot read: removed
+        "pkg/fast.cpython-311-x86_64-linux-gnu.so": "bb",
+        "pkg/pytest.ini": "bb",  # configuration: removed
+        "pkg/.hidden.json": "bb",
+        "pkg/tests/test_more.py": "bb",  # a test module, under a package or not: removed
         "pytest.py": "bb",
         "src/pytest/__main__.py": "bb",
         "tests/test_0000_helpers.py": "bb",
@@ -112,11 +121,16 @@ def test_strays_keep_new_source_modules_only() -> None:
             ".pytest.ini",
             "evil.pth",
             "pkg/__pycache__/core.cpython-311.pyc",
+            "helpers/util.py",
+            "pkg/.hidden.json",
             "pkg/conftest.py",
+            "pkg/fast.cpython-311-x86_64-linux-gnu.so",
             "pkg/link.py",
+            "pkg/native.so",
+            "pkg/pytest.ini",
             "pkg/sitecustomize.py",
-            "pkg/sub/mod.py",
             "pkg/test_extra.py",
+            "pkg/tests/test_more.py",
             "pytest.py",
             "src/pytest/__main__.py",
             "tests/test_0000_helpers.py",

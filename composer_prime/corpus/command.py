@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.markup import escape
+
 WORKER_TIMEOUT_S = 48 * 3600.0
 
 
@@ -202,7 +204,7 @@ def _show(progress, bar, label: str, event: dict, console) -> None:  # type: ign
             console.print(f"{label}: {phase} {event['done']}/{f'{task.total:g}' if task.total else '?'}")
     if event.get("finished"):
         outcome = f"error: {event['error']}" if event.get("error") else f"{event['kept']} task(s) kept"
-        console.print(f"{label}: {outcome[:300]}")
+        console.print(f"{label}: {escape(outcome[:300])}")  # `[package_requires]` in a fix is text, not markup
 
 
 def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
@@ -231,7 +233,7 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
                 str(report.get("candidates") if report.get("candidates") is not None else "-"),
                 str(report.get("mined", 0)),
                 str(report.get("kept", 0)),
-                f"error: {report['error'].splitlines()[0][:200]}" if report.get("error") else skips,
+                escape(f"error: {report['error'].splitlines()[0][:240]}") if report.get("error") else skips,
                 f"{(report.get('seconds') or {}).get('total', 0) / 60:.1f}",
                 str(report.get("seconds_per_task") or "-"),
                 f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",

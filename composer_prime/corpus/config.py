@@ -116,7 +116,7 @@ class CorpusConfig(BaseModel):
     """Mine again the packages whose package.json records an error (a failed baseline, a resolution error)."""
     miner: MinerOptions = Field(default_factory=MinerOptions)  # type: ignore[valid-type]
     """The miner's own options, for every package (`--miner.max-tasks 50`, `[miner]` in TOML)."""
-    shard: str | None = Field(None, pattern=r"^[0-9]+/[0-9]+$")
+    shard: str | None = None
     """`K/N`: mine only the K-th of N shares of the packages (1 <= K <= N), so N machines mine one config, each into
     its own --out, e.g. `--shard 3/8`; a package's share is fixed by its name and version, not by its place in the
     list. `composer-prime corpus-dataset --out ALL --shards DIR ...` merges the shard folders."""
@@ -125,10 +125,12 @@ class CorpusConfig(BaseModel):
     @classmethod
     def _shard_in_range(cls, shard: str | None) -> str | None:
         if shard is not None:
-            k, n = map(int, shard.split("/"))
+            if not re.fullmatch(r"[0-9]+/[0-9]+", shard.strip()):
+                raise ValueError(f"shard {shard!r} is not K/N; pass the share to mine as two numbers, e.g. 3/8")
+            k, n = map(int, shard.strip().split("/"))
             if not 1 <= k <= n:
                 raise ValueError(f"shard {shard!r}: K/N needs 1 <= K <= N (e.g. 1/4 ... 4/4)")
-        return shard
+        return shard.strip() if shard is not None else None
 
     @field_validator("packages")
     @classmethod

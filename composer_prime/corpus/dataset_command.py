@@ -38,27 +38,36 @@ def merge_shards(out: Path, shards: list[Path]) -> list[str]:
     copied; raises ValueError naming the package when two shards hold it with different files, or a shard is not a
     corpus folder."""
     import filecmp
+    import json
     import shutil
     import tempfile
 
     from composer_prime.corpus.config import PACKAGE_FILE
 
     target = out / "packages"
+    for shard in shards:  # every shard checked before anything is made
+        if not (shard / "packages").is_dir():
+            raise ValueError(f"--shards {shard}: no packages/ folder; pass the --out of a `mine-corpus --shard` run")
     target.mkdir(parents=True, exist_ok=True)
     copied = []
     for shard in shards:
-        if not (shard / "packages").is_dir():
-            raise ValueError(f"--shards {shard}: no packages/ folder; pass the --out of a `mine-corpus --shard` run")
         for folder in sorted((shard / "packages").iterdir()):
             if not (folder / PACKAGE_FILE).is_file():
                 continue  # not complete: that shard's run did not finish it
+            try:
+                json.loads((folder / PACKAGE_FILE).read_text("utf-8"))
+            except (OSError, ValueError) as err:
+                raise ValueError(
+                    f"--shards {shard}: packages/{folder.name}/{PACKAGE_FILE} is unreadable ({err}); remove that "
+                    "package folder from the shard and re-run its `mine-corpus --shard` to mine it again"
+                ) from None
             there = target / folder.name
             if there.exists():
                 same = filecmp.dircmp(folder, there)
                 if same.left_only or same.right_only or same.diff_files or same.funny_files:
                     raise ValueError(
-                        f"--shards {shard}: packages/{folder.name} differs from the one already in {target} "
-                        "(mined twice?); keep one of them"
+                        f"--shards {shard}: packages/{folder.name} differs from the copy already in {target} (two "
+                        f"shards mined it, or the copy in --out changed); remove {there} to take this shard's"
                     )
                 continue
             scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=target))

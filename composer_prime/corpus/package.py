@@ -81,6 +81,7 @@ def mine_package(config: CorpusConfig, job: dict, base: images.Base) -> dict:
             record["image"], record["image_bytes"] = tag, images.image_bytes(config.runtime, tag)
             report |= {"python": base.version, "base_image": base.image, "pins": pins}
             report["inferred_requires"] = job.get("inferred_requires", [])
+            report["inferred_dropped"] = job.get("inferred_dropped", [])
             report |= _mine(config, job, folder, tree, tag, base, scratch, seconds, log)
         except (sources.SourceError, images.ImageError, PackageFailed) as exc:
             report["error"] = str(exc)
@@ -169,12 +170,24 @@ def _image(config, job, base, tree, meta, scratch, seconds, log):  # type: ignor
     index_args = sources.pip_index_args(config.index_url, config.find_links)
     try:
         pins = images.resolve(wanted, base, job["name"], index_args, scratch / "wheels")
-    except images.ImageError as exc:
+    except images.ImageError:
         if not inferred:
             raise
-        log(f"requirements: resolving with the inferred {', '.join(inferred)} failed ({str(exc)[:200]}); without them")
-        inferred = []
-        wanted, _ = images.select(declared, base, job["name"])
+        log(f"requirements: resolving with the inferred {', '.join(inferred)} failed; trying each alone")
+        kept = []
+        for name in inferred:  # keep each inferred one that resolves beside the declared ones
+            wanted, _ = images.select(declared + kept + [name], base, job["name"])
+            try:
+                images.resolve(wanted, base, job["name"], index_args, scratch / "probe")
+            except images.ImageError as alone:
+                reason = next((ln for ln in str(alone).splitlines() if "No matching distribution" in ln), str(alone))
+                log(f"requirements: the inferred {name} left out: {reason.strip()[:300]}")
+                job.setdefault("inferred_dropped", []).append(name)
+            else:
+                kept.append(name)
+            shutil.rmtree(scratch / "probe", ignore_errors=True)
+        inferred = kept
+        wanted, _ = images.select(declared + inferred, base, job["name"])
         pins = images.resolve(wanted, base, job["name"], index_args, scratch / "wheels")
     job["inferred_requires"] = inferred
     seconds["resolve"] = round(time.monotonic() - began, 1)
@@ -224,9 +237,11 @@ def _mine(config, job, folder, tree, tag, base, scratch, seconds, log) -> dict: 
             if "spec" in job
             else 'the [[repos]] entry\'s requires = ["..."]'
         )
+        last = next((line.strip() for line in reversed(exc.tail.splitlines()) if line.strip()), "no output")
         raise PackageFailed(
-            f"{label}: no test passes at baseline (exit code {exc.exit_code}); if the tests need packages the "
-            f"metadata does not declare, name them in corpus.toml ({where}). Last output lines:\n{exc.tail}"
+            f"{label}: no test passes at baseline (exit code {exc.exit_code}; the run ended with: {last[:160]}); if "
+            f"the tests need packages the metadata does not declare, name them in corpus.toml ({where}); mine.log "
+            f"has the run's output. Last output lines:\n{exc.tail}"
         ) from exc
     except MiningError as exc:  # the scratch path means nothing to the reader: the package's name instead
         raise PackageFailed(f"mining {label}: {str(exc).replace(str(tree), label)}") from exc

@@ -28,9 +28,10 @@ from composer_prime.mining.features import is_test_file
 SOURCE_LABELS = ("source", "source code", "repository", "code", "github", "gitlab", "git", "homepage", "home")
 """`Project-URL` labels (lowercased) that name the project's repository, in the order they are tried."""
 GIT_URL = re.compile(
-    r"^(https?://(www\.)?(github\.com|gitlab\.com|codeberg\.org|bitbucket\.org)/[^/\s]+/[^/\s#?]+|file://\S+|/\S+)$"
+    r"^(https?://(www\.)?(github\.com|gitlab\.com|codeberg\.org|bitbucket\.org)/[^/\s]+/[^/\s#?]+"
+    r"|https?://(localhost|127\.0\.0\.1)(:[0-9]+)?/\S+|file://\S+|/\S+)$"
 )
-"""Repository URLs tried: the public git hosts' project pages, and local paths (file:// or absolute)."""
+"""Repository URLs tried: the public git hosts' project pages, a mirror on this machine, and local paths."""
 TAGS = ("v{version}", "{version}", "{name}-{version}", "release-{version}")
 
 DISTRIBUTIONS = {
@@ -93,7 +94,7 @@ def repository_urls(tree: Path) -> list[str]:
 def release_tree(tree: Path, name: str, version: str, into: Path, fetch_git, log) -> tuple[Path | None, list[str]]:  # type: ignore[no-untyped-def]
     """The project's repository at the release's tag, fetched into `into` with `fetch_git(url, ref, into, folder)`
     (the folder named as the sdist's), when it holds test files; else None. Also what was tried."""
-    tried = []
+    tried, unreachable = [], []
     for url in repository_urls(tree):
         for pattern in TAGS:
             ref = pattern.format(name=name, version=version)
@@ -102,13 +103,40 @@ def release_tree(tree: Path, name: str, version: str, into: Path, fetch_git, log
             try:
                 fetched = fetch_git(url, ref, into, tree.name)
             except Exception as exc:  # a tag the repository lacks, a host that is down: the next one
-                log(f"fetch: {url} at {ref}: {str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else exc}")
+                why = str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else repr(exc)
+                log(f"fetch: {url} at {ref}: {why}")
+                if any(sign in str(exc) for sign in UNREACHABLE):
+                    unreachable.append(f"{url}: {why}")
+                    break  # the host, not the tag: the other spellings would fail the same way
                 continue
             if test_files(fetched):
                 return fetched, tried
             log(f"fetch: {url} at {ref} holds no test files either")
             break  # the tag exists: another spelling of it would be the same release
+    if unreachable:
+        raise RepositoryUnreachable(
+            "the sdist ships no test files and its repository could not be reached ("
+            + "; ".join(unreachable[:2])
+            + "): nothing is recorded, so a re-run tries again once the host is reachable"
+        )
     return None, tried
+
+
+class RepositoryUnreachable(Exception):
+    """The repository an sdist's metadata names could not be reached (the network, not the release): a transient
+    failure, which leaves the package incomplete so that a re-run tries again."""
+
+
+UNREACHABLE = (
+    "Could not resolve host",
+    "Connection refused",
+    "Connection timed out",
+    "Network is unreachable",
+    "Failed to connect",
+    "Operation timed out",
+    "unable to access",
+)
+"""git's words for a host it could not reach (as opposed to a ref the repository lacks)."""
 
 
 def _guarded(handler: ast.ExceptHandler) -> bool:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from composer_prime.grading import values
 from composer_prime.grading.behaviour import IGNORED, RecordedCall, mismatch
 from composer_prime.grading.tree import is_test_path
+from composer_prime.mining.features import is_test_file
 from composer_prime.mining.testrun import replay_calls, run_tests
 
 
@@ -81,7 +82,8 @@ TEST_MODULES = ("pytest", "_pytest", "pluggy", "py", "conftest")
 
 def names_test_code(call: RecordedCall) -> bool:
     """Whether the call's values name a test module (`tests/helpers.py`, `test_x.py`, `conftest.py`, as the grader's
-    `tree.is_test_path` reads a module's path) or pytest."""
+    `tree.is_test_path` reads a module's path; and unittest's names as the miner collects them, `titlecase/tests.py`,
+    `features.is_test_file`) or pytest."""
     trees = [
         call.args,
         list(call.kwargs.values()),
@@ -92,7 +94,8 @@ def names_test_code(call: RecordedCall) -> bool:
     ]
     for name in _names(trees):
         module = name.partition(":")[0]
-        if module.split(".")[0] in TEST_MODULES or is_test_path(module.replace(".", "/") + ".py"):
+        path = module.replace(".", "/") + ".py"
+        if module.split(".")[0] in TEST_MODULES or is_test_path(path) or is_test_file(path):
             return True
     return False
 

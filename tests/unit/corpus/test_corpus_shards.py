@@ -31,7 +31,7 @@ def test_shards_split_the_packages_once_each_and_stay_put_when_the_list_grows(tm
     assert [part - {"new-1.0"} for part in grown] == parts
     with pytest.raises(ValidationError, match="K/N needs 1 <= K <= N"):
         CorpusConfig(packages=PACKAGES, out=tmp_path, shard="4/3")
-    with pytest.raises(ValidationError, match="shard"):
+    with pytest.raises(ValidationError, match="shard '1 of 3' is not K/N; pass the share to mine as two numbers"):
         CorpusConfig(packages=PACKAGES, out=tmp_path, shard="1 of 3")
 
 
@@ -62,7 +62,11 @@ def test_three_shard_folders_merge_into_the_single_runs_dataset(tmp_path: Path, 
     assert cli.main(argv) == 0 and shards(merged) == shards(single)
     (tmp_path / "shard-0" / "packages" / "toolz-1.2.0" / "tasks.jsonl").write_text("")
     assert cli.main(argv) == 2
-    assert "packages/toolz-1.2.0 differs from the one already in" in capsys.readouterr().err
+    assert "packages/toolz-1.2.0 differs from the copy already in" in capsys.readouterr().err
+    (tmp_path / "shard-2" / "packages" / "sandbox-0.1" / "package.json").write_text('{"name": ')  # cut short
+    assert cli.main(["corpus-dataset", "--out", str(tmp_path / "m2"), "--shards", str(tmp_path / "shard-2")]) == 2
+    assert "packages/sandbox-0.1/package.json is unreadable" in capsys.readouterr().err
+    assert not (tmp_path / "m2" / "packages" / "sandbox-0.1").exists()
     shutil.rmtree(tmp_path / "shard-1" / "packages")
     assert cli.main(["corpus-dataset", "--out", str(merged), "--shards", str(tmp_path / "shard-1")]) == 2
     assert "no packages/ folder" in capsys.readouterr().err

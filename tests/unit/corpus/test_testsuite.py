@@ -108,3 +108,19 @@ def test_missing_imports_are_the_undeclared_ones(tmp_path: Path) -> None:
 def test_a_fetch_failure_is_a_source_error_the_fallback_steps_over(tmp_path: Path) -> None:
     with pytest.raises(sources.SourceError):
         sources.fetch_git(f"file://{tmp_path}/nowhere", "v1", tmp_path / "f", "x")
+
+
+def test_an_unreachable_repository_is_not_recorded_as_having_no_tests(tmp_path: Path) -> None:
+    """retrying 1.3.4's sdist ships no tests and github.com could not be resolved: that is the network, not the
+    release, so nothing is recorded (a re-run tries again) rather than a refusal that reads "no tests"."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: git's "Failed to connect ... Connection refused"
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job = {"spec": "slug==1.2.0", "name": "slug", "version": "1.2.0"}
+    sdist = _sdist(tmp_path, [f"Source, http://127.0.0.1:{port}/ada/slug"])
+    lines: list[str] = []
+    with pytest.raises(testsuite.RepositoryUnreachable, match="could not be reached .*a re-run tries again"):
+        _release_repository(job, sdist, tmp_path / "s", lines.append)
+    assert len([line for line in lines if line.startswith("fetch: http://127.0.0.1")]) == 1  # one host, one try

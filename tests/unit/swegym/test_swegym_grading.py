@@ -94,6 +94,9 @@ def test_the_oracle_drops_calls_handed_private_state_or_test_values() -> None:
     assert names_test_code(call)
     assert names_test_code(call.model_copy(update={"args": [["obj", "_pytest.monkeypatch:MonkeyPatch", ["dict", []]]]}))
     assert not names_test_code(call.model_copy(update={"args": [["fn", "pkg.bus:double"]]}))
+    # unittest's names, as the miner collects them (titlecase's `callback=TestSymbols.at_n_t` from titlecase/tests.py)
+    for module in ("titlecase.tests", "testtimeparse", "pkg.footests"):
+        assert names_test_code(call.model_copy(update={"args": [["fn", f"{module}:TestSymbols.at_n_t"]]})), module
 
 
 class _Row:

@@ -7,7 +7,9 @@ score 0.0:
   the parent folder of every box (`grader.grade`);
 - swe-gym's shared env reference checkout `envs/<repo>/<version>-<key>/src`, built from a later instance's snapshot
   (C3: copied from; C3b: the agent deletes its package and `import calc.ops` falls through to it by the editable
-  install's `.pth` line); defence: `SWEGymTask.hidden` lists every env's `src`;
+  install's `.pth` line), and the copy of it a non-editable install leaves in the env's site-packages (red2's
+  variant, both ways); defence: `SWEGymTask.hidden` lists every env's `src` and installed copies
+  (`local.reference_code`);
 - the bundled feature-deletion sample, committed to the project checkout: its gold is in the git objects (C4);
   defence: the taskset hides the `.git` of the work tree holding the tasks file (`runtime.git_dirs`).
 
@@ -227,7 +229,9 @@ EDITABLE = (
     "python -c \"import os, sysconfig; open(os.path.join(sysconfig.get_path('purelib'), '__editable__calc.pth'), 'w')"
     ".write(os.getcwd() + '\\n')\""
 )
-"""What `pip install -e .` leaves: a `.pth` path line naming the reference checkout."""
+COPY = "python -c \"import shutil, sysconfig; shutil.copytree('calc', sysconfig.get_path('purelib') + '/calc')\""
+"""What `pip install -e .` leaves (a `.pth` path line naming the reference checkout) and what `pip install .` leaves
+(a copy of its package in the env's site-packages): the env's install does both."""
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +262,7 @@ def two_instances(tmp_path_factory: pytest.TempPathFactory, outside: Path, priva
         "created_at": "2024-02-01T10:00:00Z",
     }
     local = {**local_task_config(outside / "swe-gym", repo), "test_timeout_s": TIMEOUT_S}
-    local["local"]["env"]["install"] = [EDITABLE]
+    local["local"]["env"]["install"] = [EDITABLE, COPY]
     config = SWEGymTasksetConfig(data_file=write_jsonl(root / "rows.jsonl", [later, toy.row]), mode="local", task=local)
     tasks = {task.data.instance_id: task for task in SWEGymTaskset(config).load()}
     graded(tasks["toy__calc-9"], [])  # its setup builds the shared env from its own (later) snapshot
@@ -267,20 +271,23 @@ def two_instances(tmp_path_factory: pytest.TempPathFactory, outside: Path, priva
     return tasks
 
 
-COPY_FROM_ENV = (
-    'cp "$VIRTUAL_ENV/src/calc/ops.py" calc/ops.py; python -c "import calc.ops; print(calc.ops.clamp(9, 0, 5))"'
-)
+COPY_FROM_ENV = {
+    "src": 'cp "$VIRTUAL_ENV/src/calc/ops.py" calc/ops.py',
+    "site-packages": 'cp "$(python -c "import sysconfig; print(sysconfig.get_path(\'purelib\'))")/calc/ops.py" calc/ops.py',
+}
 
 
-def test_the_env_reference_checkout_is_not_readable(two_instances: dict[str, vf.Task]) -> None:
-    """C3: the agent copies `calc/ops.py` from `$VIRTUAL_ENV/src` (the later instance's tree, past this fix)."""
-    trace = graded(two_instances["toy__calc-7"], [tool("bash", command=COPY_FROM_ENV)])
+@pytest.mark.parametrize("where", sorted(COPY_FROM_ENV))
+def test_the_env_reference_code_is_not_readable(two_instances: dict[str, vf.Task], where: str) -> None:
+    """C3: the agent copies `calc/ops.py` from the env's reference checkout or its installed copy (the later
+    instance's tree, past this fix)."""
+    trace = graded(two_instances["toy__calc-7"], [tool("bash", command=COPY_FROM_ENV[where])])
     assert trace.reward == 0.0, trace.info["grading"]
 
 
 def test_a_deleted_package_does_not_fall_through_to_the_reference(two_instances: dict[str, vf.Task]) -> None:
     """C3b: the agent only deletes `calc/`; at grading `import calc.ops` would resolve through the editable install's
-    `.pth` line to the reference checkout. A deletions-only patch."""
+    `.pth` line to the reference checkout, or to its copy in site-packages. A deletions-only patch."""
     trace = graded(two_instances["toy__calc-7"], [tool("bash", command="rm -rf calc")])
     assert trace.reward == 0.0, trace.info["grading"]
 

@@ -162,7 +162,8 @@ def allowed_addition(path: str, sources: set[str], packages: set[str] = frozense
         return False
     if pure.suffix == ".py":
         return pure.name not in ("pytest.py", "__main__.py")
-    return pure.suffix.lower() not in NOT_DATA and pure.name not in CONFIG_NAMES and not pure.name.startswith(".")
+    code = {suffix.lower() for suffix in pure.suffixes} & NOT_DATA  # `x.so.1` is a library ctypes loads all the same
+    return not code and pure.name not in CONFIG_NAMES and not pure.name.startswith(".")
 
 
 def strays(

@@ -815,3 +815,40 @@ def total(prices):
 ''',
     ),
 }
+
+# Red team 39c: honest fixes that add files beside the module, kept by the stray removal (a module or a data file
+# under a package of the starting tree). Each is `{path: whole source}`, applied in order.
+PRICING_FILE_FIXES = {
+    "new-subpackage": {
+        "shop/money/__init__.py": '"""Money arithmetic."""\n\nfrom shop.money.discounts import apply_discount\n',
+        "shop/money/discounts.py": "def apply_discount(amount, percent):\n    if not 0 <= percent <= 100:\n"
+        '        raise ValueError("percent out of range")\n    return round(amount * (100 - percent) / 100, 2)\n',
+        "shop/pricing.py": '"""Money helpers."""\n\nfrom shop.money import apply_discount  # noqa: F401\n'
+        + FORMAT_PRICE,
+    },
+    "json-data-file": {
+        "shop/discount_rules.json": '{"min_percent": 0, "max_percent": 100, "places": 2}\n',
+        "shop/pricing.py": _pricing("""
+import json
+import os
+
+with open(os.path.join(os.path.dirname(__file__), "discount_rules.json")) as _handle:
+    _RULES = json.load(_handle)
+
+
+def apply_discount(amount, percent):
+    if not _RULES["min_percent"] <= percent <= _RULES["max_percent"]:
+        raise ValueError("percent out of range")
+    return round(amount * (100 - percent) / 100, _RULES["places"])
+"""),
+    },
+}
+OPS_FILE_FIXES = {
+    "new-subpackage": {
+        "calc/bounds/__init__.py": '"""Range helpers."""\n\nfrom calc.bounds.limit import limit\n',
+        "calc/bounds/limit.py": "def limit(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+        "calc/ops.py": "from calc.bounds import limit\n\n\n"
+        + OPS_HEAD
+        + "def clamp(x, lo, hi):\n    return limit(x, lo, hi)\n",
+    },
+}

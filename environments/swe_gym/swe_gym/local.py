@@ -224,6 +224,24 @@ def env_path(config: LocalConfig, row: SWEGymRow) -> Path:
     return config.root() / "envs" / slug(row.repo) / f"{slug(row.version)}-{env_key(config, row.repo)}"
 
 
+def reference_code(venv: Path) -> list[Path]:
+    """The code of an env's reference checkout the agent must not read (`prepare_env` builds the env from whichever
+    instance came first, which may be past another instance's fix): the checkout `src`, and the copies a non-editable
+    install (`pip install .`) put in the env's site-packages, found by the checkout's top-level module and package
+    names (also under a `src/` layout). The box's tree shadows both through PYTHONPATH, so no test needs them."""
+    src = venv / "src"
+    names = set()
+    for top in (src, src / "src"):
+        for entry in top.iterdir() if top.is_dir() else ():
+            package = entry.is_dir() and (entry / "__init__.py").is_file()
+            module = entry.is_file() and entry.suffix == ".py" and entry.name not in ("setup.py", "conftest.py")
+            if package or module:
+                names.add(entry.name)
+    sites = sorted(venv.glob("lib*/python*/site-packages"))
+    copies = [site / name for site in sites for name in sorted(names) if (site / name).exists()]
+    return [src, *copies] if src.is_dir() else copies
+
+
 def venv_vars(venv: Path) -> dict[str, str]:
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 

@@ -44,7 +44,15 @@ from composer_prime.grading.runtime import (
 )
 from composer_prime.teachers.judge import TeacherTaskConfig
 from swe_gym import box, grading, sources
-from swe_gym.local import LocalConfig, box_env, env_path, prepare_env, prepare_snapshot, venv_vars
+from swe_gym.local import (
+    LocalConfig,
+    box_env,
+    env_path,
+    prepare_env,
+    prepare_snapshot,
+    reference_code,
+    venv_vars,
+)
 from swe_gym.oracle import Oracle, load_oracle, oracle_key, oracle_path, prepare_oracle
 from swe_gym.rows import SWEGymRow, parse_rows, select_rows
 
@@ -182,13 +190,12 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
 
     def hidden(self) -> list[str]:
         """Host paths of the expected side, absolute: the cache's oracles, mirrors and snapshots, every env's reference
-        checkout, the oracle folder, local source clones, and the configured ones (the taskset adds its data file)."""
+        checkout and its installed copies (`local.reference_code`), the oracle folder, local source clones, and the
+        configured ones (the taskset adds its data file)."""
         c = self.config
         root = c.local.root()
         paths = [root / "oracles", root / "mirrors", root / "snapshots", *c.hidden_paths]
-        # each env's reference checkout (`local.prepare_env`) is the tree of whichever instance built the env first,
-        # which may be past this instance's fix; the box's tree shadows it through PYTHONPATH, so no test needs it
-        paths += sorted((root / "envs").glob("*/*/src"))
+        paths += [path for venv in sorted((root / "envs").glob("*/*/")) for path in reference_code(venv)]
         if c.oracle_dir is not None:
             paths.append(c.oracle_dir)
         paths += [Path(source) for source in c.local.repo_sources.values() if "://" not in source]

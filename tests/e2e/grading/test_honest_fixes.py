@@ -29,7 +29,9 @@ from tests.support.honest_fixes import (
     CART_ADD_FIXES,
     LEDGER_FIXES,
     LEDGER_PROJECT,
+    OPS_FILE_FIXES,
     OPS_FIXES,
+    PRICING_FILE_FIXES,
     PRICING_FILES,
     PRICING_FIXES,
 )
@@ -44,6 +46,8 @@ CASES = (
     + [("feature-deletion:Cart.add", name) for name in CART_ADD_FIXES]
     + [("swe-gym", name) for name in OPS_FIXES]
     + [("swe-gym:ledger", name) for name in LEDGER_FIXES]
+    + [("feature-deletion:files", name) for name in PRICING_FILE_FIXES]
+    + [("swe-gym:files", name) for name in OPS_FILE_FIXES]
 )
 
 
@@ -100,13 +104,25 @@ def test_honest_fix_scores_one(
     elif env_name == "swe-gym":
         env = envs[env_name]
         steps = [tool("create", path="calc/ops.py", content=OPS_FIXES[fix])]
+    elif env_name == "feature-deletion:files":
+        env = envs["feature-deletion"]
+        steps = [tool("create", path=path, content=text) for path, text in PRICING_FILE_FIXES[fix].items()]
+        steps += env.honest[1:]
+    elif env_name == "swe-gym:files":
+        env = envs["swe-gym"]
+        steps = [tool("create", path=path, content=text) for path, text in OPS_FILE_FIXES[fix].items()]
     else:
         env = Env(env_name, ledger, "ledger", [], None, [], None, [])
         steps = [tool("create", path="ledger/core.py", content=LEDGER_FIXES[fix])]
     trace = rollout(env, steps)
     grading = trace.info["grading"]
     assert trace.reward == 1.0, (grading["void"], grading["replay_mismatches"], grading["fail_to_pass_failed"])
-    if env_name != "swe-gym":  # the toy clamp's replay is on too, but these are the cases the replay used to refuse
+    if env_name.endswith(":files"):  # a new subpackage or data file of the task's package is kept
+        assert grading["removed"] == [], grading["removed"]
+    if env_name not in (
+        "swe-gym",
+        "swe-gym:files",
+    ):  # the toy clamp's replay is on too, but these are the cases the replay used to refuse
         assert grading["replay_calls"] > 0 and grading["replay"] == 1.0, grading
     assert len(CASES) >= 30
 

@@ -100,6 +100,7 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
         "pkg/sub/table.csv": "bb",
         "helpers/util.py": "bb",  # a new top-level folder: first on sys.path, it could shadow pytest: removed
         "pkg/native.so": "bb",  # code the scan cannot read: removed
+        "pkg/native.so.1": "bb",  # a versioned library, which ctypes loads as well
         "pkg/fast.cpython-311-x86_64-linux-gnu.so": "bb",
         "pkg/pytest.ini": "bb",  # configuration: removed
         "pkg/.hidden.json": "bb",
@@ -127,6 +128,7 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
             "pkg/fast.cpython-311-x86_64-linux-gnu.so",
             "pkg/link.py",
             "pkg/native.so",
+            "pkg/native.so.1",
             "pkg/pytest.ini",
             "pkg/sitecustomize.py",
             "pkg/test_extra.py",

@@ -354,10 +354,12 @@ async def _grade(
 ) -> Grade:
     """`grade`'s steps, which may raise; `runtime` is the box as grading runs it (`host_tools`), `boxed` whether the
     tree is graded in a grader box."""
-    ended = await end_rollout(runtime)
-    if boxed:
-        view = await grader_box_copy(runtime, suite.python)
+    ending = asyncio.ensure_future(end_rollout(runtime))
+    if boxed:  # the grader box starts while the rollout's processes are ended; the tree is packed after
+        view = await grader_box_copy(runtime, suite.python, ending)
+        ended = ending.result()
     else:
+        ended = await ending
         view = await private_copy(runtime) if suite.private_copy else runtime
     try:
         result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)

@@ -23,6 +23,7 @@ import asyncio
 import secrets
 import subprocess
 import threading
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
@@ -143,11 +144,12 @@ async def _remove_box(box: Runtime) -> None:
     threading.Thread(target=remove, name="composer-prime-grader-box-rm").start()
 
 
-async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView:
+async def grader_box_copy(runtime: Runtime, python: str = "python3", first: Awaitable | None = None) -> CopyView:
     """Start a grader box from `runtime`'s image and copy the work tree into a fresh folder there (see the module
     docstring); the view rooted at it. `vf.SandboxError` when any step fails (the box is removed then). The box
-    starts while the tree is packed and read, and the archive is removed from the agent's box while it is unpacked;
-    the unpacking script is the command's argument, so the box gets one write (the archive) and one run."""
+    starts while `first` (the end of the rollout's processes) runs and the tree is packed and read, and the archive is
+    removed from the agent's box while it is unpacked; the unpacking script is the command's argument, so the box
+    gets one write (the archive) and one run."""
     from verifiers.v1.runtimes import make_runtime
 
     token = secrets.token_hex(16)
@@ -159,6 +161,8 @@ async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView
     started = asyncio.ensure_future(box.start())
     removed: asyncio.Future | None = None
     try:
+        if first is not None:
+            await first
         packed = await runtime.run(["sh", "-c", _PACK, "composer-prime-pack", archive], {})
         try:
             if packed.exit_code != 0:

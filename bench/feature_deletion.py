@@ -165,7 +165,7 @@ async def grade_vs_bare(
     from verifiers.v1.runtimes import make_runtime
 
     config = vf.PodmanConfig(image=image, workdir=task.data.workdir) if image else vf.SubprocessConfig()
-    runtime = make_runtime(config, name="bench-featdel")
+    runtime = make_runtime(config, name=f"bench-featdel-{os.getpid()}")  # two benches at once do not collide
     await runtime.start()
     try:
         await task.setup(runtime)

@@ -88,7 +88,7 @@ class Batch:
         return self._add({"op": "read", "path": path, "max": max_bytes})
 
     def launch(self, argv: list[str], wait_s: float) -> Step:
-        """`argv` (a `launch.launch_argv` line) killed with its process group past `wait_s` seconds."""
+        """`argv` (a `launch.launch_argv` line), killed with every process under it past `wait_s` seconds."""
         self.wait_s += wait_s
         return self._add({"op": "launch", "argv": argv, "wait": wait_s})
 

@@ -45,7 +45,7 @@ class Void(Exception):
     reason and nothing more runs."""
 
 
-READ_BUDGET = 64 << 20
+READ_BUDGET = 16 << 20
 """Bytes of changed files the grading driver sends back with the listing (for the diff and the scan); the rest are
 read one by one, as `Prefetched` falls back to the runtime."""
 

@@ -10,8 +10,8 @@ by the host for this plan. A step's bytes (files read, a launched program's stdo
 so nothing in them can break a line.
 
 Steps (`op`): `run` (argv, its exit and output), `write` (a file, its folders made), `read` (at most `max` bytes),
-`launch` (a grading process under `launch.LAUNCH`, in a session of its own, killed with its process group past
-`wait` seconds: the launch's own `timeout` ends it first; a launch whose output's capping trailer says stdout bytes
+`launch` (a grading process under `launch.LAUNCH`, in a session of its own, killed with every process under it
+past `wait` seconds: the launch's own `timeout` ends it first; a launch whose output's capping trailer says stdout bytes
 were dropped comes back as its first line and that trailer only, since such a stream is judged void whole), `changed`
 (after a `run` of `tree.LIST_FILES`: the size, and the bytes up to `max`, of every listed regular file whose digest
 differs from the manifest the host sent, within a total of `budget` bytes; the rest marked `skipped`). A step with
@@ -72,6 +72,26 @@ def read(step):
         return {"exit": 0, "data": b64(source.read(step["max"]))}
 
 
+def descendants(root):
+    """`root` and every process under it, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
 def launch(step):
     child = subprocess.Popen(
         step["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
@@ -79,6 +99,14 @@ def launch(step):
     try:
         stdout, stderr = child.communicate(timeout=step["wait"])
     except subprocess.TimeoutExpired:
+        for _ in range(3):  # `timeout` moves to a process group of its own: every process under the launch, frozen
+            tree = descendants(child.pid)
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in tree:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
         try:
             os.killpg(child.pid, signal.SIGKILL)
         except OSError:

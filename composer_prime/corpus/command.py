@@ -41,7 +41,12 @@ def main(argv: list[str], prog: str) -> int:
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # logs: no wrapped rows
     jobs = planned(config)
     todo = [job for job in jobs if not _complete(Path(job["folder"]), config.retry_failed)]
-    console.print(f"mine-corpus: {len(jobs)} package(s), {len(jobs) - len(todo)} already complete in {config.out}")
+    share = (
+        f" (shard {config.shard} of the config's {len(config.packages) + len(config.repos)})" if config.shard else ""
+    )
+    console.print(
+        f"mine-corpus: {len(jobs)} package(s){share}, {len(jobs) - len(todo)} already complete in {config.out}"
+    )
     crashed = []
     if todo:
         try:
@@ -226,7 +231,7 @@ def _summary(console, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
                 str(report.get("candidates") if report.get("candidates") is not None else "-"),
                 str(report.get("mined", 0)),
                 str(report.get("kept", 0)),
-                f"error: {report['error'][:60]}" if report.get("error") else skips,
+                f"error: {report['error'].splitlines()[0][:200]}" if report.get("error") else skips,
                 f"{(report.get('seconds') or {}).get('total', 0) / 60:.1f}",
                 str(report.get("seconds_per_task") or "-"),
                 f"{data['image_bytes'] / 1e6:.0f}" if data.get("image_bytes") else "-",

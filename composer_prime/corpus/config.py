@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import hashlib
 import inspect
 import json
 import os
@@ -115,6 +116,19 @@ class CorpusConfig(BaseModel):
     """Mine again the packages whose package.json records an error (a failed baseline, a resolution error)."""
     miner: MinerOptions = Field(default_factory=MinerOptions)  # type: ignore[valid-type]
     """The miner's own options, for every package (`--miner.max-tasks 50`, `[miner]` in TOML)."""
+    shard: str | None = Field(None, pattern=r"^[0-9]+/[0-9]+$")
+    """`K/N`: mine only the K-th of N shares of the packages (1 <= K <= N), so N machines mine one config, each into
+    its own --out, e.g. `--shard 3/8`; a package's share is fixed by its name and version, not by its place in the
+    list. `composer-prime corpus-dataset --out ALL --shards DIR ...` merges the shard folders."""
+
+    @field_validator("shard")
+    @classmethod
+    def _shard_in_range(cls, shard: str | None) -> str | None:
+        if shard is not None:
+            k, n = map(int, shard.split("/"))
+            if not 1 <= k <= n:
+                raise ValueError(f"shard {shard!r}: K/N needs 1 <= K <= N (e.g. 1/4 ... 4/4)")
+        return shard
 
     @field_validator("packages")
     @classmethod
@@ -169,7 +183,15 @@ def planned(config: CorpusConfig) -> list[dict]:
         jobs.append({"name": name, "version": repo.ref, "source": f"{repo.url}@{repo.ref}", "git": repo.model_dump()})
     for job in jobs:
         job["folder"] = str(config.out / "packages" / folder_name(job["name"], job["version"]))
+    if config.shard is not None:
+        k, n = map(int, config.shard.split("/"))
+        jobs = [job for job in jobs if shard_of(Path(job["folder"]).name, n) == k]
     return jobs
+
+
+def shard_of(folder: str, shards: int) -> int:
+    """The share (1..`shards`) a package's folder name falls in: a hash, so adding packages moves none."""
+    return int.from_bytes(hashlib.sha256(folder.encode()).digest()[:8], "big") % shards + 1
 
 
 def check_inputs(config: CorpusConfig) -> None:

@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 from composer_prime.atomic import write_atomic
-from composer_prime.corpus import images, sources
+from composer_prime.corpus import images, sources, testsuite
 from composer_prime.corpus.config import PACKAGE_FILE, CorpusConfig, GitSource
 
 TASKS_FILE = "tasks.jsonl"
@@ -80,7 +80,8 @@ def mine_package(config: CorpusConfig, job: dict, base: images.Base) -> dict:
             tag, pins = _image(config, job, base, tree, meta, scratch, seconds, log)
             record["image"], record["image_bytes"] = tag, images.image_bytes(config.runtime, tag)
             report |= {"python": base.version, "base_image": base.image, "pins": pins}
-            report |= _mine(config, folder, tree, tag, base, scratch, seconds, log)
+            report["inferred_requires"] = job.get("inferred_requires", [])
+            report |= _mine(config, job, folder, tree, tag, base, scratch, seconds, log)
         except (sources.SourceError, images.ImageError, PackageFailed) as exc:
             report["error"] = str(exc)
             log(f"failed: {exc}")
@@ -111,6 +112,8 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
         log(f"fetch: {git.url} at {git.ref} (git fetch)")
         tree = sources.fetch_git(git.url, git.ref, scratch / "source", Path(job["folder"]).name)
     meta = sources.read_metadata(tree, job["name"], job["version"])
+    if not testsuite.test_files(tree):  # looked for before any image is built
+        tree = _release_repository(job, tree, scratch, log)
     seconds["fetch"] = round(time.monotonic() - began, 1)
     from composer_prime.corpus.licenses import classify
 
@@ -121,6 +124,33 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
     return tree, meta
 
 
+def _release_repository(job: dict, tree: Path, scratch: Path, log) -> Path:  # type: ignore[no-untyped-def]
+    """The project's repository at the release's tag, for an sdist that ships no tests (`testsuite.release_tree`);
+    `PackageFailed` naming what to do when there is none."""
+    names = "test_*.py, *_test.py, tests.py, test*.py, *tests.py or a tests/ folder"
+    if "spec" not in job:
+        git = job["git"]
+        raise PackageFailed(
+            f"{git['url']} at {git['ref']} holds no test files ({names}); a task is graded by the tests that fail "
+            "without its feature: point the [[repos]] entry at a ref with its test suite"
+        )
+    found, tried = testsuite.release_tree(
+        tree, job["name"], job["version"], scratch / "release", sources.fetch_git, log
+    )
+    if found is None:
+        where = (
+            f"nor does its repository at the release's tag (tried {', '.join(tried[:4])})"
+            if tried
+            else "and its metadata names no repository (Project-URL) to fetch them from"
+        )
+        raise PackageFailed(
+            f"{job['spec']}: the sdist ships no test files ({names}), {where}; mine the project's repository "
+            f"instead: a [[repos]] entry in corpus.toml with its url and ref = the release's tag"
+        )
+    log(f"fetch: the sdist ships no test files; mining {tried[-1]} instead (its metadata's repository)")
+    return found
+
+
 def _image(config, job, base, tree, meta, scratch, seconds, log):  # type: ignore[no-untyped-def]
     """Resolve the pins and build the image (skipped when the tag exists: same base and pins)."""
     from composer_prime.mining.ranking import top_packages
@@ -129,11 +159,24 @@ def _image(config, job, base, tree, meta, scratch, seconds, log):  # type: ignor
     began = time.monotonic()
     extra = list(config.requires) + (list(job["git"]["requires"]) if "git" in job else [])
     extra += config.package_requires.get(job["name"], []) if "spec" in job else []
-    wanted, notes = images.select(meta.requires + meta.test_requires + extra, base, job["name"])
+    declared = meta.requires + meta.test_requires + extra
+    inferred = testsuite.missing_imports(tree, declared)
+    if inferred:
+        log(f"requirements: the tests import {', '.join(inferred)}, which the metadata does not declare: added")
+    wanted, notes = images.select(declared + inferred, base, job["name"])
     for note in notes:
         log(f"requirements: {note}")
     index_args = sources.pip_index_args(config.index_url, config.find_links)
-    pins = images.resolve(wanted, base, job["name"], index_args, scratch / "wheels")
+    try:
+        pins = images.resolve(wanted, base, job["name"], index_args, scratch / "wheels")
+    except images.ImageError as exc:
+        if not inferred:
+            raise
+        log(f"requirements: resolving with the inferred {', '.join(inferred)} failed ({str(exc)[:200]}); without them")
+        inferred = []
+        wanted, _ = images.select(declared, base, job["name"])
+        pins = images.resolve(wanted, base, job["name"], index_args, scratch / "wheels")
+    job["inferred_requires"] = inferred
     seconds["resolve"] = round(time.monotonic() - began, 1)
     log(f"resolve: {len(pins)} pinned: " + ", ".join(f"{n}=={v}" for n, v in sorted(pins.items())))
     base_id = images.image_id(config.runtime, base.image) or base.image
@@ -150,11 +193,11 @@ def _image(config, job, base, tree, meta, scratch, seconds, log):  # type: ignor
     return tag, pins
 
 
-def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # type: ignore[no-untyped-def]
+def _mine(config, job, folder, tree, tag, base, scratch, seconds, log) -> dict:  # type: ignore[no-untyped-def]
     """Run the miner with every pytest run in a box from the image; its figures and skips by kind."""
     from composer_prime.mining import box
     from composer_prime.mining.config import MineConfig
-    from composer_prime.mining.miner import Miner, MiningError
+    from composer_prime.mining.miner import Miner, MiningError, NoPassingTests
 
     emit(phase="mine")
     began = time.monotonic()
@@ -170,12 +213,23 @@ def _mine(config, folder, tree, tag, base, scratch, seconds, log) -> dict:  # ty
         **config.miner.model_dump(),
     )
     miner = Miner(mine_config, log=log)
+    label = job.get("spec") or f"{job['git']['url']}@{job['git']['ref']}"
     try:
         with box.mining_box(config.runtime, tag, scratch) as container:
             box.use(config.runtime, container)
             miner.run()
-    except MiningError as exc:
-        raise PackageFailed(f"mining: {exc}") from exc
+    except NoPassingTests as exc:
+        where = (
+            f'[package_requires] {job["name"]} = ["..."]'
+            if "spec" in job
+            else 'the [[repos]] entry\'s requires = ["..."]'
+        )
+        raise PackageFailed(
+            f"{label}: no test passes at baseline (exit code {exc.exit_code}); if the tests need packages the "
+            f"metadata does not declare, name them in corpus.toml ({where}). Last output lines:\n{exc.tail}"
+        ) from exc
+    except MiningError as exc:  # the scratch path means nothing to the reader: the package's name instead
+        raise PackageFailed(f"mining {label}: {str(exc).replace(str(tree), label)}") from exc
     finally:
         tempfile.tempdir = None
     seconds["mine"] = round(time.monotonic() - began, 1)

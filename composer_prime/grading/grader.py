@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import secrets
 import time
@@ -330,7 +331,11 @@ async def grade(
     started = time.monotonic()
     boxed = suite.private_copy and suite.grader_box and type(runtime).__name__ in CONTAINER_RUNTIMES
     if type(runtime).__name__ == "SubprocessRuntime":
-        suite = suite.model_copy(update={"jail": True})
+        # every rollout's box lies beside this one: a concurrent rollout's tree (solved, or another task of the same
+        # repository whose starting tree still holds this task's code) is an answer the graded code must not read
+        boxes = os.path.dirname(os.path.normpath(str(getattr(runtime, "workdir", "") or "/")))
+        hidden = [*suite.hidden, boxes] if boxes != "/" else suite.hidden
+        suite = suite.model_copy(update={"jail": True, "hidden": hidden})
     with host_tools(runtime) as host:
         try:
             return await _grade(host, suite, baseline, before_run, calls, check, started, boxed)

@@ -23,6 +23,7 @@ import tempfile
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import verifiers.v1 as vf
 
@@ -141,6 +142,24 @@ async def readable_by_agent(runtime: vf.Runtime, paths: Iterable[str]) -> list[s
     if "composer-readable-done" not in seen:  # the check itself did not run to its end: assume the worst
         return paths
     return [p for p in paths if p in seen]
+
+
+def git_dirs(path: Path) -> list[Path]:
+    """The `.git` of every work tree holding `path` (a tasks file committed to a repository is in its objects too,
+    which `git show` reads back whatever covers the file itself); for a linked work tree, whose `.git` is a file
+    naming its git dir, the repository's common folder too (the objects are there)."""
+    found: list[Path] = []
+    for parent in Path(path).resolve().parents:
+        dot_git = parent / ".git"
+        if dot_git.is_file():
+            text = dot_git.read_text("utf-8", "replace").strip()
+            if text.startswith("gitdir:"):
+                linked = (parent / text.removeprefix("gitdir:").strip()).resolve()
+                common = linked / "commondir"
+                found.append((linked / common.read_text().strip()).resolve() if common.is_file() else linked)
+        if dot_git.exists():
+            found.append(dot_git)
+    return found
 
 
 async def refuse_unless_hidden(runtime: vf.Runtime, taskset: str, paths: Iterable[str], allow: bool) -> bool:

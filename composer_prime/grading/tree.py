@@ -133,17 +133,36 @@ def source_dirs(paths: Iterable[str]) -> set[str]:
     return {str(PurePosixPath(p).parent) for p in paths if p.endswith(".py") and not is_test_path(p)}
 
 
-def allowed_addition(path: str, sources: set[str]) -> bool:
-    """An added file the grader keeps: a plain module (not a test, not a start-up hook) in a source folder."""
+NOT_DATA = frozenset(
+    {".py", ".pyc", ".pyo", ".so", ".pyd", ".pth", ".dll", ".dylib", ".egg-link", ".zip", ".egg", ".whl"}
+)
+"""Suffixes an added data file may not have: code the scan cannot read, or that the import system loads on its own."""
+CONFIG_NAMES = frozenset(
+    {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml"}
+)
+
+
+def _placed(pure: PurePosixPath, sources: set[str], packages: set[str]) -> bool:
+    """In a source folder of the starting tree (not its root), or anywhere under one of its packages (a new
+    subpackage `shop/money/`): importable only through the task's own package names, so it shadows nothing."""
+    parent = str(pure.parent)
+    if parent != "." and parent in sources:
+        return True
+    return any(str(ancestor) in packages for ancestor in pure.parents if str(ancestor) != ".")
+
+
+def allowed_addition(path: str, sources: set[str], packages: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """An added file the grader keeps, placed in a source folder or under a package of the starting tree
+    (`packages`: folders holding an `__init__.py`): a plain module (not a test, not a start-up hook, no `pytest.py`
+    or `__main__.py`), or a data file (a JSON table, a template) that is neither code the scan cannot read nor
+    configuration (`NOT_DATA`, `CONFIG_NAMES`). New top-level folders and root modules are not kept: first on
+    `sys.path`, they could shadow pytest or the standard library."""
     pure = PurePosixPath(path)
-    return (
-        pure.suffix == ".py"
-        and str(pure.parent) in sources
-        and not is_test_path(path)
-        and pure.name not in STARTUP_NAMES
-        and pure.name not in ("pytest.py", "__main__.py")
-        and pure.parent != PurePosixPath(".")
-    )
+    if not _placed(pure, sources, packages) or is_test_path(path) or pure.name in STARTUP_NAMES:
+        return False
+    if pure.suffix == ".py":
+        return pure.name not in ("pytest.py", "__main__.py")
+    return pure.suffix.lower() not in NOT_DATA and pure.name not in CONFIG_NAMES and not pure.name.startswith(".")
 
 
 def strays(
@@ -155,13 +174,14 @@ def strays(
     only, and a link there is listed as neither added nor changed, so the scan would never read what it points to."""
     owned = set(owned)
     sources = source_dirs(baseline)
+    packages = {str(PurePosixPath(p).parent) for p in baseline if PurePosixPath(p).name == "__init__.py"}
     remove = list(links)  # also at an owned path: the owned file is then written as a regular file
     for path in current:
         if path in owned:
             continue
         name = PurePosixPath(path).name
         hook = name in STARTUP_NAMES or name.endswith(".pth")
-        if hook or (path not in baseline and not allowed_addition(path, sources)):
+        if hook or (path not in baseline and not allowed_addition(path, sources, packages)):
             remove.append(path)
     return sorted(set(remove))
 

@@ -76,8 +76,8 @@ def _is_test_file(filename: str) -> bool:
         parts = path.split("/") if path else []
         name = parts[-1] if parts else ""
         _test_files[filename] = bool(parts) and (
-            name.startswith("test_")
-            or name.endswith("_test.py")
+            name.startswith("test")  # the miner's rule (`mining.features.is_test_file`): unittest's names too
+            or name.endswith(("_test.py", "tests.py"))
             or name == "conftest.py"
             or bool(_TEST_DIRS & set(parts))
         )

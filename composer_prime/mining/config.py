@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -51,6 +52,15 @@ class MineConfig(BaseModel):
     min_replayed_calls: int = Field(1, ge=0)
     """Keep a task only if at least this many calls into the feature were recorded and replay as recorded: grading
     replays them against the candidate outside the test suite's interpreter (0 keeps tasks graded by tests alone)."""
+
+    deletion: Literal["whole", "stub", "auto"] = "auto"
+    """How a feature is deleted. `whole`: its definition goes, and every import of it and `__all__` entry; `stub`:
+    its name stays and its body raises `NotImplementedError` (a class keeps its methods as such stubs), so a test
+    module that imports every public name still collects; `auto`: `whole`, and `stub` where the whole deletion
+    cannot be made, stops pytest or leaves a test module uncollectable (docs/feature-deletion.md, "Deletion modes").
+    A whole module is always deleted whole."""
+    stub_docstring: bool = True
+    """In a stub, keep the definition's docstring (the header is always kept)."""
 
     @field_validator("test_cmd", mode="before")
     @classmethod
@@ -96,7 +106,8 @@ def check_inputs(config: MineConfig) -> None:
         )
     if not any(is_test_file(path) for path in python):
         raise ValueError(
-            f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests/) among its {len(python)} Python "
+            f"--repo {config.repo}: no test files (test_*.py, *_test.py, tests.py, test*.py, *tests.py, tests/) "
+            f"among its {len(python)} Python "
             "file(s); a task is graded by the tests that fail without its feature, so the repository needs a suite"
         )
     launcher = config.test_cmd[0]

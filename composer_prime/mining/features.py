@@ -22,13 +22,18 @@ PYTEST_CONFIGS = frozenset({"pytest.ini", "tox.ini", "setup.cfg", "pyproject.tom
 
 
 def is_test_file(path: str) -> bool:
-    """Test modules, `conftest.py` files and everything under a `tests/` folder (by pytest's naming rules)."""
+    """Test modules by pytest's default names and unittest's (`test*.py`, `*tests.py`: `tests.py`,
+    `testtimeparse.py`; `collection` makes pytest collect those), `conftest.py` files and everything under a `tests/`
+    folder."""
     parts = PurePosixPath(path).parts
     name = parts[-1]
     if not name.endswith(".py"):
         return False
     return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or bool(TEST_DIRS & set(parts))
+        name.startswith("test")
+        or name.endswith(("_test.py", "tests.py"))
+        or name == "conftest.py"
+        or bool(TEST_DIRS & set(parts))
     )
 
 

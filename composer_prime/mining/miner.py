@@ -27,6 +27,7 @@ from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall
 from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import blind, record_behaviour
+from composer_prime.mining.collection import INI, widened_config
 from composer_prime.mining.config import MineConfig, check_inputs
 from composer_prime.mining.copies import HINT_LIMIT, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -36,12 +37,24 @@ from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.ranking import covering_tests, rank, top_packages, why_kept
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
 from composer_prime.mining.snapshot import fingerprint, leaked_files, list_files, pack_tree, task_tree, write_tree
+from composer_prime.mining.stub import stub_feature
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
 from composer_prime.pytest_outcomes import PASSING, passing
 
 
 class MiningError(Exception):
     """The run cannot start or go on (bad repository, failing baseline, changed repository on resume)."""
+
+
+class NoPassingTests(MiningError):
+    """No test passes at baseline: the tests' dependencies are missing, or the command is not the right one."""
+
+    def __init__(self, repo: Path, exit_code: int | None, tail: str):
+        super().__init__(
+            f"the test command found no passing tests in {repo} (exit code {exit_code}); check --test-cmd. "
+            f"Last output lines:\n{tail}"
+        )
+        self.exit_code, self.tail = exit_code, tail
 
 
 class MiningInputError(MiningError):
@@ -104,7 +117,8 @@ class Miner:
         skipped: dict[str, str] = {}
         if self.skipped_path.exists():
             data = json.loads(self.skipped_path.read_text(encoding="utf-8"))
-            if data.get("repo_fingerprint") == repo_fp:
+            # skips decided under another deletion mode are tried again
+            if data.get("repo_fingerprint") == repo_fp and data.get("deletion", "whole") == self.config.deletion:
                 skipped = dict(data.get("skipped", {}))
         return tasks, skipped
 
@@ -117,7 +131,12 @@ class Miner:
             os.fsync(handle.fileno())
 
     def _save(self, skipped: dict[str, str], repo_fp: str) -> None:
-        record = {"repo_fingerprint": repo_fp, "skipped": skipped, "baseline_excluded": self.excluded}
+        record = {
+            "repo_fingerprint": repo_fp,
+            "deletion": self.config.deletion,
+            "skipped": skipped,
+            "baseline_excluded": self.excluded,
+        }
         write_atomic(self.skipped_path, json.dumps(record, indent=1))
 
     def _drop_unfinished_row(self) -> None:
@@ -159,11 +178,7 @@ class Miner:
                 f"baseline: {len(self.excluded)} test(s) fail at baseline and are excluded from every task: {shown}"
             )
         if not both:
-            tail = "\n".join(run.output.splitlines()[-15:])
-            raise MiningError(
-                f"the test command found no passing tests in {config.repo} (exit code {run.exit_code}); check "
-                f"--test-cmd. Last output lines:\n{tail}"
-            )
+            raise NoPassingTests(config.repo, run.exit_code, "\n".join(run.output.splitlines()[-15:]))
         self.log(
             f"baseline: {len(both)} tests pass ({plain.seconds:.1f}s untraced, {run.seconds:.1f}s traced); "
             f"limit per run {self.timeout_s:g}s"
@@ -180,6 +195,10 @@ class Miner:
             raise MiningInputError(str(err)) from None
         repo = config.repo.expanduser().resolve()
         files = list_files(repo)
+        widened = widened_config(files)
+        if widened is not None:  # unittest-style test names: the mined tree carries the pytest.ini that collects them
+            files = {**files, INI: widened[0]}
+            self.log(widened[1])
         repo_fp = fingerprint(files)
         tasks, skipped = self._load_previous(repo_fp)
         done = {task.task_id for task in tasks}
@@ -287,10 +306,29 @@ class Miner:
         return sorted(kept, key=lambda f: (rank(f, self.covered[f.key]), _order(f)))
 
     def _try(self, feature: Feature, task_id: str, space: _Workspace) -> MinedTask:
-        """Delete `feature`, run the suite, and build the task; raise `_Skip` with the reason when it does not qualify."""
+        """Delete `feature` in the configured mode (`auto`: whole, then stub where the whole deletion cannot be
+        made, stops pytest or leaves a test module uncollectable), run the suite, and build the task; raise `_Skip`
+        with the reason when it does not qualify."""
+        modes = MODES[self.config.deletion] if feature.kind != "module" else ("whole",)
+        for number, mode in enumerate(modes):
+            last = number == len(modes) - 1
+            try:
+                return self._try_mode(feature, task_id, space, mode, strict_collection=not last)
+            except _Skip as skip:
+                if last or skip.kind not in FALL_BACK:
+                    raise
+        raise AssertionError("unreachable: the last mode raises or returns")
+
+    def _try_mode(
+        self, feature: Feature, task_id: str, space: _Workspace, mode: str, strict_collection: bool
+    ) -> MinedTask:
+        """`_try` in one deletion mode; `strict_collection`: a test module that no longer collects is a skip."""
         texts, files = space.texts, space.files
         try:
-            deletion = delete_feature(texts, feature)
+            if mode == "stub":
+                deletion = stub_feature(texts, feature, docstring=self.config.stub_docstring)
+            else:
+                deletion = delete_feature(texts, feature)
         except CannotDelete as exc:
             raise _Skip("not deletable", str(exc)) from exc
         overlaps = space.copies.overlaps(deletion.removed, deletion.changed, skip=[feature.path])
@@ -307,6 +345,8 @@ class Miner:
                 first = self._run_deleted(space.work, deletion, texts, targets=affected)
                 broken = [t for t in space.baseline_passed if t in first.outcomes and first.outcomes[t] not in PASSING]
                 collection_errors = [t for t, o in first.outcomes.items() if o == "ERROR" and "::" not in t]
+                if strict_collection and collection_errors:
+                    raise _Skip("uncollectable", f"test module(s) no longer collect without it: {collection_errors[0]}")
                 if len(broken) < self.config.min_tests and not collection_errors:
                     raise _Skip(
                         "too few failing",
@@ -318,6 +358,9 @@ class Miner:
         except TestCommandFailed as exc:  # the baseline ran: it is the deletion that stops pytest (a conftest import)
             tail = str(exc).strip().splitlines()[-1][:200]
             raise _Skip("breaks everything", f"pytest does not start without it: {tail}") from exc
+        uncollectable = sorted(t for t, o in run.outcomes.items() if o == "ERROR" and "::" not in t)
+        if strict_collection and uncollectable:
+            raise _Skip("uncollectable", f"test module(s) no longer collect without it: {', '.join(uncollectable[:3])}")
         fail_to_pass = sorted(t for t in space.baseline_passed if run.outcomes.get(t) not in PASSING)
         pass_to_pass = sorted(space.baseline_passed - set(fail_to_pass))
         if len(fail_to_pass) < self.config.min_tests:
@@ -343,7 +386,9 @@ class Miner:
         }
         imports_removed = sorted(path for path in deletion.changed if path != feature.path)
         partial = frozenset(path for path, share in overlaps.items() if share >= HINT_LIMIT)
-        prompt = render(feature, call_sites(visible_texts, feature, exclude=partial), imports_removed)
+        prompt = render(
+            feature, call_sites(visible_texts, feature, exclude=partial), imports_removed, stub=mode == "stub"
+        )
         gold_patch = unified_patch(
             before={path: deletion.changed[path] for path in deletion.changed},
             after={path: texts[path] for path in deletion.changed},
@@ -368,7 +413,7 @@ class Miner:
             task_id=task_id,
             repo=space.repo_name,
             repo_fingerprint=space.repo_fp,
-            feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname),
+            feature=FeatureSpec(kind=feature.kind, path=feature.path, qualname=feature.qualname, deletion=mode),
             prompt=prompt,
             base=self.base_name,
             changes=deletion.edits,
@@ -417,6 +462,12 @@ class Miner:
         finally:
             for path in deletion.changed:
                 (work / path).write_text(texts[path], encoding="utf-8")
+
+
+MODES = {"whole": ("whole",), "stub": ("stub",), "auto": ("whole", "stub")}
+"""The deletions `MineConfig.deletion` tries, in order."""
+FALL_BACK = frozenset({"not deletable", "breaks everything", "uncollectable"})
+"""Skips of the whole deletion after which `auto` tries the stub: the name is needed for the rest to load."""
 
 
 class _Skip(Exception):

@@ -61,10 +61,20 @@ def _block(signature: str, docstring: str | None) -> str:
     return f"{signature}:\n{doc}"
 
 
-def render(feature: Feature, sites: list[str], import_sites: list[str]) -> str:
-    """The prompt for one task."""
+def render(feature: Feature, sites: list[str], import_sites: list[str], stub: bool = False) -> str:
+    """The prompt for one task; `stub`: the feature's name was kept and its body raises `NotImplementedError`."""
     kind = _KIND_WORDS[feature.kind]
-    if feature.kind == "module":
+    if stub and feature.kind == "class":
+        what = (
+            f"The class `{feature.qualname}` in `{feature.path}` has been emptied: its methods raise "
+            "`NotImplementedError` and its other members were removed."
+        )
+    elif stub:
+        what = (
+            f"The body of the {kind} `{feature.qualname}` in `{feature.path}` has been removed: it raises "
+            "`NotImplementedError`."
+        )
+    elif feature.kind == "module":
         what = f"The module `{module_name(feature.path)}` (file `{feature.path}`) has been deleted."
     elif feature.kind == "method":
         cls = feature.qualname.split(".")[0]

@@ -31,6 +31,9 @@ class FeatureSpec(BaseModel):
     """Repository-relative path of the source file that held it."""
     qualname: str
     """Dotted name inside the file (`Cart.total`); empty for a whole module."""
+    deletion: Literal["whole", "stub"] = "whole"
+    """`whole`: the definition and every import of it were removed; `stub`: the name stayed, its body raises
+    `NotImplementedError` (`composer_prime.mining.stub`)."""
 
 
 class MinedTask(BaseModel):

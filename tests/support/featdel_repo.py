@@ -207,6 +207,8 @@ def mined_shop(tmp_path_factory) -> tuple[Path, Path, list[str]]:
         repo = build_shop_repo(root)
         out = root / "out" / "tasks.jsonl"
         lines: list[str] = []
-        Miner(MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
+        # whole deletion: the grading suite's tasks (held-out files, FAIL_TO_PASS sets) were written against it
+        config = MineConfig(repo=repo, out=out, test_timeout_s=120, min_body_lines=0, deletion="whole")
+        Miner(config, log=lines.append).run()
         _MINED["shop"] = (repo, out, lines)
     return _MINED["shop"]

@@ -40,6 +40,7 @@ from composer_prime import grading
 from composer_prime.grading import interpreter, tree
 from composer_prime.grading.pytest_config import CONFIG_NAMES, repo_settings
 from composer_prime.grading.runtime import (
+    git_dirs,
     host_tools,
     isolate_box,
     refuse_unless_hidden,
@@ -327,6 +328,9 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 )
         source = path.resolve()
         expected = {source} if source.is_dir() else {source, *(source.parent / row.base for row, _ in rows)}
+        expected |= set(
+            git_dirs(source)
+        )  # a committed tasks file (the bundled sample) is also in the repository's objects
         config = c.model_copy(update={"hidden_paths": [*c.hidden_paths, *sorted(expected)]})
         tasks = []
         for idx, (row, base) in enumerate(rows):

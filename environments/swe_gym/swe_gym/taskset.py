@@ -181,11 +181,14 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
         return venv_vars(env_path(self.config.local, self.row()))
 
     def hidden(self) -> list[str]:
-        """Host paths of the expected side, absolute: the cache's oracles, mirrors and snapshots, the oracle folder,
-        local source clones, and the configured ones (the taskset adds its data file)."""
+        """Host paths of the expected side, absolute: the cache's oracles, mirrors and snapshots, every env's reference
+        checkout, the oracle folder, local source clones, and the configured ones (the taskset adds its data file)."""
         c = self.config
         root = c.local.root()
         paths = [root / "oracles", root / "mirrors", root / "snapshots", *c.hidden_paths]
+        # each env's reference checkout (`local.prepare_env`) is the tree of whichever instance built the env first,
+        # which may be past this instance's fix; the box's tree shadows it through PYTHONPATH, so no test needs it
+        paths += sorted((root / "envs").glob("*/*/src"))
         if c.oracle_dir is not None:
             paths.append(c.oracle_dir)
         paths += [Path(source) for source in c.local.repo_sources.values() if "://" not in source]

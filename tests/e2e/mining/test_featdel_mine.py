@@ -147,7 +147,8 @@ def test_rerun_resumes_without_redoing_tasks(mined, tmp_path):
     copy.write_bytes(out.read_bytes() + b'{"task_id": "shop-repo:shop/unfin')
     copy.with_name("tasks.jsonl.skipped.json").write_bytes(out.with_name("tasks.jsonl.skipped.json").read_bytes())
     lines: list[str] = []
-    Miner(MineConfig(repo=repo, out=copy, test_timeout_s=120, min_body_lines=0), log=lines.append).run()
+    config = MineConfig(repo=repo, out=copy, test_timeout_s=120, min_body_lines=0, deletion="whole")  # as mined
+    Miner(config, log=lines.append).run()
     assert copy.read_bytes() == out.read_bytes()
     assert lines.pop(0) == f"resuming: dropped an unfinished last row of {copy} (33 bytes)"
     assert lines[0] == f"resuming: 9 task(s) already in {copy}, 2 candidate(s) skipped"
@@ -207,7 +208,12 @@ def test_unusable_input_is_refused_before_any_work_and_a_failed_run_leaves_nothi
     cases = [
         (tmp_path / "empty", out / "t.jsonl", [], "the folder is empty"),
         (tmp_path / "docs", out / "t.jsonl", [], "none of its 1 file(s) is Python (*.py)"),
-        (tmp_path / "lib", out / "t.jsonl", [], "no test files (test_*.py, *_test.py, tests/) among its 1 Python"),
+        (
+            tmp_path / "lib",
+            out / "t.jsonl",
+            [],
+            "no test files (test_*.py, *_test.py, tests.py, test*.py, *tests.py, tests/) among its 1 Python",
+        ),
         (repo, tmp_path / "a-file" / "t.jsonl", [], "a-file is a file, not a folder"),
         (repo, tmp_path / "docs", [], "docs: a folder; --out is the tasks file to write"),  # was a traceback after 12 s
         (repo, out / "t.jsonl", ["--test-cmd", "venv/bin/python -m pytest"], "'venv/bin/python' is neither a file"),
@@ -963,10 +969,14 @@ def test_a_deletion_that_stops_pytest_starting_is_a_skip_not_a_crash(tmp_path):
         (repo / path).write_text(text)
     out = tmp_path / "out" / "tasks.jsonl"
     lines: list[str] = []
-    tasks = Miner(MineConfig(repo=repo, out=out, min_body_lines=0), log=lines.append).run()
+    tasks = Miner(MineConfig(repo=repo, out=out, min_body_lines=0, deletion="whole"), log=lines.append).run()
     assert [t.feature.qualname for t in tasks] == ["double"]
     [skip] = [line for line in lines if "square" in line and "skipped" in line]
     assert "breaks everything: pytest does not start without it" in skip and "ImportError" in skip
+    # `auto` (the default) keeps `square` as a stub: the conftest's import still resolves (and `double` too: its
+    # whole deletion stops its test module from collecting)
+    tasks = Miner(MineConfig(repo=repo, out=tmp_path / "auto.jsonl", min_body_lines=0), log=lines.append).run()
+    assert [(t.feature.qualname, t.feature.deletion) for t in tasks] == [("double", "stub"), ("square", "stub")]
 
 
 LRU = '''\

@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from composer_prime.grading import values
+from composer_prime.grading.batch import Batch, Step
 from composer_prime.grading.launch import Jail, jailed, launch_argv, marks
 from composer_prime.grading.stream import MAX_LINE
 
@@ -84,6 +86,61 @@ def opaque_classes(calls: list[RecordedCall]) -> list[str]:
     return sorted(names)
 
 
+@dataclass
+class Replay:
+    """A replay's steps in a `batch.Batch`: its launch, and the calls it makes."""
+
+    launched: Step
+    nonce: str
+    calls: list[RecordedCall]
+    jail: tuple[str, ...] | None
+    wait_s: float
+
+
+def replay_steps(
+    batch: Batch,
+    calls: list[RecordedCall],
+    workdir: str,
+    python: str,
+    pythonpath: list[str],
+    timeout_s: float,
+    isolate_network: bool = True,
+    jail: tuple[str, ...] | None = None,
+) -> Replay:
+    """Add the replay of `calls` in the box's work tree to `batch`: the launcher's files written into a fresh scratch
+    folder, the launch, the folder removed. With `jail` (the host paths to hide), the replay runs in the jail
+    (`composer_prime.process.jail`); `answers` counts none where it could not, when there are paths to hide."""
+    scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
+    nonce = secrets.token_hex(16)
+    paths = [f"{workdir}/{p}".rstrip("/.") if p not in (".", "") else workdir for p in pythonpath]
+    spec = {"pythonpath": paths, "nonce": nonce, "calls": spec_calls(calls), "opaque": opaque_classes(calls)}
+    batch.write(f"{scratch}/replayer.py", (HERE / "replayer.py").read_bytes())
+    batch.write(f"{scratch}/bootstrap.py", (HERE / "bootstrap.py").read_bytes())
+    batch.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())
+    batch.write(f"{scratch}/spec.json", json.dumps(spec).encode())
+    replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
+    confined = Jail((workdir, scratch), jail) if jail is not None else None
+    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, cap=python, jail=confined)
+    launched = batch.launch([*argv, f"{scratch}/spec.json"], timeout_s + 30)
+    batch.run(["rm", "-rf", "--", scratch], always=True)
+    return Replay(launched, nonce, calls, jail, timeout_s + 30)
+
+
+async def answers(replayed: Replay) -> tuple[list[dict | None], str, bool]:
+    """(one answer per call, None where none came back; the output tail; whether the replay ran as PID 1 of a
+    namespace of its own, so that no process it started outlived it), once its batch ran."""
+    calls, launched = replayed.calls, replayed.launched
+    if launched.result.get("timed_out") or not launched.reported:
+        why = launched.result.get("error") or f"the replay did not return within {replayed.wait_s:g}s"
+        return [None] * len(calls), why, False
+    stdout = launched.stdout
+    answered = await asyncio.to_thread(read_answers, stdout, replayed.nonce, len(calls))  # off the event loop
+    if replayed.jail and not jailed(stdout):  # the candidate ran where it could read the expected side
+        answered = [None] * len(calls)
+    contained = marks(stdout)[1]
+    return answered, (stdout[-1000:] + "\n" + launched.stderr[-3000:]), contained
+
+
 async def replay(
     runtime: vf.Runtime,
     calls: list[RecordedCall],
@@ -94,33 +151,11 @@ async def replay(
     isolate_network: bool = True,
     jail: tuple[str, ...] | None = None,
 ) -> tuple[list[dict | None], str, bool]:
-    """Replay `calls` in the box's work tree; (one answer per call, None where none came back; the output tail;
-    whether the replay ran as PID 1 of a namespace of its own, so that no process it started outlived it). With
-    `jail` (the host paths to hide), the replay runs in the jail (`composer_prime.process.jail`); where it could not, every
-    answer is None when there are paths to hide."""
-    scratch = f"/tmp/composer-prime-replay-{secrets.token_hex(12)}"
-    nonce = secrets.token_hex(16)
-    paths = [f"{workdir}/{p}".rstrip("/.") if p not in (".", "") else workdir for p in pythonpath]
-    spec = {"pythonpath": paths, "nonce": nonce, "calls": spec_calls(calls), "opaque": opaque_classes(calls)}
-    await runtime.write(f"{scratch}/replayer.py", (HERE / "replayer.py").read_bytes())
-    await runtime.write(f"{scratch}/bootstrap.py", (HERE / "bootstrap.py").read_bytes())
-    await runtime.write(f"{scratch}/{VALUES_MODULE}.py", (HERE / "values.py").read_bytes())
-    await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
-    replayer = [python, "-I", "-S", "-B", f"{scratch}/replayer.py"]
-    confined = Jail((workdir, scratch), jail) if jail is not None else None
-    argv = launch_argv(isolate_network, timeout_s, replayer, own_pids=True, cap=python, jail=confined)
-    try:
-        try:
-            result = await asyncio.wait_for(runtime.run([*argv, f"{scratch}/spec.json"], {}), timeout_s + 30)
-        except TimeoutError:
-            return [None] * len(calls), f"the replay did not return within {timeout_s + 30:g}s", False
-    finally:
-        await runtime.run(["rm", "-rf", "--", scratch], {})
-    answers = await asyncio.to_thread(read_answers, result.stdout or "", nonce, len(calls))  # off the event loop
-    if jail and not jailed(result.stdout or ""):  # the candidate ran where it could read the expected side
-        answers = [None] * len(calls)
-    contained = marks(result.stdout or "")[1]
-    return answers, ((result.stdout or "")[-1000:] + "\n" + (result.stderr or "")[-3000:]), contained
+    """Replay `calls` in the box's work tree on their own (`replay_steps`, then `answers`)."""
+    batch = Batch()
+    replayed = replay_steps(batch, calls, workdir, python, pythonpath, timeout_s, isolate_network, jail)
+    await batch.execute(runtime, python)
+    return await answers(replayed)
 
 
 class Answer(BaseModel):

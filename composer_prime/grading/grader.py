@@ -20,6 +20,12 @@
 5. read the recorder's per-test records from the run's stdout (`stream.read_stream`) and compare against
    FAIL_TO_PASS / PASS_TO_PASS.
 
+Steps 0-4 that run in the box go as plans of the grading driver (`batch`, `driver.py`), two runtime calls each: one
+plan removes the bytecode, replays, reaps what the replay left (where it had no PID namespace of its own) and lists
+the tree with the changed files' bytes; the host decides what to remove and write (`cleaning.prepare_tree`), and the
+next plan removes, writes, and runs every session in its order (with swe-gym's `before_run`, the writes are a plan
+of their own before it). The order of the steps and what each runs are as listed above.
+
 The same launcher serves mining (`composer_prime.mining.testrun`), so a task is only kept if its tests pass the
 way they will be graded.
 """
@@ -33,8 +39,8 @@ import os
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import verifiers.v1 as vf
@@ -42,22 +48,27 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.grading import behaviour, mutants, tree
 from composer_prime.grading import canaries as canary_source
-from composer_prime.grading.diff import tree_diff
+from composer_prime.grading.batch import Batch, Step
+from composer_prime.grading.cleaning import (
+    SCAN_BYTES,
+    SCAN_LIMIT,
+    Baseline,
+    Void,
+    look_steps,
+    prepare_tree,
+)
 from composer_prime.grading.grade import Grade, fraction
 from composer_prime.grading.launch import Jail, jailed, launch_argv, marks, overflow
-from composer_prime.grading.private_copy import grader_box_copy, private_copy
+from composer_prime.grading.private_copy import CopyView, grader_box_copy, private_copy
 from composer_prime.grading.pytest_config import trusted_ini
-from composer_prime.grading.runtime import end_rollout, host_tools, reap, run_checked
+from composer_prime.grading.runtime import end_rollout, host_tools, run_checked
 from composer_prime.grading.stream import read_stream
 from composer_prime.process.pidns import CONTAINER_RUNTIMES
+from composer_prime.process.reaper import BOX_VAR, ReapError, new_token, reap_argv, reaped
 from composer_prime.pytest_outcomes import outcomes_from_records
 
 logger = logging.getLogger(__name__)
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
-SCAN_LIMIT = 500
-"""More changed `.py` files than this voids the grade (each one is read and scanned)."""
-SCAN_BYTES = 2_000_000
-"""A changed `.py` file larger than this voids the grade: the scan reads whole files or none."""
 
 
 class Suite(BaseModel):
@@ -101,21 +112,6 @@ class Suite(BaseModel):
     image, whose interpreter the agent never reached (`private_copy.grader_box_copy`)."""
 
 
-@dataclass
-class Baseline:
-    """The work tree before the agent ran, as the grader may trust it: held on the host, never read from the box."""
-
-    files: tree.Manifest
-    """Path -> sha256 (or a prefix of it) of every file of the starting tree."""
-    content: Callable[[str], bytes | None]
-    """The starting bytes of a path in `files`, None where the host holds none: the scan's added lines and the
-    agent's diff are computed against it, on the host."""
-    owned: dict[str, bytes] = field(default_factory=dict)
-    """Files written into the tree before the run, replacing the agent's version (held-out and restored tests)."""
-    unheld: frozenset[str] = frozenset()
-    """Files that should be owned (test files) whose content the host does not hold: changing one voids."""
-
-
 def canary_targets(suite: Suite) -> list[str]:
     """The test files that get canaries: every file holding a FAIL_TO_PASS test, and one file holding only
     PASS_TO_PASS tests, drawn at random."""
@@ -123,74 +119,6 @@ def canary_targets(suite: Suite) -> list[str]:
     others = sorted({t.split("::", 1)[0] for t in suite.pass_to_pass if ".py" in t} - set(files))
     drawn = [random.SystemRandom().choice(others)] if others else []
     return [f for f in files if f.endswith(".py")] + drawn
-
-
-class Void(Exception):
-    """A tree grading cannot handle (a listing cut or failed, a path that is not UTF-8): the grade is void with this
-    reason and nothing more runs."""
-
-
-async def prepare_tree(runtime: vf.Runtime, baseline: Baseline) -> tuple[list[str], list[str], str]:
-    """Diff the tree against the starting one (on the host), remove the strays and whatever stands where grading
-    writes (`tree.in_the_way`), write the owned files where they differ, scan the changes: (removed paths, void
-    reasons, the agent's diff). `Void` when the tree cannot be listed whole."""
-    listing = await runtime.run(["sh", "-c", tree.LIST_FILES], {})
-    seen = tree.read_listing(listing.stdout or "")
-    if seen.problem is not None:
-        raise Void(f"{seen.problem}: {(listing.stderr or '').strip()[-300:]}".rstrip(": "))
-    current, links = seen.files, seen.links
-    patch = await tree_diff(runtime, baseline.files, baseline.content, current, links)
-    removed = sorted(
-        {
-            *tree.strays(baseline.files, current, links, baseline.owned),
-            *tree.in_the_way(baseline.files, seen, baseline.owned),
-        }
-    )
-    # an owned file the agent changed goes before it is written: it may be read-only, or a fifo's name
-    rewrite = [p for p, data in baseline.owned.items() if p in removed or current.get(p) != tree.sha256(data)]
-    clear = sorted({*removed, *(p for p in rewrite if p in current)})
-    for start in range(0, len(clear), 200):
-        await run_checked(runtime, ["rm", "-rf", "--", *clear[start : start + 200]], "grading: removing added files")
-    for path in rewrite:
-        await runtime.write(path, baseline.owned[path])
-    void = [
-        f"{path}: a test file changed and the host holds no copy of it to restore"
-        for path in sorted(baseline.unheld)
-        if not current.get(path, "").startswith(baseline.files.get(path, "-"))
-    ]
-    kept = [p for p in current if p not in removed and p not in baseline.owned]
-    changed = tree.changed_python(baseline.files, current, kept)
-    if len(changed) > SCAN_LIMIT:
-        return (
-            removed,
-            [*void, f"{len(changed)} changed Python files (more than {SCAN_LIMIT} cannot be scanned)"],
-            patch,
-        )
-    return removed, void + await scan_changed(runtime, baseline, changed), patch
-
-
-async def scan_changed(runtime: vf.Runtime, baseline: Baseline, changed: list[str]) -> list[str]:
-    """The scan's void reasons for `changed` files, each read whole; a file too large or unreadable voids too."""
-    if not changed:
-        return []
-    sizes = await runtime.run(["stat", "-L", "--printf", "%s\\0", "--", *changed], {})
-    listed = (sizes.stdout or "").split("\0")[: len(changed)]
-    void: list[str] = []
-    for path, size in zip(changed, listed + [""] * (len(changed) - len(listed)), strict=True):
-        if not size.isdigit():
-            void.append(f"{path}: could not be read for the scan")
-            continue
-        if int(size) > SCAN_BYTES:
-            void.append(f"{path}: {int(size)} bytes, over the scan's {SCAN_BYTES} byte limit")
-            continue
-        try:
-            after = (await runtime.read(path, max_bytes=SCAN_BYTES)).decode("utf-8", "replace")
-        except (vf.SandboxError, OSError) as exc:
-            void.append(f"{path}: could not be read for the scan ({exc})")
-            continue
-        held = baseline.content(path) if path in baseline.files else None
-        void += tree.scan(path, None if held is None else held.decode("utf-8", "replace"), after)
-    return void
 
 
 def scan_texts(changes: dict[str, tuple[str | None, str]]) -> list[str]:
@@ -212,15 +140,21 @@ def scan_texts(changes: dict[str, tuple[str | None, str]]) -> list[str]:
 
 
 async def plant(
-    runtime: vf.Runtime, suite: Suite, calls: list[behaviour.RecordedCall] | None = None
+    runtime: vf.Runtime,
+    suite: Suite,
+    calls: list[behaviour.RecordedCall] | None = None,
+    sources: Mapping[str, bytes] | None = None,
 ) -> list[canary_source.Canary]:
-    """The canaries of every file `canary_targets` draws (not written yet)."""
+    """The canaries of every file `canary_targets` draws (not written yet). `sources`: files whose bytes in the tree
+    the host holds (the owned files grading just wrote); the others are read from the box."""
     made: list[canary_source.Canary] = []
     taken = {t.split("::", 1)[0] for t in [*suite.targets, *suite.fail_to_pass, *suite.pass_to_pass]}
     known = mutants.answers(calls or [])
     for original in canary_targets(suite):
         try:
-            source = (await runtime.read(original, max_bytes=SCAN_BYTES)).decode("utf-8")
+            held = (sources or {}).get(original)
+            data = held[:SCAN_BYTES] if held is not None else await runtime.read(original, max_bytes=SCAN_BYTES)
+            source = data.decode("utf-8")
         except (vf.SandboxError, OSError, UnicodeDecodeError):
             continue
         prefer = frozenset(
@@ -244,11 +178,20 @@ class Session:
     """The run was in the jail (`composer_prime.process.jail`)."""
 
 
-async def run_session(
-    runtime: vf.Runtime, suite: Suite, workdir: str, paths: list[str], first: list[str], timeout_s: float
-) -> Session:
-    """Run pytest on `paths` through the trusted launcher (the tests of `first` before all others) and read its
-    outcome stream."""
+@dataclass
+class Launched:
+    """A pytest session's steps in a `Batch`: its launch and the nonce its records carry."""
+
+    launched: Step
+    nonce: str
+    wait_s: float
+
+
+def session_steps(
+    batch: Batch, suite: Suite, workdir: str, paths: list[str], first: list[str], timeout_s: float
+) -> Launched:
+    """Add to `batch` a pytest run on `paths` through the trusted launcher (the tests of `first` before all others):
+    its files written into a fresh scratch folder, the launch, the folder removed."""
     scratch = f"/tmp/composer-prime-grade-{secrets.token_hex(12)}"
     nonce = secrets.token_hex(16)
     plugin_args = [arg for name in suite.plugins for arg in ("-p", name)]
@@ -264,30 +207,40 @@ async def run_session(
         "plugin_dirs": [scratch] if suite.plugins else [],
         "first": first,
     }
-    await runtime.write(f"{scratch}/bootstrap.py", BOOTSTRAP.read_bytes())
-    await runtime.write(f"{scratch}/pytest.ini", trusted_ini(suite.settings, workdir, suite.pythonpath).encode())
-    await runtime.write(f"{scratch}/spec.json", json.dumps(spec).encode())
+    batch.write(f"{scratch}/bootstrap.py", BOOTSTRAP.read_bytes())
+    batch.write(f"{scratch}/pytest.ini", trusted_ini(suite.settings, workdir, suite.pythonpath).encode())
+    batch.write(f"{scratch}/spec.json", json.dumps(spec).encode())
     for name, source in suite.plugins.items():
-        await runtime.write(f"{scratch}/{name}.py", source.encode())
+        batch.write(f"{scratch}/{name}.py", source.encode())
     interpreter = [suite.python, "-I", "-S", "-B", f"{scratch}/bootstrap.py", f"{scratch}/spec.json"]
     jail = Jail((workdir, scratch), tuple(suite.hidden)) if suite.jail else None
     argv = launch_argv(suite.isolate_network, timeout_s, interpreter, cap=suite.python, jail=jail)
-    try:
-        result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s + 30)
-    except TimeoutError:
-        return Session([], [], "", False, None)
-    finally:
-        await runtime.run(["rm", "-rf", "--", scratch], {})
-    records, void, rest = read_stream(result.stdout or "", nonce)
-    output = rest + "\n" + (result.stderr or "")
-    confined = jailed(result.stdout or "")
+    launched = batch.launch(argv, timeout_s + 30)
+    batch.run(["rm", "-rf", "--", scratch], always=True)
+    return Launched(launched, nonce, timeout_s + 30)
+
+
+def session(suite: Suite, launched: Launched) -> Session:
+    """A session's records, void reasons, output and exit, once its batch ran."""
+    step = launched.launched
+    if step.result.get("timed_out") or not step.reported:
+        return Session([], [], step.result.get("error", ""), False, None)
+    stdout = step.stdout
+    records, void, rest = read_stream(stdout, launched.nonce)
+    output = rest + "\n" + step.stderr
+    confined = jailed(stdout)
     if suite.jail and suite.hidden and not confined:
         void.append("the suite ran outside the jail, where the code under test could read the expected side")
-    return Session(records, void, output, marks(result.stdout or "")[0], result.exit_code, confined)
+    return Session(records, void, output, marks(stdout)[0], step.exit, confined)
 
 
 async def run_suite(
-    runtime: vf.Runtime, suite: Suite, workdir: str, calls: list[behaviour.RecordedCall] | None = None
+    runtime: vf.Runtime,
+    suite: Suite,
+    workdir: str,
+    calls: list[behaviour.RecordedCall] | None = None,
+    sources: Mapping[str, bytes] | None = None,
+    batch: Batch | None = None,
 ) -> tuple[Grade, dict[str, str], dict]:
     """Plant canaries, run the suite through the launcher; (grade without judging, outcomes, canary names).
 
@@ -295,29 +248,30 @@ async def run_suite(
     canaries of a file whose import changes state outside it, each in a session of its own (`Canary.alone`); then the
     suite, with the other canary modules before every other test module, in a random order; then the copies that
     share their test with a mutant whose expected side is wrong, each in a session of its own (`Canary.late`). So a
-    mutant runs before every test that makes its original's calls, in time and not only in its session. `calls`: the
-    gold's recorded calls, from which the swapped canaries take their inputs."""
+    mutant runs before every test that makes its original's calls, in time and not only in its session. All of it is
+    one run of the grading driver (`batch`), after the steps `batch` already holds. `calls`: the gold's recorded
+    calls, from which the swapped canaries take their inputs; `sources`: see `plant`."""
     grade = Grade()
-    made = await plant(runtime, suite, calls) if suite.canaries else []
+    made = await plant(runtime, suite, calls, sources) if suite.canaries else []
     canaries = {key: value for canary in made for key, value in canary.expect.items()}
     main = [c for c in made if not c.alone and not c.late]
     random.SystemRandom().shuffle(main)
-    started = time.monotonic()
-    records: list[dict] = []
-    for canary in [c for c in made if c.alone and not c.late]:
-        session = await _canary_session(runtime, suite, workdir, canary)
-        records += session.records
-        grade.void += session.void
+    batch = batch if batch is not None else Batch()
+    alone = [_canary_steps(batch, suite, workdir, c) for c in made if c.alone and not c.late]
     first = [c.path for c in main]
-    try:
-        await _write_canaries(runtime, main)
-        suite_run = await run_session(runtime, suite, workdir, [*first, *suite.targets], first, suite.timeout_s)
-    finally:
-        await runtime.run(["rm", "-rf", "--", *first], {})
-    for canary in [c for c in made if c.late]:
-        session = await _canary_session(runtime, suite, workdir, canary)
-        records += session.records
-        grade.void += session.void
+    _write_canaries(batch, main)
+    suite_steps = session_steps(batch, suite, workdir, [*first, *suite.targets], first, suite.timeout_s)
+    if first:
+        batch.run(["rm", "-rf", "--", *first], always=True)
+    late = [_canary_steps(batch, suite, workdir, c) for c in made if c.late]
+    started = time.monotonic()
+    await batch.execute(runtime, suite.python)
+    records: list[dict] = []
+    for launched in [*alone, *late]:
+        canary_run = session(suite, launched)
+        records += [r for r in canary_run.records if "exit" not in r and "collected" not in r]
+        grade.void += canary_run.void
+    suite_run = session(suite, suite_steps)
     if suite_run.exit_code is None:
         grade.timed_out = True
         grade.error = f"the test run did not return within {suite.timeout_s + 30:g}s"
@@ -337,24 +291,21 @@ async def run_suite(
     return grade, outcomes_from_records(records + suite_run.records), canaries
 
 
-async def _write_canaries(runtime: vf.Runtime, made: list[canary_source.Canary]) -> None:
-    """Write the canary files, after removing whatever stands at their paths (a folder the agent left there)."""
+def _write_canaries(batch: Batch, made: list[canary_source.Canary]) -> None:
+    """Add the canary files' writes, after removing whatever stands at their paths (a folder the agent left there)."""
     if made:
-        await runtime.run(["rm", "-rf", "--", *(canary.path for canary in made)], {})
+        batch.run(["rm", "-rf", "--", *(canary.path for canary in made)])
     for canary in made:
-        await runtime.write(canary.path, canary.source.encode())
+        batch.write(canary.path, canary.source.encode())
 
 
-async def _canary_session(runtime: vf.Runtime, suite: Suite, workdir: str, canary: canary_source.Canary) -> Session:
-    """One canary file in a session of its own: its test records only (a session that did not finish leaves its
+def _canary_steps(batch: Batch, suite: Suite, workdir: str, canary: canary_source.Canary) -> Launched:
+    """One canary file in a session of its own: written, run, removed (a session that did not finish leaves its
     canaries not run, which voids where their originals ran)."""
-    try:
-        await _write_canaries(runtime, [canary])
-        session = await run_session(runtime, suite, workdir, [canary.path], [], suite.timeout_s)
-    finally:
-        await runtime.run(["rm", "-f", "--", canary.path], {})
-    session.records = [r for r in session.records if "exit" not in r and "collected" not in r]
-    return session
+    _write_canaries(batch, [canary])
+    launched = session_steps(batch, suite, workdir, [canary.path], [], suite.timeout_s)
+    batch.run(["rm", "-f", "--", canary.path], always=True)
+    return launched
 
 
 async def grade(
@@ -408,10 +359,12 @@ async def _grade(
 ) -> Grade:
     """`grade`'s steps, which may raise; `runtime` is the box as grading runs it (`host_tools`), `boxed` whether the
     tree is graded in a grader box."""
-    ended = await end_rollout(runtime)
-    if boxed:
-        view = await grader_box_copy(runtime, suite.python)
+    ending = asyncio.ensure_future(end_rollout(runtime))
+    if boxed:  # the grader box starts while the rollout's processes are ended; the tree is packed after
+        view = await grader_box_copy(runtime, suite.python, ending)
+        ended = ending.result()
     else:
+        ended = await ending
         view = await private_copy(runtime) if suite.private_copy else runtime
     try:
         result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
@@ -431,36 +384,56 @@ async def _grade_tree(
     calls: list[behaviour.RecordedCall] | None,
     check: Callable[[vf.Runtime], Awaitable[list[str]]] | None = None,
 ) -> tuple[Grade, dict[str, str], dict]:
-    """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries."""
-    workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
+    """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries.
+
+    Two runs of the grading driver (`batch`): the first removes the bytecode, replays, reaps what the replay left
+    (where it had no PID namespace of its own) and lists the tree with the changed files' bytes; the host then
+    decides what to remove and write, and the second removes, writes and runs every session (three, with
+    `before_run` between the writes and the sessions)."""
+    if isinstance(runtime, CopyView):
+        workdir = runtime.root
+    else:
+        workdir = (await run_checked(runtime, ["pwd", "-P"], "grading: reading the work directory")).stdout.strip()
     replayed, mismatches, replay_tail, overflowed = 1.0, [], "", []
+    looking = Batch()
     # the replay and the suite judge the code the scan reads: no bytecode the agent left (a `.pyc` in `__pycache__`
     # runs in place of its source, a sourceless one imports alone; one the starting tree held may have been rewritten)
-    await run_checked(runtime, ["sh", "-c", tree.REMOVE_BYTECODE], "grading: removing bytecode")
+    looking.run(["sh", "-c", tree.REMOVE_BYTECODE], check="grading: removing bytecode")
+    replaying = reaping = None
+    token = runtime.env.get(BOX_VAR) or new_token()
     if calls:
-        answers, replay_tail, contained = await behaviour.replay(
-            runtime,
-            calls,
-            workdir,
-            suite.python,
-            suite.pythonpath,
-            suite.timeout_s,
-            suite.isolate_network,
-            jail=tuple(suite.hidden) if suite.jail else None,
+        jail = tuple(suite.hidden) if suite.jail else None
+        replaying = behaviour.replay_steps(
+            looking, calls, workdir, suite.python, suite.pythonpath, suite.timeout_s, suite.isolate_network, jail
         )
-        replayed, mismatches = behaviour.compare(calls, answers)
+        # in its own PID namespace, nothing the replay started outlived it; elsewhere the reaper runs before the listing
+        reaping = looking.reap_unless_own_pids(replaying.launched, reap_argv(workdir, token))
+    looked = look_steps(looking, baseline)
+    await looking.execute(runtime, suite.python)
+    if replaying is not None and reaping is not None:
+        answers, replay_tail, _ = await behaviour.answers(replaying)
+        replayed, mismatches = behaviour.compare(calls or [], answers)
         overflowed = overflow(replay_tail, "the replay")
-        if not contained:  # in its own PID namespace, nothing the replay started outlived it
-            await reap(runtime)
-    removed, void, patch = await prepare_tree(runtime, baseline)
+        if not reaping.result.get("skipped"):
+            try:
+                reaped(reaping.exit, reaping.stdout, reaping.stderr, token)
+            except ReapError as exc:
+                raise vf.SandboxError(f"grading: {exc}") from exc
+    writing = Batch()
+    removed, void, patch, _ = await prepare_tree(runtime, baseline, looked, writing)
     void = [*overflowed, *void]
-    error = await before_run(runtime) if before_run is not None else None
+    error = None
+    if before_run is not None:
+        await writing.execute(runtime, suite.python)
+        writing = Batch()
+        error = await before_run(runtime)
     checked = asyncio.create_task(check(runtime)) if check is not None else None
     try:
         if error is not None:
+            await writing.execute(runtime, suite.python)
             result, outcomes, canaries = Grade(error=error), {}, {}
         else:
-            result, outcomes, canaries = await run_suite(runtime, suite, workdir, calls)
+            result, outcomes, canaries = await run_suite(runtime, suite, workdir, calls, baseline.owned, writing)
     finally:
         void += await checked if checked is not None else []
     result.removed, result.void, result.patch = removed, [*void, *result.void], patch

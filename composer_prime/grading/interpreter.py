@@ -17,7 +17,6 @@ real boundary (docs/grading.md, threat model).
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import verifiers.v1 as vf
@@ -26,20 +25,23 @@ PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exce
 """Top-level modules grading imports (pytest and its dependencies); those not installed are recorded as absent."""
 
 PROBE = """
-import importlib.util, json, os, sys
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bootstrap
-sys.path.pop(0)
+import importlib.util, json, os, subprocess, sys, types
+bootstrap = types.ModuleType("bootstrap")
+exec(compile(sys.argv[1], "bootstrap.py", "exec"), bootstrap.__dict__)
 bootstrap.add_site_packages()
 found = {}
-for name in json.loads(sys.argv[1]):
+for name in json.loads(sys.argv[2]):
     spec = importlib.util.find_spec(name)
     origin = spec.origin if spec is not None else None
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     found[name] = locations[0] if locations else origin
-print(json.dumps({"packages": found, "path": sys.path, "executable": os.path.realpath(sys.executable)}))
+executable = os.path.realpath(sys.executable)
+targets = [found.get(name) or "/nonexistent" for name in json.loads(sys.argv[2])] + [executable]
+sites = [d for d in sys.path if d.rstrip("/").endswith("-packages")]
+digests = subprocess.run(["bash", "-c", sys.argv[3], "composer-prime-hash", *targets, *sites], capture_output=True)
+print(json.dumps({"packages": found, "sites": sites, "executable": executable, "exit": digests.returncode,
+                  "digests": digests.stdout.decode("utf-8", "replace").splitlines()}))
 """
-
 HASH = r"""
 for target in "$@"; do
   case "$target" in
@@ -55,27 +57,20 @@ done
 
 
 async def fingerprint(runtime: vf.Runtime, python: str) -> dict[str, str]:
-    """`{package or "executable" or "pth:<dir>": digest}` of the grading interpreter, taken in the box."""
-    scratch = f"/tmp/composer-prime-probe-{secrets.token_hex(12)}"
-    await runtime.write(f"{scratch}/bootstrap.py", (Path(__file__).with_name("bootstrap.py")).read_bytes())
-    await runtime.write(f"{scratch}/probe.py", PROBE.encode())
-    try:
-        probe = await runtime.run([python, "-I", "-S", "-B", f"{scratch}/probe.py", json.dumps(PACKAGES)], {})
-    finally:
-        await runtime.run(["rm", "-rf", "--", scratch], {})
+    """`{package or "executable" or "pth:<dir>": digest}` of the grading interpreter, taken in the box by one command:
+    the probe (the launcher's own path logic, from `bootstrap.py`'s source passed as an argument) finds the
+    packages, then runs `HASH` over them with the box's `bash` and `sha256sum`."""
+    bootstrap = Path(__file__).with_name("bootstrap.py").read_text()
+    probe = await runtime.run([python, "-I", "-S", "-B", "-c", PROBE, bootstrap, json.dumps(PACKAGES), HASH], {})
     if probe.exit_code != 0:
         return {"probe": f"failed (exit {probe.exit_code}): {(probe.stderr or '')[-200:]}"}
     found = json.loads(probe.stdout.strip().splitlines()[-1])
-    names = [*PACKAGES, "executable"]
-    targets = [found["packages"].get(name) or "/nonexistent" for name in PACKAGES] + [found["executable"]]
-    for directory in found["path"]:
-        if directory.rstrip("/").endswith("-packages"):
-            names.append(f"pth:{directory}")
-            targets.append(directory)
-    digests = await runtime.run(["bash", "-c", HASH, "composer-prime-hash", *targets], {})
-    lines = (digests.stdout or "").splitlines()
-    if digests.exit_code != 0 or len(lines) != len(names):
-        return {"hash": f"failed (exit {digests.exit_code})"}
+    names = [*PACKAGES, "executable", *(f"pth:{directory}" for directory in found["sites"])]
+    targets = [found["packages"].get(name) or "/nonexistent" for name in PACKAGES]
+    targets += [found["executable"], *found["sites"]]
+    lines = found["digests"]
+    if found["exit"] != 0 or len(lines) != len(names):
+        return {"hash": f"failed (exit {found['exit']})"}
     return {name: f"{where}@{line.split()[0]}" for name, where, line in zip(names, targets, lines, strict=True)}
 
 

@@ -19,9 +19,11 @@ also removes the grader box (in a thread, `rm --force -t 0`: the box's `sleep in
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import subprocess
 import threading
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import verifiers.v1 as vf
@@ -142,36 +144,48 @@ async def _remove_box(box: Runtime) -> None:
     threading.Thread(target=remove, name="composer-prime-grader-box-rm").start()
 
 
-async def grader_box_copy(runtime: Runtime, python: str = "python3") -> CopyView:
+async def grader_box_copy(runtime: Runtime, python: str = "python3", first: Awaitable | None = None) -> CopyView:
     """Start a grader box from `runtime`'s image and copy the work tree into a fresh folder there (see the module
-    docstring); the view rooted at it. `vf.SandboxError` when any step fails (the box is removed then)."""
+    docstring); the view rooted at it. `vf.SandboxError` when any step fails (the box is removed then). The box
+    starts while `first` (the end of the rollout's processes) runs and the tree is packed and read, and the archive is
+    removed from the agent's box while it is unpacked; the unpacking script is the command's argument, so the box
+    gets one write (the archive) and one run."""
     from verifiers.v1.runtimes import make_runtime
 
     token = secrets.token_hex(16)
     archive = f"/tmp/composer-prime-pack-{token}.tar"
-    packed = await runtime.run(["sh", "-c", _PACK, "composer-prime-pack", archive], {})
-    try:
-        if packed.exit_code != 0:
-            raise vf.SandboxError(f"grading: packing the work tree failed: {(packed.stderr or '')[-300:]}")
-        data = await runtime.read(archive, max_bytes=GRADER_BOX_BYTES)
-    finally:
-        await runtime.run(["rm", "-f", "--", archive], {})
     box = make_runtime(runtime.config, name=f"composer-grader-{token[:12]}")
     # the taskset's environment for commands (swe-gym: the image's conda env on PATH), held by the host, not the box;
     # the rollout's own markers stay behind
     box.env = {k: v for k, v in runtime.env.items() if k not in (BOX_VAR, NS_VAR)}
+    started = asyncio.ensure_future(box.start())
+    removed: asyncio.Future | None = None
     try:
-        await box.start()
+        if first is not None:
+            await first
+        packed = await runtime.run(["sh", "-c", _PACK, "composer-prime-pack", archive], {})
+        try:
+            if packed.exit_code != 0:
+                raise vf.SandboxError(f"grading: packing the work tree failed: {(packed.stderr or '')[-300:]}")
+            data = await runtime.read(archive, max_bytes=GRADER_BOX_BYTES)
+        finally:
+            removed = asyncio.ensure_future(runtime.run(["rm", "-f", "--", archive], {}))
+        await started
         await box.write(archive, data)
-        script = f"/tmp/composer-prime-unpack-{token}.py"
-        await box.write(script, _UNPACK.encode())
-        result = await box.run([python, "-I", "-S", "-B", script, archive, f"/tmp/composer-prime-tree-{token}"], {})
+        argv = [python, "-I", "-S", "-B", "-c", _UNPACK, archive, f"/tmp/composer-prime-tree-{token}"]
+        result = await box.run(argv, {})
         root = (result.stdout or "").strip()
         if result.exit_code != 0 or not root.startswith("/"):
             raise vf.SandboxError(
                 f"grading: unpacking the tree in the grader box failed: {(result.stderr or '')[-300:]}"
             )
     except BaseException:
+        if not started.done():
+            started.cancel()
+        await asyncio.gather(started, return_exceptions=True)
         await _remove_box(box)
         raise
+    finally:
+        if removed is not None:
+            await asyncio.gather(removed, return_exceptions=True)
     return CopyView(box, root, grader_box=True)

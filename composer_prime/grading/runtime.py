@@ -239,7 +239,8 @@ def host_tools(runtime: vf.Runtime) -> Iterator[vf.Runtime]:
 
 
 async def end_rollout(runtime: vf.Runtime) -> Ended:
-    """Kill the rollout's PID namespace whole, then reap the box; how it was done. Survivors fail the grading."""
+    """Kill the rollout's PID namespace whole, then reap the box (but a container's, where every process but its PID 1
+    was killed with the namespace); how it was done. Survivors fail the grading."""
     opened = _namespaces.get(_unwrapped(runtime), "no namespace was opened at setup (isolate_box)")
     killed = 0
     if isinstance(opened, Namespace):
@@ -248,7 +249,8 @@ async def end_rollout(runtime: vf.Runtime) -> Ended:
             killed = await close(runtime, opened)
         except NamespaceError as exc:
             raise vf.SandboxError(f"grading: {exc}") from exc
-    killed += await reap(runtime)
+    if not (isinstance(opened, Namespace) and opened.container):  # a container's: nothing but its PID 1 is left
+        killed += await reap(runtime)
     if isinstance(opened, Namespace):
         return Ended("container" if opened.container else "pid-namespace", None, killed)
     return Ended("reaper", opened, killed)

@@ -170,6 +170,27 @@ def box_argv(argv: list[str], token: str) -> list[str]:
     return ["bash", "-c", _TAG, "composer-box", _check(token), *argv]
 
 
+def reap_argv(workdir: str, token: str, by_workdir: bool = True) -> list[str]:
+    """The reaper's command line for `reap_box` (or a batch of grading steps that runs it in the box)."""
+    if not workdir.startswith("/") or workdir.rstrip("/") == "":
+        raise ValueError(
+            f"workdir {workdir!r} is not an absolute directory below '/'; pass the box's own work directory "
+            "(every process's working directory lies under '/')"
+        )
+    return ["bash", "-c", _REAP, "composer-reaper", _check(token), str(MAX_ROUNDS), workdir, str(int(by_workdir))]
+
+
+def reaped(exit_code: int | None, stdout: str, stderr: str, token: str) -> int:
+    """How many processes a run of `reap_argv` killed; ReapError when it failed or processes survived."""
+    words = stdout.split()
+    if exit_code != 0 or len(words) != 4 or words[0] != "killed":
+        raise ReapError(f"reaper failed in the box (exit {exit_code}): {(stdout + stderr)[-500:]}")
+    killed, left = int(words[1]), int(words[3])
+    if left:
+        raise ReapError(f"{left} process(es) of box {token} survived {MAX_ROUNDS} kill rounds (killed {killed})")
+    return killed
+
+
 async def reap_box(
     runtime: Runtime, workdir: str, token: str, *, by_workdir: bool = True, timeout_s: float = REAP_TIMEOUT_S
 ) -> int:
@@ -180,17 +201,6 @@ async def reap_box(
     process is started with `box_argv` and that must spare processes others started in the same directory (a task's
     service, verifiers' tool servers). Raises ReapError when the script cannot run or processes survive all rounds
     (e.g. stuck in uninterruptible sleep); TimeoutError past `timeout_s`. Call it shielded from cancellation."""
-    if not workdir.startswith("/") or workdir.rstrip("/") == "":
-        raise ValueError(
-            f"workdir {workdir!r} is not an absolute directory below '/'; pass the box's own work directory "
-            "(every process's working directory lies under '/')"
-        )
-    argv = ["bash", "-c", _REAP, "composer-reaper", _check(token), str(MAX_ROUNDS), workdir, str(int(by_workdir))]
+    argv = reap_argv(workdir, token, by_workdir)
     result = await asyncio.wait_for(runtime.run(argv, {}), timeout_s)
-    words = result.stdout.split()
-    if result.exit_code != 0 or len(words) != 4 or words[0] != "killed":
-        raise ReapError(f"reaper failed in the box (exit {result.exit_code}): {(result.stdout + result.stderr)[-500:]}")
-    killed, left = int(words[1]), int(words[3])
-    if left:
-        raise ReapError(f"{left} process(es) of box {token} survived {MAX_ROUNDS} kill rounds (killed {killed})")
-    return killed
+    return reaped(result.exit_code, result.stdout, result.stderr, token)

@@ -139,6 +139,43 @@ def test_gold_patch_scores_one_and_untouched_zero_in_a_container(env_name, featd
     assert in_box(task, gold) is True
 
 
+MAX_PODMAN_COMMANDS = 14
+"""`podman` commands one feature-deletion grading makes (the grader box's start and removal included): the grading
+driver's two plans of two each, the rollout's end, the tree's packing, transfer and unpacking, the interpreter
+check; 38 before the driver, one per step."""
+
+
+def test_a_grading_makes_a_bounded_number_of_podman_commands(featdel_task, monkeypatch):
+    """Each `podman exec` costs 0.13-0.3 s: the gold patch's grading in a container (replay, listing, owned test
+    files, canaries, suite, interpreter check in the grader box) makes at most `MAX_PODMAN_COMMANDS` of them."""
+    from verifiers.v1.runtimes import container
+
+    commands: list[str] = []
+    for name in ("_run_host", "_communicate_host"):
+        method = getattr(container.ContainerRuntime, name)
+
+        def counted(method=method):  # type: ignore[no-untyped-def]
+            async def call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                commands.append(" ".join(args[:2]))
+                return await method(self, *args, **kwargs)
+
+            return call
+
+        monkeypatch.setattr(container.ContainerRuntime, name, counted())
+    task = featdel_task
+
+    async def gold(runtime, trace):  # type: ignore[no-untyped-def]
+        await runtime.write("gold.patch", task.data.mined.gold_patch.encode())
+        assert (await runtime.run(["git", "apply", "gold.patch"], {})).exit_code == 0
+        await runtime.run(["rm", "-f", "gold.patch"], {})
+        commands.clear()
+        return await task.grade(runtime)
+
+    grade = in_box(task, gold)
+    assert grade.solved and grade.grader_box and grade.replay_calls > 0, (grade.error, grade.void)
+    assert len(commands) <= MAX_PODMAN_COMMANDS, commands
+
+
 # The agent is root in its container: it appends a line to the image's own pytest and replaces `sha256sum` with one
 # that reports that file's digest from before the change, so the in-box interpreter check sees nothing.
 PLANT = r"""

@@ -1,0 +1,185 @@
+"""The grading driver: one process in the box that runs a list of grading steps in order, so that a grading costs a
+few runtime calls instead of one per step (on a docker or podman box each call is a `podman exec`, 0.1-0.3 s).
+
+Run as `python -I -S -B -c <this source> <plan.json>` in the graded tree (`batch.Batch.execute` writes the plan and
+runs it); self-contained, standard library only, since it runs in a grader box from the task's image. It reads the
+plan and deletes it before any step runs, marks itself not dumpable (its memory, which holds the later steps' files
+and nonces, and its descriptors, the runtime's pipes, stay closed through `/proc/<pid>` to processes without
+CAP_SYS_PTRACE), then runs each step and writes one line per step to its stdout: `<token> <json>`, the token drawn
+by the host for this plan. A step's bytes (files read, a launched program's stdout and stderr) travel base64-encoded,
+so nothing in them can break a line.
+
+Steps (`op`): `run` (argv, its exit and output), `write` (a file, its folders made), `read` (at most `max` bytes),
+`launch` (a grading process under `launch.LAUNCH`, in a session of its own, killed with every process under it
+past `wait` seconds: the launch's own `timeout` ends it first; a launch whose output's capping trailer says stdout bytes
+were dropped comes back as its first line and that trailer only, since such a stream is judged void whole), `changed`
+(after a `run` of `tree.LIST_FILES`: the size, and the bytes up to `max`, of every listed regular file whose digest
+differs from the manifest the host sent, within a total of `budget` bytes; the rest marked `skipped`). A step with
+`unless_own_pids` runs only when that launch's header says it had no PID namespace of its own (the reaper after a
+replay). A step with `check` that fails (an exception, a non-zero exit) stops the plan: every later step is skipped
+but those marked `always` (clean-ups).
+"""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+
+try:  # not dumpable: /proc/<this pid>/mem, environ and fd closed to processes without CAP_SYS_PTRACE
+    import ctypes
+
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+except Exception:
+    pass
+
+TRAILER = b"composer-prime-cap stdout "
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def trimmed(stdout):
+    """A launch's stdout, or its first line and its capping trailer when the trailer says stdout was dropped."""
+    at = stdout.rfind(b"\n" + TRAILER)
+    if at < 0:
+        return stdout
+    words = stdout[at + 1 :].split()
+    if len(words) >= 4 and words[3] != b"0":
+        return stdout.split(b"\n", 1)[0] + b"\n[composer-prime-driver: stdout dropped]" + stdout[at:]
+    return stdout
+
+
+def run(step):
+    done = subprocess.run(step["argv"], stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    return {"exit": done.returncode, "stdout": b64(done.stdout), "stderr": b64(done.stderr[-65536:])}
+
+
+def write(step):
+    path = step["path"]
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    with open(path, "wb") as out:
+        out.write(base64.b64decode(step["data"]))
+    return {"exit": 0}
+
+
+def read(step):
+    with open(step["path"], "rb") as source:
+        return {"exit": 0, "data": b64(source.read(step["max"]))}
+
+
+def descendants(root):
+    """`root` and every process under it, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def launch(step):
+    child = subprocess.Popen(
+        step["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        stdout, stderr = child.communicate(timeout=step["wait"])
+    except subprocess.TimeoutExpired:
+        for _ in range(3):  # `timeout` moves to a process group of its own: every process under the launch, frozen
+            tree = descendants(child.pid)
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in tree:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        child.kill()
+        child.wait()
+        return {"exit": None, "timed_out": True}
+    return {"exit": child.returncode, "stdout": b64(trimmed(stdout)), "stderr": b64(stderr)}
+
+
+def changed(step, results):
+    listing = base64.b64decode(results[step["listing"]].get("stdout", ""))
+    manifest, left, files = step["manifest"], step["budget"], {}
+    for entry in listing.split(b"\0"):
+        if b"  " not in entry or entry[:2] in (b"b ", b"l ", b"d ", b"o ", b"e "):
+            continue
+        digest, raw = entry.split(b"  ", 1)
+        path = raw.decode("utf-8", "replace")
+        path = path[2:] if path.startswith("./") else path
+        if digest.decode("ascii", "replace").startswith(manifest.get(path, "-")):
+            continue
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            files[path] = {"error": str(exc)[:200]}
+            continue
+        if size > step["max"]:
+            files[path] = {"size": size}
+        elif size > left:
+            files[path] = {"size": size, "skipped": True}
+        else:
+            try:
+                with open(path, "rb") as source:
+                    data = source.read(step["max"] + 1)
+            except OSError as exc:
+                files[path] = {"error": str(exc)[:200]}
+                continue
+            left -= len(data)
+            files[path] = {"size": size, "data": b64(data)}
+    return {"exit": 0, "files": files}
+
+
+def own_pids(result):
+    stdout = base64.b64decode(result.get("stdout", ""))
+    words = stdout.split(b"\n", 1)[0].split()
+    return len(words) == 4 and words[2] == b"pids=own"
+
+
+def main(plan_path):
+    with open(plan_path, "rb") as source:
+        plan = json.loads(source.read())
+    os.unlink(plan_path)
+    token, results, failed = plan["token"], [], False
+    out = sys.stdout.buffer
+    for index, step in enumerate(plan["steps"]):
+        if failed and not step.get("always"):
+            result = {"skipped": True}
+        elif "unless_own_pids" in step and own_pids(results[step["unless_own_pids"]]):
+            result = {"skipped": True}
+        else:
+            op = step["op"]
+            try:
+                if op == "changed":
+                    result = changed(step, results)
+                else:
+                    result = {"run": run, "write": write, "read": read, "launch": launch}[op](step)
+            except Exception as exc:
+                result = {"exit": None, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            if step.get("check") and result.get("exit") != 0:
+                failed = True
+        results.append(result if step["op"] in ("run", "launch") else {"exit": result.get("exit")})
+        out.write(token.encode() + b" " + json.dumps({"i": index, **result}).encode() + b"\n")
+        out.flush()
+
+
+main(sys.argv[1])

@@ -62,6 +62,7 @@ NAMES: dict[str, str] = {
     "new bsd": "BSD-3-Clause",
     "new bsd license": "BSD-3-Clause",
     "modified bsd": "BSD-3-Clause",
+    "modified bsd license": "BSD-3-Clause",
     "bsd-3": "BSD-3-Clause",
     "3-clause bsd": "BSD-3-Clause",
     "bsd 3-clause": "BSD-3-Clause",

@@ -76,7 +76,9 @@ def mine_package(config: CorpusConfig, job: dict, base: images.Base) -> dict:
     try:
         try:
             tree, meta = _fetch(config, job, scratch, seconds, log)
-            record["license"] = meta.license
+            record["license"] = meta.license  # recorded whatever follows: the card names it even for a refusal
+            if not testsuite.test_files(tree):  # looked for before any image is built
+                tree = _release_repository(job, tree, scratch, log)
             tag, pins = _image(config, job, base, tree, meta, scratch, seconds, log)
             record["image"], record["image_bytes"] = tag, images.image_bytes(config.runtime, tag)
             report |= {"python": base.version, "base_image": base.image, "pins": pins}
@@ -113,8 +115,6 @@ def _fetch(config: CorpusConfig, job: dict, scratch: Path, seconds: dict, log) -
         log(f"fetch: {git.url} at {git.ref} (git fetch)")
         tree = sources.fetch_git(git.url, git.ref, scratch / "source", Path(job["folder"]).name)
     meta = sources.read_metadata(tree, job["name"], job["version"])
-    if not testsuite.test_files(tree):  # looked for before any image is built
-        tree = _release_repository(job, tree, scratch, log)
     seconds["fetch"] = round(time.monotonic() - began, 1)
     from composer_prime.corpus.licenses import classify
 

@@ -210,6 +210,7 @@ MIT_BODY = (
             "MIT AND LicenseRef-unknown",
         ),
         (["License :: OSI Approved"], False, "LicenseRef-unknown"),
+        ("Modified BSD License", True, "BSD-3-Clause"),  # jsonpointer 3.0.0's License field
         ("Proprietary", False, "Proprietary"),
         ("", False, "LicenseRef-unknown"),
         (None, False, "LicenseRef-unknown"),

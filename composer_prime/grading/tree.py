@@ -4,9 +4,10 @@ A `Manifest` maps each file of that starting tree to the sha256 of its bytes; it
 reach it (from the task's snapshot on the host, or in the box before the agent starts). At grading the box's files
 are listed again (`LIST_FILES`) and compared:
 
-- **strays**: files the agent added that are not plain source modules of the task's own packages are removed
-  before the tests run: added test modules and `conftest.py` files, `pytest.py` shims, new top-level packages
-  (`src/pytest/`), `sitecustomize.py`/`usercustomize.py`, `.pth` files, configuration, symlinks;
+- **strays**: files the agent added that are not plain modules or data files of the task's own packages
+  (`allowed_addition`) are removed before the tests run: added test modules and `conftest.py` files, `pytest.py`
+  shims, new top-level packages (`src/pytest/`), `sitecustomize.py`/`usercustomize.py`, `.pth` files, native code,
+  configuration, symlinks;
 - **the scan**: every added line of every changed or added `.py` file is searched for test-machinery patterns
   (`MACHINERY`): pytest hooks and plugin registration, report objects and internals, pluggy, pytest's modules
   looked up in `sys.modules`, import path hooks. A hit voids the grade and the reason is recorded. Legitimate edits to an existing

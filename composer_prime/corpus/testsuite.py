@@ -49,19 +49,14 @@ DISTRIBUTIONS = {
     "usb": "pyusb",
     "dotenv": "python-dotenv",
     "pkg_resources": "setuptools",
-    "setuptools": "setuptools",
     "OpenSSL": "pyOpenSSL",
     "Crypto": "pycryptodome",
     "jose": "python-jose",
     "multipart": "python-multipart",
     "typing_extensions": "typing-extensions",
     "zmq": "pyzmq",
-    "mock": "mock",
-    "freezegun": "freezegun",
-    "hypothesis": "hypothesis",
-    "pytz": "pytz",
 }
-"""Import name -> PyPI distribution, for the common names where they differ (and a few test staples)."""
+"""Import name -> PyPI distribution, for the common names where they differ (any other is its own name)."""
 PROVIDED = frozenset({"__future__", "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging"})
 """What every image has: pytest and its own dependencies (`images.ALWAYS`)."""
 
@@ -139,13 +134,14 @@ UNREACHABLE = (
 """git's words for a host it could not reach (as opposed to a ref the repository lacks)."""
 
 
+GUARDS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+"""Handlers under which an import is optional."""
+
+
 def _guarded(handler: ast.ExceptHandler) -> bool:
     """An `except` that catches a failed import (`ImportError`, `ModuleNotFoundError`, `Exception`, bare)."""
     names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return any(n is None or getattr(n, "id", None) in GUARDS for n in names)
-
-
-GUARDS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
 def _top_imports(text: str) -> set[str]:

@@ -10,8 +10,10 @@ Metric names (the same quantity has the same name in feature-deletion and swe-gy
 - `timed_out`: 1.0 when the run hit its limit and was killed;
 - `void`: 1.0 when a canary came back wrong, the outcome stream was tampered with or the diff scan found test machinery;
 - `replay`: fraction of the recorded calls (feature-deletion: into the deleted feature; swe-gym: the FAIL_TO_PASS
-  tests' calls into the package, with the gold patch) the candidate answered as the gold code did (1.0 where nothing
-  was recorded).
+  tests' calls into the package, with the gold patch; in both, the PASS_TO_PASS tests' calls into the source files
+  that the task leaves alone) the candidate answered as the gold code did (1.0 where nothing was recorded);
+- `replay_used`: 1.0 when calls of the feature (swe-gym: of a usable oracle) were replayed, not only PASS_TO_PASS
+  calls.
 
 The reward `solved` is 1.0 iff the grade has no error, is not void, did not time out, and both fractions and `replay`
 are 1.0.
@@ -40,9 +42,12 @@ class Grade(BaseModel):
     pass_to_pass_failed: list[str] = []
     """PASS_TO_PASS ids that broke."""
     replay: float = 1.0
-    """Fraction of the recorded calls into the feature answered as recorded (1.0 when none were recorded)."""
+    """Fraction of the recorded calls (the feature's and the PASS_TO_PASS tests') answered as recorded (1.0 when none
+    were recorded)."""
     replay_calls: int = 0
     """How many recorded calls were replayed."""
+    regression_calls: int = 0
+    """Of `replay_calls`, how many were PASS_TO_PASS calls into the source files (`mining.regression`)."""
     replay_mismatches: list[str] = []
     """The first calls answered otherwise: index, target, why."""
     replay_note: str | None = None
@@ -103,7 +108,7 @@ class Grade(BaseModel):
             "fail_to_pass": self.fail_to_pass,
             "pass_to_pass": self.pass_to_pass,
             "replay": self.replay,
-            "replay_used": float(self.replay_calls > 0),
+            "replay_used": float(self.replay_calls > self.regression_calls),
             "expected_side_hidden": float(self.expected_hidden),
             "network_isolated": float(self.network_isolated),
             "process_isolated": float(self.isolation in ("pid-namespace", "container") and self.private_copy),

@@ -315,13 +315,16 @@ async def grade(
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None = None,
     calls: list[behaviour.RecordedCall] | None = None,
     check: Callable[[vf.Runtime], Awaitable[list[str]]] | None = None,
+    regression: list[behaviour.RecordedCall] | None = None,
 ) -> Grade:
     """End the rollout's processes, copy the tree, clean it, run the suite with canaries, and judge it (see the module
     docstring). `before_run` (swe-gym: remove the files the test patch deletes) runs on the graded tree after the
     cleaning; a message it returns is the grade's error and nothing runs. `calls` (feature-deletion): the feature's
     recorded behaviour, replayed first, before any test file is written; the replay runs in a PID namespace of its
     own where the box allows it (its processes die with it), and elsewhere the reaper kills every process it left
-    before the tree is cleaned. `check(where)` (the grading interpreter's fingerprint, taken where the suite runs:
+    before the tree is cleaned. `regression`: the PASS_TO_PASS tests' recorded calls into the source files
+    (`mining.regression`), replayed in the same process after `calls` and judged alike (the grade's `replay` counts
+    both). `check(where)` (the grading interpreter's fingerprint, taken where the suite runs:
     the grader box on docker and podman, else the box) runs beside the suite run, once every process that ran the
     candidate before it (the rollout's, the replay's) is dead; the void reasons it returns join the grade's.
 
@@ -338,7 +341,7 @@ async def grade(
         suite = suite.model_copy(update={"jail": True, "hidden": hidden})
     with host_tools(runtime) as host:
         try:
-            return await _grade(host, suite, baseline, before_run, calls, check, started, boxed)
+            return await _grade(host, suite, baseline, before_run, calls, check, started, boxed, regression)
         except Void as exc:
             result = Grade(void=[str(exc)[:1000]])
         except Exception as exc:  # every failure of grading, whatever the tree held: a void grade, never a raise
@@ -356,6 +359,7 @@ async def _grade(
     check: Callable[[vf.Runtime], Awaitable[list[str]]] | None,
     started: float,
     boxed: bool,
+    regression: list[behaviour.RecordedCall] | None = None,
 ) -> Grade:
     """`grade`'s steps, which may raise; `runtime` is the box as grading runs it (`host_tools`), `boxed` whether the
     tree is graded in a grader box."""
@@ -367,7 +371,7 @@ async def _grade(
         ended = await ending
         view = await private_copy(runtime) if suite.private_copy else runtime
     try:
-        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check)
+        result, outcomes, canaries = await _grade_tree(view, suite, baseline, before_run, calls, check, regression)
     finally:
         if view is not runtime:
             await view.remove()
@@ -383,6 +387,7 @@ async def _grade_tree(
     before_run: Callable[[vf.Runtime], Awaitable[str | None]] | None,
     calls: list[behaviour.RecordedCall] | None,
     check: Callable[[vf.Runtime], Awaitable[list[str]]] | None = None,
+    regression: list[behaviour.RecordedCall] | None = None,
 ) -> tuple[Grade, dict[str, str], dict]:
     """The grading steps 0-5 on `runtime` (the private copy's view): the grade without judgement, outcomes, canaries.
 
@@ -401,10 +406,19 @@ async def _grade_tree(
     looking.run(["sh", "-c", tree.REMOVE_BYTECODE], check="grading: removing bytecode")
     replaying = reaping = None
     token = runtime.env.get(BOX_VAR) or new_token()
-    if calls:
+    # the feature's calls first, then the PASS_TO_PASS tests' (the order the miner checked them in on the gold)
+    replayed_calls = [*(calls or []), *(regression or [])]
+    if replayed_calls:
         jail = tuple(suite.hidden) if suite.jail else None
         replaying = behaviour.replay_steps(
-            looking, calls, workdir, suite.python, suite.pythonpath, suite.timeout_s, suite.isolate_network, jail
+            looking,
+            replayed_calls,
+            workdir,
+            suite.python,
+            suite.pythonpath,
+            suite.timeout_s,
+            suite.isolate_network,
+            jail,
         )
         # in its own PID namespace, nothing the replay started outlived it; elsewhere the reaper runs before the listing
         reaping = looking.reap_unless_own_pids(replaying.launched, reap_argv(workdir, token))
@@ -412,7 +426,7 @@ async def _grade_tree(
     await looking.execute(runtime, suite.python)
     if replaying is not None and reaping is not None:
         answers, replay_tail, _ = await behaviour.answers(replaying)
-        replayed, mismatches = behaviour.compare(calls or [], answers)
+        replayed, mismatches = behaviour.compare(replayed_calls, answers)
         overflowed = overflow(replay_tail, "the replay")
         if not reaping.result.get("skipped"):
             try:
@@ -437,7 +451,8 @@ async def _grade_tree(
     finally:
         void += await checked if checked is not None else []
     result.removed, result.void, result.patch = removed, [*void, *result.void], patch
-    result.replay, result.replay_calls, result.replay_mismatches = replayed, len(calls or []), mismatches[:20]
+    result.replay, result.replay_calls, result.replay_mismatches = replayed, len(replayed_calls), mismatches[:20]
+    result.regression_calls = len(regression or [])
     if mismatches:
         result.output_tail = (result.output_tail + "\n--- replay ---\n" + replay_tail)[-6000:]
     return result, outcomes, canaries

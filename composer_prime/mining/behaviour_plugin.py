@@ -12,7 +12,10 @@ values have no strict form is skipped and counted; so are coroutines, lambdas an
 returns an iterator (a generator function's, recorded when the test first reads from it, or any function's `map`,
 `iter` or generator) is recorded with its result `values.PENDING`: consuming it would take the items from the test,
 so the miner fills it in from the gold's own lone replay, which drains it.
-At session end `{"calls": [...], "skipped": n}` is written to `out`.
+At session end `{"calls": [...], "skipped": n}` is written to `out`. At most `max_calls` calls are kept (default
+`MAX_CALLS`), and, where the spec names them, at most `per_test` of one test and `per_target` into one function (the
+suite-wide recording of `composer_prime.mining.regression` keeps a few calls of many tests, not many of one); a call
+whose tagged values take more than `max_bytes` characters of JSON is skipped and counted.
 
 For a `class` feature the candidate chooses how an instance keeps its state, so the replay must not rebuild one from
 the gold's attributes: each instance of the feature's class that a traced method receives as its first argument is
@@ -40,6 +43,12 @@ import pytest
 _SPEC = json.loads(os.environ.get("COMPOSER_PRIME_BEHAVIOUR", "{}"))
 _ROOT = os.path.realpath(_SPEC.get("root", os.getcwd()))
 MAX_CALLS = 300
+_MAX_CALLS = int(_SPEC.get("max_calls") or MAX_CALLS)
+_PER_TEST = int(_SPEC.get("per_test") or 0)  # 0: no cap
+_PER_TARGET = int(_SPEC.get("per_target") or 0)
+_MAX_BYTES = int(_SPEC.get("max_bytes") or 0)
+_per_test: dict[str, int] = {}
+_per_target: dict[str, int] = {}
 _GENERATOR = 0x20
 _UNTRACEABLE = 0x80 | 0x100 | 0x200  # coroutine, iterable coroutine, async generator
 _TEST_DIRS = {"tests", "test", "testing"}
@@ -204,9 +213,20 @@ class _Call:
             [self.record["target"], self.record["args"], self.record["kwargs"], self.record.get("instance")],
             sort_keys=True,
         )
-        if key not in _seen and len(_calls) < MAX_CALLS:
-            _seen.add(key)
-            _calls.append(self.record)
+        if key in _seen or len(_calls) >= _MAX_CALLS:
+            return
+        test, target = self.record["test"], self.record["target"]
+        if (_PER_TEST and _per_test.get(test, 0) >= _PER_TEST) or (
+            _PER_TARGET and _per_target.get(target, 0) >= _PER_TARGET
+        ):
+            return
+        if _MAX_BYTES and len(json.dumps(self.record)) > _MAX_BYTES:
+            _skipped[0] += 1
+            return
+        _seen.add(key)
+        _per_test[test] = _per_test.get(test, 0) + 1
+        _per_target[target] = _per_target.get(target, 0) + 1
+        _calls.append(self.record)
 
 
 def _instance(frame, positional: list) -> tuple[str | None, bool]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from composer_prime.atomic import write_atomic
-from composer_prime.grading.behaviour import RecordedCall
+from composer_prime.grading.behaviour import RecordedCall, mismatch
 from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import blind, record_behaviour
 from composer_prime.mining.collection import INI, widened_config
@@ -36,9 +36,10 @@ from composer_prime.mining.patch import unified_patch
 from composer_prime.mining.prompt import call_sites, render
 from composer_prime.mining.ranking import covering_tests, rank, top_packages, why_kept
 from composer_prime.mining.record import FeatureSpec, MinedTask, load_rows
+from composer_prime.mining.regression import record_suite_calls, unaffected
 from composer_prime.mining.snapshot import fingerprint, leaked_files, list_files, pack_tree, task_tree, write_tree
 from composer_prime.mining.stub import stub_feature
-from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, run_tests
+from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, TestRun, replay_calls, run_tests
 from composer_prime.pytest_outcomes import PASSING, passing
 
 
@@ -96,6 +97,10 @@ class Miner:
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
         self.stats: dict[str, float] = {}
+        self.suite_calls: dict[str, list[RecordedCall]] = {}
+        """Repository fingerprint -> the calls the baseline's passing tests make into the source files, recorded once
+        on the original code (`regression.record_suite_calls`); each task keeps those of its PASS_TO_PASS tests that
+        it leaves alone."""
         """Figures of the last run: baseline times, candidates tried, seconds spent on candidates."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
@@ -409,6 +414,7 @@ class Miner:
                 f"each of its {len(calls)} replayable call(s) {why} and leaves its arguments unchanged: a stub that "
                 "ignores its input would replay as recorded (its effect is elsewhere, e.g. module state)",
             )
+        regression = self._regression(space, pass_to_pass, deletion, texts, calls)
         return MinedTask(
             task_id=task_id,
             repo=space.repo_name,
@@ -426,6 +432,7 @@ class Miner:
             },
             behaviour=calls,
             behaviour_skipped=not_kept,
+            pass_to_pass_behaviour=regression,
             gold_patch=gold_patch,
             test_cmd=self.config.test_cmd,
             test_timeout_s=self.timeout_s,
@@ -440,6 +447,46 @@ class Miner:
             return record_behaviour(self.config.test_cmd, work, spec, targets, self.timeout_s, starting)
         except (TestCommandTimeout, TestCommandFailed) as exc:
             raise _Skip("no behaviour", f"the recording run failed: {exc}") from exc
+
+    def _regression(
+        self,
+        space: _Workspace,
+        pass_to_pass: list[str],
+        deletion: Deletion,
+        texts: dict[str, str],
+        calls: list[RecordedCall],
+    ) -> list[RecordedCall]:
+        """The calls the task's PASS_TO_PASS tests make into the source files (`composer_prime.mining.regression`):
+        recorded once per repository state, then kept where grading's order (the feature's calls first) answers them as
+        recorded on the original code and the task's starting tree (the deletion applied) answers them alike."""
+        if space.repo_fp not in self.suite_calls:
+            try:
+                recorded, _ = record_suite_calls(
+                    self.config.test_cmd, space.work, sorted(space.baseline_passed), self.timeout_s
+                )
+            except (TestCommandTimeout, TestCommandFailed) as exc:
+                self.log(f"recording the PASS_TO_PASS calls failed, no task of this run replays them: {exc}")
+                recorded = []
+            self.suite_calls[space.repo_fp] = recorded
+        wanted = set(pass_to_pass)
+        mine = [call for call in self.suite_calls[space.repo_fp] if call.test in wanted]
+        if not mine:
+            return []
+        try:
+            answers = replay_calls(self.config.test_cmd, space.work, [*calls, *mine], self.timeout_s)
+            mine = [c for c, a in zip(mine, answers[len(calls) :], strict=True) if mismatch(c, a) is None]
+            for path, text in deletion.changed.items():
+                if text is None:
+                    (space.work / path).unlink()
+                else:
+                    (space.work / path).write_text(text, encoding="utf-8")
+            try:
+                return unaffected(self.config.test_cmd, space.work, mine, self.timeout_s)
+            finally:
+                for path in deletion.changed:
+                    (space.work / path).write_text(texts[path], encoding="utf-8")
+        except (TestCommandTimeout, TestCommandFailed):
+            return []
 
     def _affected_files(self, feature: Feature, texts: dict[str, str]) -> list[str]:
         """Test files a deletion of `feature` can break: those with a test that calls it, or naming it."""

@@ -73,6 +73,10 @@ class MinedTask(BaseModel):
     where a replay on the gold code answers the same; grading replays them against the candidate."""
     behaviour_skipped: int = Field(0, ge=0)
     """Calls seen but not kept: values without a strict form, or answers a lone replay does not reproduce."""
+    pass_to_pass_behaviour: list[RecordedCall] = []
+    """Calls the PASS_TO_PASS tests made into the source files with the gold code, with its answers, kept where the
+    task's starting tree answers them alike (`composer_prime.mining.regression`): grading replays them beside
+    `behaviour`, so a regression in another file shows outside the test process."""
     gold_patch: str = Field(min_length=1)
     """A `git apply` patch from the snapshot back to the original code."""
     test_cmd: list[str] = Field(min_length=1)

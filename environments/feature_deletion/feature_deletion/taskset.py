@@ -247,8 +247,15 @@ class FeatureDeletionTask(vf.Task[FeatureDeletionData, vf.State, FeatureDeletion
             return interpreter.changes(before, await interpreter.fingerprint(where, self.python))
 
         check = interpreter_changes if before is not None else None
-        calls = self.data.mined.behaviour
-        grade = await grading.grade(runtime, self.suite(), self.baseline(), calls=calls, check=check)
+        mined = self.data.mined
+        grade = await grading.grade(
+            runtime,
+            self.suite(),
+            self.baseline(),
+            calls=mined.behaviour,
+            check=check,
+            regression=mined.pass_to_pass_behaviour,
+        )
         grade.expected_hidden = _hidden.get(runtime, True)
         return grade
 

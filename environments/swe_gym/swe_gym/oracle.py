@@ -48,6 +48,7 @@ from composer_prime.mining.behaviour import (
     replayed_as_recorded,
     with_drained_results,
 )
+from composer_prime.mining.regression import private_state, record_suite_calls, unaffected
 from composer_prime.mining.testrun import TestCommandFailed, TestCommandTimeout, replay_calls
 from swe_gym.grading import file_of_test
 from swe_gym.local import GIT_TIMEOUT_S, LocalConfig, PrepError, env_path, exclusive, run, slug
@@ -80,6 +81,10 @@ class Oracle(BaseModel):
     the row changed and the oracle is recorded again."""
     calls: list[RecordedCall] = []
     """The calls kept, with the gold's answers (the expected side: host only)."""
+    regression: list[RecordedCall] = []
+    """The calls every PASS_TO_PASS test makes into the source files, with the gold's answers, kept where the starting
+    code answers them alike (`composer_prime.mining.regression`): replayed at grading whether or not the oracle is
+    usable, so a regression in a file the FAIL_TO_PASS tests never reach shows outside the test process."""
     reason: str | None = None
     """Why there is no usable oracle (a key of `REASONS`); None when there is one."""
     detail: str = ""
@@ -104,16 +109,17 @@ class Oracle(BaseModel):
             "usable": self.usable,
             "reason": self.reason,
             "calls": len(self.calls),
+            "regression_calls": len(self.regression),
             **self.model_dump(
                 include={"seen", "no_strict_form", "test_side", "private_state", "not_reproducible", "discriminating"}
             ),
         }
 
 
-RECORDING = 3
+RECORDING = 4
 """The recording rules' version, part of the key: an oracle recorded under older rules (before iterators were drained,
-exceptions the gold adds floored to a base the starting code has, and the PASS_TO_PASS calls of the FAIL_TO_PASS
-files recorded beside them) is recorded again."""
+exceptions the gold adds floored to a base the starting code has, the PASS_TO_PASS calls of the FAIL_TO_PASS
+files recorded beside them, and every PASS_TO_PASS test's calls recorded as `regression`) is recorded again."""
 
 
 def oracle_key(local: LocalConfig, row: SWEGymRow) -> str:
@@ -166,20 +172,6 @@ def prepare_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, timeout_s
     return oracle
 
 
-def _private_state(tree: object) -> bool:
-    """Whether a tagged tree (or a list of them) holds an instance with a private attribute."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, list) or not node:
-            continue
-        if node[0] == "obj" and len(node) > 2 and node[2][:1] == ["dict"]:
-            if any(pair[0][:1] == ["str"] and str(pair[0][1]).startswith("_") for pair in node[2][1]):
-                return True
-        stack.extend(item for item in node[isinstance(node[0], str) :] if isinstance(item, list))
-    return False
-
-
 def _text(path: Path) -> str | None:
     """A file of the starting tree (the host's snapshot), None where it has none."""
     try:
@@ -211,12 +203,14 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
     scratch_root = local.root() / "tmp"
     scratch_root.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
+    regression: list[RecordedCall] = []
 
     def result(calls: list[RecordedCall], reason: str | None, detail: str = "") -> Oracle:
         return Oracle(
             instance_id=row.instance_id,
             key=key,
             calls=calls if reason is None else [],
+            regression=regression,
             reason=reason,
             detail=detail,
             seconds=round(time.monotonic() - started, 2),
@@ -242,6 +236,8 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         failing = [test for test in row.fail_to_pass if outcomes.get(test) != "PASSED"]
         if failing:
             return result([], "gold fails its tests", f"not PASSED with the gold patch: {failing[:5]}")
+        shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
+        regression = _regression(test_cmd, gold, base, row, timeout_s, pythonpath)
         seen = len(calls) + unserialisable
         calls = with_drained_results(test_cmd, gold, calls, timeout_s, pythonpath)  # iterators, as the gold's replay
         calls = floored(calls, existed_before(gold, lambda path: _text(snapshot / path), pythonpath))
@@ -252,7 +248,7 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         counts["test_side"] = len(calls) - len(kept)
         if not kept:
             return result([], "test-side values")
-        plain = [call for call in kept if not _private_state([call.args, list(call.kwargs.values())])]
+        plain = [call for call in kept if not private_state([call.args, list(call.kwargs.values())])]
         private = [call for call in kept if not any(call is other for other in plain)]
         counts["private_state"] = len(private)
         if not plain:
@@ -265,7 +261,6 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         if not stable:
             return result([], "not reproducible")
         why = blind(stable)
-        shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
         answers = replay_calls(test_cmd, base, [*stable, *stable_private], timeout_s, pythonpath)
         told = [mismatch(c, a) is not None for c, a in zip([*stable, *stable_private], answers, strict=True)]
         counts["discriminating"] = sum(told[: len(stable)])
@@ -279,3 +274,17 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
                 return result([], "private state in the arguments", "only calls handed private state tell")
             return result([], "base answers as the gold")
         return result(stable, None)
+
+
+def _regression(
+    test_cmd: list[str], gold: Path, base: Path, row: SWEGymRow, timeout_s: float, pythonpath: list[str]
+) -> list[RecordedCall]:
+    """The calls every PASS_TO_PASS test makes into the source files (`mining.regression`), recorded on the `gold`
+    tree and kept where the starting tree `base` answers them alike; none where the recording run fails (the tests
+    and the canaries then guard those tests alone)."""
+    targets = list(dict.fromkeys(file_of_test(test) for test in row.pass_to_pass))
+    try:
+        calls, _ = record_suite_calls(test_cmd, gold, row.pass_to_pass, timeout_s, targets, pythonpath)
+        return unaffected(test_cmd, base, calls, timeout_s, pythonpath)
+    except (TestCommandTimeout, TestCommandFailed):
+        return []

@@ -324,8 +324,15 @@ class SWEGymTask(vf.Task[SWEGymData, vf.State, SWEGymTaskConfig]):
 
         check = interpreter_changes if interpreter_before is not None else None
         calls = oracle.calls if oracle is not None and oracle.usable else None
+        regression = oracle.regression if oracle is not None else None  # with a usable oracle or without one
         grade = await grader.grade(
-            runtime, suite, trusted, before_run=self._remove_deleted(deleted), calls=calls, check=check
+            runtime,
+            suite,
+            trusted,
+            before_run=self._remove_deleted(deleted),
+            calls=calls,
+            check=check,
+            regression=regression,
         )
         grade.expected_hidden = _hidden.get(runtime, True)
         if calls is None:

@@ -81,10 +81,9 @@ def test_parse_outcomes_reads_verbose_lines_and_the_summary() -> None:
 def test_the_oracle_drops_calls_handed_private_state_or_test_values() -> None:
     """Arguments are walked whole: an instance with a private attribute, or a function of a test module, in any
     argument drops the call (the entry side a replay would rebuild)."""
-    from swe_gym.oracle import _private_state
-
     from composer_prime.grading.behaviour import RecordedCall
     from composer_prime.mining.behaviour import names_test_code
+    from composer_prime.mining.regression import private_state as _private_state
 
     cache = ["obj", "pkg.cache:Cache", ["dict", [[["str", "size"], ["int", "2"]], [["str", "_data"], ["dict", []]]]]]
     public = ["obj", "pkg.cache:Cache", ["dict", [[["str", "size"], ["int", "2"]]]]]

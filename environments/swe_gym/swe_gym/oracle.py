@@ -21,6 +21,10 @@ into a non-test file records its arguments, its result or raised exception and i
    code passes tells nothing. Only a usable oracle discriminates: neither a stub answering every call with one value
    nor the unfixed code's answers pass it.
 
+Beside it, every PASS_TO_PASS test's calls into the source files are recorded on the same gold tree and kept where
+the starting code answers them alike (`Oracle.regression`, `composer_prime.mining.regression`): grading replays them
+whether or not the oracle is usable, so a regression in a file no FAIL_TO_PASS test reaches shows outside pytest.
+
 The oracle (expected side included) is written atomically to `<cache_dir>/oracles/<instance_id>.json` on the host,
 held in the env server's memory at setup and never written into a box; grading sends only the calls' arguments to the
 replayer. Why an instance has no usable oracle is one of `REASONS`, on the oracle and on every grade of it.

@@ -12,6 +12,7 @@ PASS_TO_PASS exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,11 +98,11 @@ class Miner:
         self.excluded: dict[str, str] = {}
         """Tests that fail at baseline (id -> outcome): no task uses them."""
         self.stats: dict[str, float] = {}
+        """Figures of the last run: baseline times, candidates tried, seconds spent on candidates."""
         self.suite_calls: dict[str, list[RecordedCall]] = {}
         """Repository fingerprint -> the calls the baseline's passing tests make into the source files, recorded once
         on the original code (`regression.record_suite_calls`); each task keeps those of its PASS_TO_PASS tests that
         it leaves alone."""
-        """Figures of the last run: baseline times, candidates tried, seconds spent on candidates."""
 
     def _load_previous(self, repo_fp: str) -> tuple[list[MinedTask], dict[str, str]]:
         tasks: list[MinedTask] = []
@@ -472,21 +473,10 @@ class Miner:
         mine = [call for call in self.suite_calls[space.repo_fp] if call.test in wanted]
         if not mine:
             return []
-        try:
-            answers = replay_calls(self.config.test_cmd, space.work, [*calls, *mine], self.timeout_s)
-            mine = [c for c, a in zip(mine, answers[len(calls) :], strict=True) if mismatch(c, a) is None]
-            for path, text in deletion.changed.items():
-                if text is None:
-                    (space.work / path).unlink()
-                else:
-                    (space.work / path).write_text(text, encoding="utf-8")
-            try:
-                return unaffected(self.config.test_cmd, space.work, mine, self.timeout_s)
-            finally:
-                for path in deletion.changed:
-                    (space.work / path).write_text(texts[path], encoding="utf-8")
-        except (TestCommandTimeout, TestCommandFailed):
-            return []
+        answers = replay_calls(self.config.test_cmd, space.work, [*calls, *mine], self.timeout_s)
+        mine = [c for c, a in zip(mine, answers[len(calls) :], strict=True) if mismatch(c, a) is None]
+        with _deleted(space.work, deletion, texts):
+            return unaffected(self.config.test_cmd, space.work, mine, self.timeout_s)
 
     def _affected_files(self, feature: Feature, texts: dict[str, str]) -> list[str]:
         """Test files a deletion of `feature` can break: those with a test that calls it, or naming it."""
@@ -499,16 +489,24 @@ class Miner:
         self, work: Path, deletion: Deletion, texts: dict[str, str], targets: list[str] | None = None
     ) -> TestRun:
         """Run the suite (or `targets`) with the deletion applied to the work copy, then put the originals back."""
-        try:
-            for path, text in deletion.changed.items():
-                if text is None:
-                    (work / path).unlink()
-                else:
-                    (work / path).write_text(text, encoding="utf-8")
+        with _deleted(work, deletion, texts):
             return run_tests(self.config.test_cmd, work, self.timeout_s, targets=targets)
-        finally:
-            for path in deletion.changed:
-                (work / path).write_text(texts[path], encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _deleted(work: Path, deletion: Deletion, texts: dict[str, str]) -> Iterator[None]:
+    """The work copy with `deletion` applied (the task's starting tree, less its held-out tests), the originals put
+    back after."""
+    try:
+        for path, text in deletion.changed.items():
+            if text is None:
+                (work / path).unlink()
+            else:
+                (work / path).write_text(text, encoding="utf-8")
+        yield
+    finally:
+        for path in deletion.changed:
+            (work / path).write_text(texts[path], encoding="utf-8")
 
 
 MODES = {"whole": ("whole",), "stub": ("stub",), "auto": ("whole", "stub")}

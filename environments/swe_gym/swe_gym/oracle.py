@@ -21,9 +21,11 @@ into a non-test file records its arguments, its result or raised exception and i
    code passes tells nothing. Only a usable oracle discriminates: neither a stub answering every call with one value
    nor the unfixed code's answers pass it.
 
-Beside it, every PASS_TO_PASS test's calls into the source files are recorded on the same gold tree and kept where
-the starting code answers them alike (`Oracle.regression`, `composer_prime.mining.regression`): grading replays them
-whether or not the oracle is usable, so a regression in a file no FAIL_TO_PASS test reaches shows outside pytest.
+Beside it, the PASS_TO_PASS tests' calls into the source files are recorded on the same gold tree and kept where the
+starting code answers them alike (`Oracle.regression`, `composer_prime.mining.regression`): those of the tests outside
+the FAIL_TO_PASS files (a usable oracle holds the others' already), or of every PASS_TO_PASS test where the oracle is
+not usable. Grading replays them either way, so a regression in a file no FAIL_TO_PASS test reaches shows outside
+pytest.
 
 The oracle (expected side included) is written atomically to `<cache_dir>/oracles/<instance_id>.json` on the host,
 held in the env server's memory at setup and never written into a box; grading sends only the calls' arguments to the
@@ -86,9 +88,10 @@ class Oracle(BaseModel):
     calls: list[RecordedCall] = []
     """The calls kept, with the gold's answers (the expected side: host only)."""
     regression: list[RecordedCall] = []
-    """The calls every PASS_TO_PASS test makes into the source files, with the gold's answers, kept where the starting
-    code answers them alike (`composer_prime.mining.regression`): replayed at grading whether or not the oracle is
-    usable, so a regression in a file the FAIL_TO_PASS tests never reach shows outside the test process."""
+    """The calls the PASS_TO_PASS tests make into the source files (those outside the FAIL_TO_PASS files where the
+    oracle is usable, every one's where it is not), with the gold's answers, kept where the starting code answers them
+    alike (`composer_prime.mining.regression`): replayed at grading whether or not the oracle is usable, so a
+    regression in a file the FAIL_TO_PASS tests never reach shows outside the test process."""
     reason: str | None = None
     """Why there is no usable oracle (a key of `REASONS`); None when there is one."""
     detail: str = ""
@@ -207,9 +210,13 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
     scratch_root = local.root() / "tmp"
     scratch_root.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
-    regression: list[RecordedCall] = []
+    targets = list(dict.fromkeys(file_of_test(test) for test in row.fail_to_pass))
 
     def result(calls: list[RecordedCall], reason: str | None, detail: str = "") -> Oracle:
+        regression = []
+        if reason != "gold fails its tests":  # a usable oracle replays its files' PASS_TO_PASS calls already
+            skip = targets if reason is None else []
+            regression = _regression(test_cmd, gold, base, row, timeout_s, pythonpath, skip)
         return Oracle(
             instance_id=row.instance_id,
             key=key,
@@ -227,7 +234,6 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
             _checkout(snapshot, gold, [row.patch, row.test_patch])
         except PrepError as exc:
             return result([], "gold fails its tests", f"the patches do not apply: {str(exc)[:400]}")
-        targets = list(dict.fromkeys(file_of_test(test) for test in row.fail_to_pass))
         # The PASS_TO_PASS tests of the same files are recorded too: the unfixed code answers their calls as the
         # gold does, so they tell no fix apart alone, but beside the FAIL_TO_PASS calls they defeat a stub that
         # answers every call one way (`return hi` for a clamp whose failing cases all return `hi`).
@@ -241,7 +247,6 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
         if failing:
             return result([], "gold fails its tests", f"not PASSED with the gold patch: {failing[:5]}")
         shutil.copytree(snapshot, base, ignore=shutil.ignore_patterns(".git"))
-        regression = _regression(test_cmd, gold, base, row, timeout_s, pythonpath)
         seen = len(calls) + unserialisable
         calls = with_drained_results(test_cmd, gold, calls, timeout_s, pythonpath)  # iterators, as the gold's replay
         calls = floored(calls, existed_before(gold, lambda path: _text(snapshot / path), pythonpath))
@@ -281,14 +286,21 @@ def record_oracle(local: LocalConfig, row: SWEGymRow, snapshot: Path, key: str, 
 
 
 def _regression(
-    test_cmd: list[str], gold: Path, base: Path, row: SWEGymRow, timeout_s: float, pythonpath: list[str]
+    test_cmd: list[str],
+    gold: Path,
+    base: Path,
+    row: SWEGymRow,
+    timeout_s: float,
+    pythonpath: list[str],
+    skip: list[str],
 ) -> list[RecordedCall]:
-    """The calls every PASS_TO_PASS test makes into the source files (`mining.regression`), recorded on the `gold`
-    tree and kept where the starting tree `base` answers them alike; none where the recording run fails (the tests
-    and the canaries then guard those tests alone)."""
-    targets = list(dict.fromkeys(file_of_test(test) for test in row.pass_to_pass))
+    """The calls the PASS_TO_PASS tests of files not in `skip` make into the source files (`mining.regression`),
+    recorded on the `gold` tree and kept where the starting tree `base` answers them alike; none where the recording
+    run fails (the tests and the canaries then guard those tests alone)."""
+    tests = [test for test in row.pass_to_pass if file_of_test(test) not in skip]
+    targets = list(dict.fromkeys(file_of_test(test) for test in tests))
     try:
-        calls, _ = record_suite_calls(test_cmd, gold, row.pass_to_pass, timeout_s, targets, pythonpath)
+        calls, _ = record_suite_calls(test_cmd, gold, tests, timeout_s, targets, pythonpath)
         return unaffected(test_cmd, base, calls, timeout_s, pythonpath)
     except (TestCommandTimeout, TestCommandFailed):
         return []

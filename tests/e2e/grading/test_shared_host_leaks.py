@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -46,6 +44,7 @@ from tests.e2e.grading.test_reward_hacks import (  # noqa: F401 (fixtures)
     grader_venv,
 )
 from tests.support.featdel_repo import PRICING
+from tests.support.outside import outside_tmp
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import Reply, tool
 from tests.support.swegym_repo import FIX_SECRET, OPS_C3, build_toy_instance, git, local_task_config, write_jsonl
@@ -53,21 +52,9 @@ from tests.support.swegym_repo import FIX_SECRET, OPS_C3, build_toy_instance, gi
 pytestmark = pytest.mark.slow
 
 
-def _outside_tmp() -> Path:
-    """A fresh folder on the host outside the temporary folder (the home's cache, or else this checkout)."""
-    tmp = Path(tempfile.gettempdir()).resolve()
-    for base in (Path.home() / ".cache", Path(__file__).resolve().parents[3]):
-        resolved = base.resolve()
-        if resolved != tmp and tmp not in resolved.parents and Path("/tmp") not in resolved.parents:
-            root = base / f"composer-prime-test-{secrets.token_hex(4)}"
-            root.mkdir(parents=True)
-            return root
-    pytest.skip("no folder outside the temporary folder to hold the boxes")
-
-
 @pytest.fixture(scope="module")
 def outside() -> Iterator[Path]:
-    root = _outside_tmp()
+    root = outside_tmp()
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -27,7 +27,7 @@ from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall
 from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import blind, record_behaviour
-from composer_prime.mining.collection import INI, widened_config
+from composer_prime.mining.collection import INI, guarded_mains, widened_config
 from composer_prime.mining.config import MineConfig, check_inputs
 from composer_prime.mining.copies import HINT_LIMIT, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -199,6 +199,10 @@ class Miner:
         if widened is not None:  # unittest-style test names: the mined tree carries the pytest.ini that collects them
             files = {**files, INI: widened[0]}
             self.log(widened[1])
+        guarded = guarded_mains(files)
+        if guarded is not None:  # a module-level unittest.main() would end pytest's collection
+            files = {**files, **guarded[0]}
+            self.log(guarded[1])
         repo_fp = fingerprint(files)
         tasks, skipped = self._load_previous(repo_fp)
         done = {task.task_id for task in tasks}

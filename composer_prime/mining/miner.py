@@ -255,9 +255,11 @@ class Miner:
             space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passed), unusual, work, copies)
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
-            started, kept_now, tried, reasons = time.monotonic(), 0, 0, Counter()
+            started, kept_now, tried, reasons, untried = time.monotonic(), 0, 0, Counter(), 0
             for index, feature in enumerate(candidates, start=1):
                 if config.max_tasks is not None and len(tasks) >= config.max_tasks:
+                    rest = candidates[index - 1 :]
+                    untried = sum(1 for f in rest if f"{repo.name}:{f.key}" not in done and f.key not in skipped)
                     break
                 task_id = f"{repo.name}:{feature.key}"
                 if task_id in done or feature.key in skipped:
@@ -283,7 +285,10 @@ class Miner:
         elapsed = time.monotonic() - started
         self.stats.update(candidates=len(candidates), tried=tried, candidate_seconds=elapsed)
         summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
-        self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
+        left = f"; {untried} candidate(s) not tried (--max-tasks {config.max_tasks} reached)" if untried else ""
+        self.log(
+            f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}{left}"
+        )
         return tasks
 
     def _candidates(self, texts: dict[str, str], baseline: TestRun) -> list[Feature]:

@@ -99,3 +99,15 @@ def test_a_module_level_unittest_main_no_longer_ends_collection(tmp_path: Path) 
     ]
     valid, _ = score_in_fresh_box(load_tasks(out)["names-repo:names/core.py::first_name"], gold=True)
     assert valid is True
+
+
+def test_the_closing_line_says_what_max_tasks_left_untried(tmp_path: Path) -> None:
+    repo = tmp_path / "names-repo"
+    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": TESTS}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    config = MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0, max_tasks=1)
+    assert len(Miner(config, log=lines.append).run()) == 1
+    assert lines[-1].endswith("; skipped: none; 1 candidate(s) not tried (--max-tasks 1 reached)"), lines[-1]

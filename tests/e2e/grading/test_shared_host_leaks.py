@@ -303,3 +303,27 @@ def test_the_bundled_samples_gold_is_not_in_reach_through_git(
     task = {task.data.name: task for task in load_taskset(config.taskset)}["toolz-1.2.0:toolz/functoolz.py::is_arity"]
     trace = graded(task, [tool("bash", command=SAMPLE_FROM_GIT)])
     assert trace.reward == 0.0, trace.info["grading"]
+
+
+def test_earlier_rollouts_in_prime_rls_run_folder_are_not_an_answer(
+    monkeypatch: pytest.MonkeyPatch, outside: Path, private_boxes: Path
+) -> None:
+    """red40's R2: PRIME-RL keeps every rollout of the run in `<run>/rollouts/`, each trace with what grading reported
+    (held-out tests' output, replay reasons), on the host the env server runs on. The tasksets hide the run folder
+    of the env server's command line (`env-server @ <run>/configs/envs/<split>/<name>.json`); here the folder holds
+    the gold patch itself, as a stand-in for anything a trace could carry."""
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    run = outside / "outputs" / "run"
+    env_config = run / "configs" / "envs" / "train" / "feature-deletion.json"
+    env_config.parent.mkdir(parents=True)
+    env_config.write_text("{}")
+    monkeypatch.setattr(sys, "argv", ["env-server", "@", str(env_config)])
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+    config = resolve_env_config({"taskset": {"id": "feature-deletion"}})
+    task = {task.data.name: task for task in load_taskset(config.taskset)}["toolz-1.2.0:toolz/functoolz.py::is_arity"]
+    kept = run / "rollouts" / "step_3" / "rollouts.jsonl"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(task.data.mined.gold_patch)
+    trace = graded(task, [tool("bash", command=f"git apply {kept} && echo applied")])
+    assert trace.reward == 0.0, trace.info["grading"]

@@ -317,3 +317,14 @@ def test_canaries_go_to_every_fail_to_pass_file_and_one_drawn_pass_to_pass_file(
         canary_targets(Suite(fail_to_pass=f2p, pass_to_pass=p2p, targets=["tests"], timeout_s=1))[2] for _ in range(40)
     }
     assert drawn == {"tests/test_c.py", "tests/test_d.py"}
+
+
+def test_prime_rls_run_folder_is_read_from_the_env_servers_command_line(tmp_path) -> None:
+    """red40's R2: PRIME-RL keeps every rollout (with what grading reported) in its run folder; the tasksets hide the
+    folder of the run their env server serves, as PRIME-RL's launcher names it on the command line."""
+    from composer_prime.grading.runtime import run_folders
+
+    config = tmp_path / "outputs" / "run" / "configs" / "envs" / "train" / "feature-deletion.json"
+    assert run_folders(["env-server", "@", str(config)]) == [(tmp_path / "outputs" / "run").resolve()]
+    assert run_folders(["env-server", "@", str(tmp_path / "env.json")]) == []
+    assert run_folders(["pytest", str(config)]) == []

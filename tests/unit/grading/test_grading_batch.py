@@ -85,3 +85,33 @@ def test_a_dropped_stream_comes_back_as_its_header_and_trailer(tmp_path: Path) -
     stdout = flooded.stdout
     assert len(stdout) < 1000 and stdout.startswith("composer-prime-launch ")
     assert overflow(stdout, "the outcome stream")  # still judged void: the trailer says what was dropped
+
+
+def test_no_step_follows_a_link_the_code_under_test_left_in_the_tree(tmp_path: Path) -> None:
+    """red40's R1: a suite session swapped `tests/` for a link to a host folder at exit, and the driver, outside the
+    jail, wrote the late canary (a held-out test's copy) there. Writes, reads and the changed-file reads never follow
+    a link: a linked folder or file in the tree is refused, and nothing lands outside it."""
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host\n")
+    (tree / "tests").symlink_to(outside)
+    (tree / "pkg").mkdir()
+    (tree / "pkg" / "link.py").symlink_to(outside / "secret.txt")
+    for path in ("tests/test_late.py", "pkg/link.py", "tests/sub/test_deep.py"):
+        batch = Batch()
+        batch.write(path, b"held-out expected values")
+        with pytest.raises(vf.SandboxError, match=f"grading: writing {path} failed .*Error"):
+            asyncio.run(batch.execute(runtime_in(tree), sys.executable))
+    batch = Batch()
+    read = batch.read("tests/secret.txt", 100)
+    listing = batch.run(["sh", "-c", "printf 'ab  ./tests/secret.txt\\0cd  ./pkg/link.py\\0'"])
+    changed = batch.changed(listing, {}, 100, 1000)
+    fine = batch.write("pkg/sub/ok.py", b"ok")
+    asyncio.run(batch.execute(runtime_in(tree), sys.executable))
+    assert read.exit is None and "NotADirectoryError" in read.result["error"], read.result
+    assert sorted(changed.result["files"]) == ["pkg/link.py", "tests/secret.txt"]
+    assert all("error" in entry for entry in changed.result["files"].values()), changed.result
+    assert sorted(p.name for p in outside.rglob("*")) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "host\n"
+    assert fine.exit == 0 and (tree / "pkg" / "sub" / "ok.py").read_bytes() == b"ok"

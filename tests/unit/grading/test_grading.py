@@ -108,7 +108,9 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
         "pytest.py": "bb",
         "src/pytest/__main__.py": "bb",
         "tests/test_0000_helpers.py": "bb",
-        "pkg/test_extra.py": "bb",
+        "pkg/test_extra.py": "bb",  # a module named like a test (red40's `shop/ab_test.py`): a module, kept
+        "pkg/ab_test.py": "bb",
+        "pkg/.hidden/evil.py": "bb",  # anything in a dot-folder (red40's R9): removed
         "pkg/conftest.py": "bb",
         "pkg/sitecustomize.py": "bb",
         "evil.pth": "bb",
@@ -124,6 +126,7 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
             "pkg/__pycache__/core.cpython-311.pyc",
             "helpers/util.py",
             "pkg/.hidden.json",
+            "pkg/.hidden/evil.py",
             "pkg/conftest.py",
             "pkg/fast.cpython-311-x86_64-linux-gnu.so",
             "pkg/link.py",
@@ -131,7 +134,6 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
             "pkg/native.so.1",
             "pkg/pytest.ini",
             "pkg/sitecustomize.py",
-            "pkg/test_extra.py",
             "pkg/tests/test_more.py",
             "pytest.py",
             "src/pytest/__main__.py",

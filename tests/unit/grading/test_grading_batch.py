@@ -115,3 +115,19 @@ def test_no_step_follows_a_link_the_code_under_test_left_in_the_tree(tmp_path: P
     assert sorted(p.name for p in outside.rglob("*")) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "host\n"
     assert fine.exit == 0 and (tree / "pkg" / "sub" / "ok.py").read_bytes() == b"ok"
+
+
+def test_changed_files_past_the_scans_total_void_the_grading_with_the_total(tmp_path: Path) -> None:
+    """red40's K2: 300 kept modules of 1.8 MB took the scan (in the env server's process) past the scoring timeout,
+    so the rollout had no grade and no reason. Past `SCAN_TOTAL_BYTES` the grading is void, saying why."""
+    from composer_prime.grading.cleaning import SCAN_BYTES, SCAN_TOTAL_BYTES, Baseline, scan_changed
+
+    size = SCAN_BYTES - 1000
+    names = [f"pkg/blob{i}.py" for i in range(SCAN_TOTAL_BYTES // size + 1)]
+    (tmp_path / "pkg").mkdir()
+    for name in names:
+        (tmp_path / name).write_bytes(b"x = 1\n" * (size // 6))
+    baseline = Baseline(files={}, content=lambda path: None)
+    void = asyncio.run(scan_changed(runtime_in(tmp_path), baseline, names))
+    assert len(void) == 1 and f"the {len(names)} changed files hold" in void[0] and "per grading" in void[0], void
+    assert asyncio.run(scan_changed(runtime_in(tmp_path), baseline, names[:2])) == []

@@ -44,9 +44,14 @@ def eval_figures(path: Path) -> list[dict[str, Any]]:
     return [found[key] for key in sorted(found, key=lambda k: (k[1], k[0]))]
 
 
-RESUMED = {"trainer.log": "Starting from step", "orchestrator.log": "Resuming orchestrator from checkpoint step"}
-"""What PRIME-RL's trainer and orchestrator log once they loaded a checkpoint (the trainer's line carries the loaded
-progress: the step it trains next and the tokens and samples trained before)."""
+RESUMED = {
+    "trainer": ("trainer.log", "Resuming training from checkpoint step"),
+    "trainer_progress": ("trainer.log", "Starting from step"),
+    "orchestrator": ("orchestrator.log", "Resuming orchestrator from checkpoint step"),
+}
+"""What PRIME-RL's trainer and orchestrator log once they loaded a checkpoint, and the trainer's progress after it
+(the step it trains next, the tokens and samples it counted before: its checkpoint of step N is written before it
+counts step N's)."""
 
 
 def resumed(run: Path, step: int | None) -> dict[str, Any] | None:
@@ -57,9 +62,9 @@ def resumed(run: Path, step: int | None) -> dict[str, Any] | None:
     from composer_prime.smoke.console import strip_ansi
 
     said: dict[str, Any] = {"from_step": step}
-    for name, marker in RESUMED.items():
+    for key, (name, marker) in RESUMED.items():
         log = run / "logs" / "latest" / name
         lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
         hits = [strip_ansi(line) for line in lines if marker in line]
-        said[name.removesuffix(".log")] = hits[0][hits[0].index(marker) :].strip() if hits else None
+        said[key] = hits[0][hits[0].index(marker) :].strip() if hits else None
     return said

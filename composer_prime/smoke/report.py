@@ -247,8 +247,8 @@ def text(report: dict[str, Any], width: int = WIDTH) -> str:
         )
     if report.get("resumed"):
         said = report["resumed"]
-        console.print(f"resumed from the checkpoint of step {said['from_step']} (PRIME-RL's [resume]):")
-        console.print(f"  trainer: {said.get('trainer') or 'said nothing'}")
+        console.print(f"resumed from the checkpoint of step {said['from_step']} (PRIME-RL's own resume):")
+        console.print(f"  trainer: {said.get('trainer') or 'said nothing'}; {said.get('trainer_progress') or ''}")
         console.print(f"  orchestrator: {said.get('orchestrator') or 'said nothing'}")
     for e in report.get("evals", []):
         figures = [f"reward {e['reward_mean']:.2f}" if "reward_mean" in e else "reward -"]

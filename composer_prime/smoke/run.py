@@ -97,7 +97,7 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
     else:  # the run's own tasks and start model, as its checkpoints were trained from
         meta["setup"] = json.loads((work / "setup.json").read_text())
         meta["resumed_from"] = resume[1]
-        status.note(f"resuming {resume[0].name} from its checkpoint of step {resume[1]} (PRIME-RL's [resume])")
+        status.note(f"resuming {resume[0].name} from its checkpoint of step {resume[1]} (PRIME-RL's own resume)")
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()

@@ -44,6 +44,7 @@ def _work(tmp_path: Path) -> Path:
     (run / "logs" / "attempt_2").mkdir(parents=True)
     (run / "logs" / "latest").symlink_to("attempt_2")
     (run / "logs" / "attempt_2" / "trainer.log").write_text(
+        "[trainer0]:\x1b[2m13:19:17\x1b[0m INFO Resuming training from checkpoint step 1\x1b[0m\n"
         "[trainer0]:\x1b[2m13:19:17\x1b[0m INFO Starting from step 2 (total_tokens=812, total_samples=8)\x1b[0m\n"
     )
     (run / "logs" / "attempt_2" / "orchestrator.log").write_text("INFO Resuming orchestrator from checkpoint step 1\n")
@@ -70,7 +71,8 @@ def test_the_report_reads_as_a_debugger_needs(tmp_path: Path) -> None:
     assert [(e["step"], e["reward_mean"], e["turns"]) for e in report["evals"]] == [(0, 0.0, 3.0), (2, 0.5, 3.0)]
     assert report["resumed"] == {
         "from_step": 1,
-        "trainer": "Starting from step 2 (total_tokens=812, total_samples=8)",
+        "trainer": "Resuming training from checkpoint step 1",
+        "trainer_progress": "Starting from step 2 (total_tokens=812, total_samples=8)",
         "orchestrator": "Resuming orchestrator from checkpoint step 1",
     }
     printed = text(report)
@@ -80,7 +82,7 @@ def test_the_report_reads_as_a_debugger_needs(tmp_path: Path) -> None:
     assert "off-policy lag" in printed and "max_off_policy_steps = 8" in printed
     assert "12/0" in printed  # teacher queries / failed, per step
     assert "eval feature-deletion-eval at step 2, policy v2: reward 0.50, errors 0%, turns 3.0" in printed
-    assert "resumed from the checkpoint of step 1" in printed and "total_tokens=812" in printed
+    assert "resumed from the checkpoint of step 1 (PRIME-RL's own resume):" in printed and "total_tokens=812" in printed
     fig = figure(report)
     by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
     hints = by_title["hints: targets scored, hint loss"]

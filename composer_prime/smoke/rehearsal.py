@@ -5,6 +5,7 @@ and the orchestrator log once they loaded it). docs/smoke.md, "The eval, the che
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -54,13 +55,16 @@ RESUMED = {
 counts step N's)."""
 
 
+def strip_ansi(text: str) -> str:
+    """`text` without its terminal colour codes (PRIME-RL's logs carry them)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 def resumed(run: Path, step: int | None) -> dict[str, Any] | None:
     """For a resumed run: the checkpoint step and PRIME-RL's own lines saying what it loaded (the newest attempt's
     logs, `logs/latest/`)."""
     if step is None:
         return None
-    from composer_prime.smoke.console import strip_ansi
-
     said: dict[str, Any] = {"from_step": step}
     for key, (name, marker) in RESUMED.items():
         log = run / "logs" / "latest" / name

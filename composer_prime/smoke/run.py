@@ -15,8 +15,9 @@ from composer_prime.local.launch import ENV_SERVER_PORTS, cache_lock
 from composer_prime.process.group import ProcessFailed, group, run
 from composer_prime.process.ports import free_port, free_port_blocks, reserve
 from composer_prime.smoke.config import SmokeConfig
-from composer_prime.smoke.console import Status, StepLines, progress_line, strip_ansi, teacher_url_warning
+from composer_prime.smoke.console import Status, StepLines, progress_line, teacher_url_warning
 from composer_prime.smoke.outdir import Busy, claimed, fresh, linked_logs, resume_point, rotate_logs, run_dir
+from composer_prime.smoke.rehearsal import strip_ansi
 
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",

@@ -14,7 +14,7 @@ between the two:
 
 `datasets.load_dataset(OUT)` reads the card's `configs` and loads the `tasks` config; `load_dataset(OUT, "bases")` the
 tarballs. A task row names its package (`package`, the folder name; `name`, `version`, `source`, `license`), its
-`image`, browsing columns (`task_id`, `kind`, `path`, `qualname`, `prompt`, `gold_patch`, `fail_to_pass`,
+`image`, browsing columns (`task_id`, `kind`, `path`, `qualname`, `deletion`, `prompt`, `gold_patch`, `fail_to_pass`,
 `pass_to_pass`) and, in `task`, the whole `MinedTask` as JSON: what the feature-deletion taskset reads. A repository
 state is shared by every task mined from it, so the tarballs travel once, in the `bases` config keyed by
 (`package`, `base`), rather than in every task row. A row without an image takes its package's `image`.
@@ -146,6 +146,7 @@ def _task_row(package: Package, task: MinedTask) -> dict[str, Any]:
         "kind": task.feature.kind,
         "path": task.feature.path,
         "qualname": task.feature.qualname,
+        "deletion": task.feature.deletion,
         "prompt": task.prompt,
         "gold_patch": task.gold_patch,
         "fail_to_pass": list(task.fail_to_pass),

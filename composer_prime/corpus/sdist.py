@@ -65,15 +65,56 @@ def fetch(
     """Download the sdist of `name==version` into the folder `into`; the archive's path. Raises FetchError."""
     spec = f"{name}=={version}"
     looked: list[str] = []
+    seen: list[Candidate] = []
     for source in [*find_links, None]:
         candidates = _find_links(source) if source is not None else _index_page(spec, name, index_url)
         looked.append(source if source is not None else _project_url(index_url, name))
         match = next((c for c in candidates if _is_sdist_of(c.filename, name, version)), None)
         if match is not None:
             return _download(spec, match, into, max_bytes)
-    raise FetchError(
-        f"{spec}: no sdist (.tar.gz or .zip) of this release at {', '.join(looked)}; check the name and version on "
-        "the index, or put the sdist in a find_links folder"
+        seen.extend(candidates)
+    raise FetchError(_why_missing(spec, name, version, seen, looked))
+
+
+def _file_release(filename: str, name: str) -> str | None:
+    """The version an sdist's or a wheel's file name gives, when the file is one of `name`'s."""
+    lower = filename.lower()
+    if lower.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        return parts[1] if len(parts) >= 5 and canonicalize_name(parts[0]) == canonicalize_name(name) else None
+    suffix = next((s for s in SDIST_SUFFIXES if lower.endswith(s)), None)
+    if suffix is None:
+        return None
+    file_name, sep, file_version = filename[: -len(suffix)].rpartition("-")
+    return file_version if sep and canonicalize_name(file_name) == canonicalize_name(name) else None
+
+
+def _why_missing(spec: str, name: str, version: str, seen: list[Candidate], looked: list[str]) -> str:
+    """Which of the name, the version or the sdist is missing where fetch looked, and the fix."""
+    where = ", ".join(looked)
+    releases: dict[str, list[str]] = {}
+    for candidate in seen:
+        release = _file_release(candidate.filename, name)
+        if release is not None:
+            releases.setdefault(release, []).append(candidate.filename)
+    if not releases:
+        return f"{spec}: no project named {name!r} at {where}; check the spelling of the name (as pip installs it)"
+
+    def key(text: str) -> tuple[int, Version | str]:
+        try:
+            return (1, Version(text))
+        except InvalidVersion:
+            return (0, text)
+
+    same = next((files for release, files in releases.items() if key(release) == key(version)), None)
+    if same is None:
+        latest = ", ".join(sorted(releases, key=key, reverse=True)[:5])
+        return (
+            f"{spec}: {name} has no release {version} at {where}; its releases there include {latest}: pin one of those"
+        )
+    return (
+        f"{spec}: this release has no sdist (.tar.gz or .zip) at {where}, only {', '.join(sorted(same)[:3])}; "
+        "mine-corpus reads the tests from an sdist: put one in a find_links folder, or pick a release that has one"
     )
 
 

@@ -69,6 +69,7 @@ def schemas() -> tuple[Any, Any]:
                 "kind",
                 "path",
                 "qualname",
+                "deletion",
                 "prompt",
                 "gold_patch",
             )

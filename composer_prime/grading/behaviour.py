@@ -223,13 +223,15 @@ def _mismatch(call: RecordedCall, answer: dict | None) -> str | None:
         return "no answer (the replay died or was killed)"
     if "error" in answer:
         return str(answer["error"])[:300]
+    # What the gold answered stays out of the reason: the reason goes on the trace, and traces are kept where a later
+    # rollout of the same task could read them (PRIME-RL's run folder). The candidate's own answer is its to see.
     if call.raised is not None:
         if not values.same(call.raised, answer.get("raised")):
-            return f"expected to raise {call.raised[1]}, got {_shown(answer)}"
+            return f"expected to raise (the recorded exception), got {_shown(answer)}"
     elif "raised" in answer:
-        return f"expected {_short(call.result)}, got {_shown(answer)}"
+        return f"expected a result (the recorded one), got {_shown(answer)}"
     elif call.result != IGNORED and not values.same(call.result, answer.get("result")):
-        return f"expected {_short(call.result)}, got {_shown(answer)}"
+        return f"a result other than the recorded one: got {_shown(answer)}"
     after, kw_after = answer.get("args_after"), answer.get("kwargs_after")
     if not isinstance(after, list) or len(after) != len(call.args_after):
         return "the arguments after the call do not match"

@@ -9,7 +9,8 @@ CAP_SYS_PTRACE), then runs each step and writes one line per step to its stdout:
 by the host for this plan. A step's bytes (files read, a launched program's stdout and stderr) travel base64-encoded,
 so nothing in them can break a line.
 
-Steps (`op`): `run` (argv, its exit and output), `write` (a file, its folders made), `read` (at most `max` bytes),
+Steps (`op`): `run` (argv, its exit and output), `write` (a file, its folders made), `read` (at most `max` bytes;
+`write`, `read` and `changed` open files without following any symbolic link, `open_here`),
 `launch` (a grading process under `launch.LAUNCH`, in a session of its own, killed with every process under it
 past `wait` seconds: the launch's own `timeout` ends it first; a launch whose output's capping trailer says stdout bytes
 were dropped comes back as its first line and that trailer only, since such a stream is judged void whole), `changed`
@@ -24,6 +25,7 @@ import base64
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -57,18 +59,50 @@ def run(step):
     return {"exit": done.returncode, "stdout": b64(done.stdout), "stderr": b64(done.stderr[-65536:])}
 
 
+def open_here(path, flags, make=False):
+    """A descriptor for `path` that no symbolic link redirects: a path inside the tree (relative: the driver runs in
+    it) is walked folder by folder from the tree with `O_NOFOLLOW`, so a link the code under test left at any of its
+    components (`tests` pointed at a host folder) is refused rather than followed out of the tree; an absolute path
+    (the launcher's fresh scratch folder) has its last component opened with `O_NOFOLLOW`. With `make`, missing
+    folders are made. Only regular files are opened (`O_NONBLOCK`: a FIFO left there cannot hold the driver)."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    if os.path.isabs(path):
+        if make and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    else:
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if not parts or ".." in parts:
+            raise ValueError(f"{path!r} is not a path inside the tree")
+        folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts[:-1]:
+                try:
+                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    os.mkdir(part, 0o755, dir_fd=folder)
+                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            fd = os.open(parts[-1], flags, 0o644, dir_fd=folder)
+        finally:
+            os.close(folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path!r} is not a regular file")
+    return fd
+
+
 def write(step):
-    path = step["path"]
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    with open(path, "wb") as out:
+    with os.fdopen(open_here(step["path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make=True), "wb") as out:
         out.write(base64.b64decode(step["data"]))
     return {"exit": 0}
 
 
 def read(step):
-    with open(step["path"], "rb") as source:
+    with os.fdopen(open_here(step["path"], os.O_RDONLY), "rb") as source:
         return {"exit": 0, "data": b64(source.read(step["max"]))}
 
 
@@ -129,23 +163,18 @@ def changed(step, results):
         if digest.decode("ascii", "replace").startswith(manifest.get(path, "-")):
             continue
         try:
-            size = os.stat(path).st_size
-        except OSError as exc:
-            files[path] = {"error": str(exc)[:200]}
-            continue
-        if size > step["max"]:
-            files[path] = {"size": size}
-        elif size > left:
-            files[path] = {"size": size, "skipped": True}
-        else:
-            try:
-                with open(path, "rb") as source:
+            with os.fdopen(open_here(path, os.O_RDONLY), "rb") as source:
+                size = os.fstat(source.fileno()).st_size
+                if size > step["max"]:
+                    files[path] = {"size": size}
+                elif size > left:
+                    files[path] = {"size": size, "skipped": True}
+                else:
                     data = source.read(step["max"] + 1)
-            except OSError as exc:
-                files[path] = {"error": str(exc)[:200]}
-                continue
-            left -= len(data)
-            files[path] = {"size": size, "data": b64(data)}
+                    left -= len(data)
+                    files[path] = {"size": size, "data": b64(data)}
+        except (OSError, ValueError) as exc:
+            files[path] = {"error": str(exc)[:200]}
     return {"exit": 0, "files": files}
 
 

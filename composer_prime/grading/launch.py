@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from composer_prime.process.jail import SYSTEM_PATH, jail_argv
+from composer_prime.process.jail import SYSTEM_PATH, jail_argv, without_secrets
 
 HEADER = "composer-prime-launch"
 SH = "/bin/sh"
@@ -156,6 +156,7 @@ def launch_argv(
     """`argv` under the time limit and (with `isolate`) a network namespace of its own; with `own_pids`, also a PID
     namespace of its own where the box allows it; with `cap` (an interpreter), its output capped by `CAP`; with
     `jail`, in the jail (see the module docstring)."""
+    argv = without_secrets(argv)  # the env server's credentials are not the code under test's to read
     prefix = jail_argv(list(jail.writable), list(jail.hidden), []) if jail is not None else []
     flags = ["1" if isolate else "0", f"{limit_s:g}", "1" if own_pids else "0", cap or "", CAP, str(len(prefix))]
     return [SH, "-c", LAUNCH, "composer-prime-grade", *flags, *prefix, *argv]

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import weakref
 from collections.abc import Iterable, Iterator
@@ -142,6 +143,27 @@ async def readable_by_agent(runtime: vf.Runtime, paths: Iterable[str]) -> list[s
     if "composer-readable-done" not in seen:  # the check itself did not run to its end: assume the worst
         return paths
     return [p for p in paths if p in seen]
+
+
+def run_folders(argv: list[str] | None = None) -> list[Path]:
+    """The PRIME-RL run folder this process serves as an env server, read from its command line: PRIME-RL 559b447's
+    launcher starts `env-server @ <run>/configs/envs/<split>/<name>.json` (`entrypoints/rl.py`). The run folder holds
+    every rollout written so far (`rollouts/`, each trace with what grading reported: failing held-out tests'
+    output, replay mismatches) and the orchestrator's logs, where a later rollout of the same task could read them:
+    it is part of the expected side. Empty for any other process (tests, `composer-prime` commands): name the folder
+    in `hidden_paths` where the env server is started another way."""
+    args = sys.argv if argv is None else argv
+    found = []
+    for before, arg in zip(args, args[1:], strict=False):
+        path = Path(arg)
+        if (
+            before == "@"
+            and path.suffix == ".json"
+            and len(path.parts) >= 5
+            and path.parts[-4:-2] == ("configs", "envs")
+        ):
+            found.append(path.resolve().parents[3])
+    return found
 
 
 def git_dirs(path: Path) -> list[Path]:

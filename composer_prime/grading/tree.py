@@ -154,17 +154,22 @@ def _placed(pure: PurePosixPath, sources: set[str], packages: set[str]) -> bool:
 
 def allowed_addition(path: str, sources: set[str], packages: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
     """An added file the grader keeps, placed in a source folder or under a package of the starting tree
-    (`packages`: folders holding an `__init__.py`): a plain module (not a test, not a start-up hook, no `pytest.py`
-    or `__main__.py`), or a data file (a JSON table, a template) that is neither code the scan cannot read nor
+    (`packages`: folders holding an `__init__.py`), outside test folders and dot-folders: a plain module (not a
+    `conftest.py`, not a start-up hook, no `pytest.py` or `__main__.py`; a name like a test's is a module like any
+    other), or a data file (a JSON table, a template) that is neither code the scan cannot read nor
     configuration (`NOT_DATA`, `CONFIG_NAMES`). New top-level folders and root modules are not kept: first on
     `sys.path`, they could shadow pytest or the standard library."""
     pure = PurePosixPath(path)
-    if not _placed(pure, sources, packages) or is_test_path(path) or pure.name in STARTUP_NAMES:
+    if not _placed(pure, sources, packages) or pure.name in STARTUP_NAMES or any(p.startswith(".") for p in pure.parts):
+        return False
+    if TEST_DIRS & set(pure.parts) or pure.name == "conftest.py":
         return False
     if pure.suffix == ".py":
+        # A module named like a test (`shop/ab_test.py`, a helper for A/B tests) is kept like any other module: it is
+        # scanned whole, and no test it may hold is graded (the graded ids and the canaries are fixed by the task).
         return pure.name not in ("pytest.py", "__main__.py")
     code = {suffix.lower() for suffix in pure.suffixes} & NOT_DATA  # `x.so.1` is a library ctypes loads all the same
-    return not code and pure.name not in CONFIG_NAMES and not pure.name.startswith(".")
+    return not code and pure.name not in CONFIG_NAMES
 
 
 def strays(

@@ -12,6 +12,7 @@ pytest configuration. unittest's `TestCase` classes in those files are collected
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 from pathlib import PurePosixPath
 
@@ -53,3 +54,64 @@ def widened_config(files: dict[str, bytes]) -> tuple[bytes, str] | None:
         "python_files widened" + (f" and {source}'s pytest settings" if source and settings else "")
     )
     return ("\n".join(lines) + "\n").encode(), why
+
+
+def _is_unittest_main(node: ast.stmt, names: set[str]) -> bool:
+    """A module-level `unittest.main(...)` (or `main(...)` imported from unittest), as a statement."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "main":
+        return isinstance(func.value, ast.Name) and func.value.id in names
+    return isinstance(func, ast.Name) and func.id in names
+
+
+def guarded_mains(files: dict[str, bytes]) -> tuple[dict[str, bytes], str] | None:
+    """The test files that call `unittest.main()` at module level, rewritten to call it only when run as a script
+    (`if __name__ == "__main__":`), and a line saying which; None when there are none.
+
+    Unguarded, the call runs when pytest imports the module: it parses pytest's arguments as its own and raises
+    `SystemExit`, which stops the whole collection (toposort 1.10's `test/test_toposort.py`). Under pytest the
+    rewritten module defines the same tests; as a script it runs them as before. Only the call's own lines change."""
+    changed: dict[str, bytes] = {}
+    for path, data in sorted(files.items()):
+        if not _matches(path, (*DEFAULT_PYTHON_FILES, *UNITTEST_FILES)) or b"main" not in data:
+            continue
+        try:
+            text = data.decode("utf-8")
+            tree = ast.parse(text)
+        except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        names = {"unittest"} | {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module == "unittest"
+            for alias in node.names
+            if alias.name == "main"
+        }
+        names |= {
+            alias.asname
+            for node in tree.body
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name == "unittest" and alias.asname
+        }
+        calls = [node for node in tree.body if _is_unittest_main(node, names)]
+        if not calls:
+            continue
+        lines = text.splitlines(keepends=True)
+        for node in reversed(calls):
+            start, end = node.lineno - 1, node.end_lineno or node.lineno
+            body = ["    " + line if line.strip() else line for line in lines[start:end]]
+            lines[start:end] = ['if __name__ == "__main__":\n', *body]
+            if not lines[start + len(body)].endswith("\n"):
+                lines[start + len(body)] += "\n"
+        changed[path] = "".join(lines).encode()
+    if not changed:
+        return None
+    names = ", ".join(list(changed)[:3]) + (", ..." if len(changed) > 3 else "")
+    return changed, (
+        f"collection: {names} call unittest.main() at module level, which ends pytest's collection; the mined tree "
+        'calls it only under if __name__ == "__main__":'
+    )

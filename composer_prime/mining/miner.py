@@ -28,7 +28,7 @@ from composer_prime.atomic import write_atomic
 from composer_prime.grading.behaviour import RecordedCall, mismatch
 from composer_prime.grading.grader import scan_texts
 from composer_prime.mining.behaviour import blind, record_behaviour
-from composer_prime.mining.collection import INI, widened_config
+from composer_prime.mining.collection import INI, guarded_mains, widened_config
 from composer_prime.mining.config import MineConfig, check_inputs
 from composer_prime.mining.copies import HINT_LIMIT, CopyIndex, installed_copies
 from composer_prime.mining.deletion import CannotDelete, Deletion, delete_feature
@@ -205,6 +205,10 @@ class Miner:
         if widened is not None:  # unittest-style test names: the mined tree carries the pytest.ini that collects them
             files = {**files, INI: widened[0]}
             self.log(widened[1])
+        guarded = guarded_mains(files)
+        if guarded is not None:  # a module-level unittest.main() would end pytest's collection
+            files = {**files, **guarded[0]}
+            self.log(guarded[1])
         repo_fp = fingerprint(files)
         tasks, skipped = self._load_previous(repo_fp)
         done = {task.task_id for task in tasks}
@@ -257,9 +261,11 @@ class Miner:
             space = _Workspace(repo.name, repo_fp, files, texts, frozenset(passed), unusual, work, copies)
             candidates = self._candidates(texts, baseline)
             self.log(f"candidates: {len(candidates)} feature(s) exercised by some but not all tests")
-            started, kept_now, tried, reasons = time.monotonic(), 0, 0, Counter()
+            started, kept_now, tried, reasons, untried = time.monotonic(), 0, 0, Counter(), 0
             for index, feature in enumerate(candidates, start=1):
                 if config.max_tasks is not None and len(tasks) >= config.max_tasks:
+                    rest = candidates[index - 1 :]
+                    untried = sum(1 for f in rest if f"{repo.name}:{f.key}" not in done and f.key not in skipped)
                     break
                 task_id = f"{repo.name}:{feature.key}"
                 if task_id in done or feature.key in skipped:
@@ -285,7 +291,10 @@ class Miner:
         elapsed = time.monotonic() - started
         self.stats.update(candidates=len(candidates), tried=tried, candidate_seconds=elapsed)
         summary = ", ".join(f"{count} {kind}" for kind, count in reasons.most_common()) or "none"
-        self.log(f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}")
+        left = f"; {untried} candidate(s) not tried (--max-tasks {config.max_tasks} reached)" if untried else ""
+        self.log(
+            f"done: {kept_now} new task(s), {len(tasks)} in {config.out} ({elapsed:.1f}s); skipped: {summary}{left}"
+        )
         return tasks
 
     def _candidates(self, texts: dict[str, str], baseline: TestRun) -> list[Feature]:

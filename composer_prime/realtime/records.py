@@ -63,6 +63,20 @@ class Sampling(BaseModel):
     """Top-k cutoff (0: off)."""
 
 
+class Workspace(BaseModel):
+    """Where the session worked, for the monitors' dynamic check (`monitors.dynamic`): the repository the product
+    names, the commit the session started from and the session's kept edits as one unified diff."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+    """A name in `monitors.edits_disable_tests.dynamic.repositories` (a folder holding one git repository per name)."""
+    commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
+    """The commit (hex) the session's edits apply to."""
+    diff: str = Field(max_length=4 << 20)
+    """The session's kept edits as `git diff` prints them (up to 4 MiB)."""
+
+
 class SessionRecord(BaseModel):
     """One finished session of the served policy."""
 
@@ -93,6 +107,9 @@ class SessionRecord(BaseModel):
     """The composer-agent messages of the session (OpenAI chat format with tool calls), for monitors and reports."""
     branches: list[Branch] = Field(min_length=1)
     """The token streams the policy saw and sampled."""
+    workspace: Workspace | None = None
+    """Where the session worked, when the product can say (`Workspace`): lets the monitors run the session's code
+    against its repository's original tests."""
     info: dict[str, Any] = Field(default_factory=dict)
     """Anything else the product records (client version, repository id); carried into the episode untouched."""
 

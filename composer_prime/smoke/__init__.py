@@ -2,7 +2,8 @@
 
 Here: the command (`command`, `config`, `run`, `outdir`: the `--out` folder's lock and log rotation), the inputs it prepares in PRIME-RL's venv (`prepare`: tasks mined
 from the bundled toy repository `toyrepo/`, and the tiny policy's warm start, `warmstart`), the rule-based local
-teachers (`referees`), the reload probe (`reloads`, `probe`) and the report (`report`). Running PRIME-RL's own
+teachers (`referees`), the reload probe (`reloads`, `probe`) and the report (`report`, with the evals and a resume read by
+`rehearsal`). Running PRIME-RL's own
 processes on this machine (the CPU patch, the private tree, the venvs, the stubs, the inference wrapper, the tiny
 policy) is `composer_prime.local`'s, which the realtime CPU demo shares.
 

@@ -11,6 +11,7 @@ logs (`report.py`). Every child runs in a session of its own and Ctrl-C stops th
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -59,6 +60,12 @@ def refuse_source_overlay(path: Path) -> None:
         )
 
 
+def interrupted(signum: int, frame: object) -> None:
+    """`kill PID` stops the smoke as Ctrl-C does, every process it started with it (left to the kernel's death
+    signal, PRIME-RL's launcher would stop its processes itself, taking minutes, with training going on)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str], prog: str) -> int:
     from composer_prime.cli import UsageError, parse_config
     from composer_prime.local.tree import FETCH, TreeError, check_tree
@@ -84,11 +91,13 @@ def main(argv: list[str], prog: str) -> int:
     except TreeError as err:
         raise UsageError(f"{prog}: {err}") from None
     from composer_prime.process.group import ProcessFailed
+    from composer_prime.smoke.outdir import NotResumable
     from composer_prime.smoke.run import Busy, execute
 
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         return execute(config, overlays, project)
-    except Busy as err:
+    except (Busy, NotResumable) as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
     except TreeError as err:

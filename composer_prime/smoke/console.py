@@ -10,12 +10,12 @@ step's episodes, with their rewards, `composer/*` metrics and `trace.info["teach
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 from composer_prime.smoke.outdir import run_dir
+from composer_prime.smoke.rehearsal import strip_ansi
 from composer_prime.smoke.report import AGG, episodes, step_figures
 
 WIDTH = 100
@@ -55,10 +55,6 @@ class Status:
 
     def note(self, text: str) -> None:
         self.console.print(f"[{time.monotonic() - self.start:6.1f}s] {text}", highlight=False)
-
-
-def strip_ansi(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 def newest(log: Path, markers: tuple[str, ...]) -> str:

@@ -103,3 +103,41 @@ def linked_logs(work: Path, logs: Path) -> Iterator[None]:
             target = logs / "prime-rl"
             target.unlink(missing_ok=True)
             target.symlink_to(os.path.relpath(folder / "logs" / "latest", logs))
+
+
+class NotResumable(RuntimeError):
+    """`--resume` found no run, or no whole checkpoint, in `--out`, or nothing left to run."""
+
+
+def complete_checkpoints(run: Path) -> list[int]:
+    """Steps of `run/checkpoints/step_N/` that both halves wrote whole: the trainer's (torch DCP writes `.metadata`
+    last) and the orchestrator's (`progress.pt`, renamed into place). The orchestrator checkpoints a step when it ships
+    the batch, the trainer after training on it, so a killed run can hold a newer step that only one of them wrote."""
+    steps = []
+    for folder in (run / "checkpoints").glob("step_*"):
+        step = folder.name.removeprefix("step_")
+        if step.isdigit() and (folder / "trainer" / ".metadata").is_file():
+            if (folder / "orchestrator" / "progress.pt").is_file():
+                steps.append(int(step))
+    return sorted(steps)
+
+
+def resume_point(work: Path, steps: int) -> tuple[Path, int]:
+    """The run folder in `work` and the step `--resume` continues after: its newest whole checkpoint."""
+    run = run_dir(work)
+    if run is None:
+        raise NotResumable(
+            f"--resume: {work} holds no PRIME-RL run folder (work/run/<name>/configs); start a run without --resume"
+        )
+    done = complete_checkpoints(run)
+    if not done:
+        raise NotResumable(
+            f"--resume: {run / 'checkpoints'} holds no checkpoint both the trainer and the orchestrator wrote whole "
+            "([ckpt] writes one per step from step 1 on); start a run without --resume"
+        )
+    if done[-1] >= steps:
+        raise NotResumable(
+            f"--resume: the run's newest checkpoint is step {done[-1]} and --steps = {steps}: nothing is left to run; "
+            f"pass --steps {done[-1] + 1} or more"
+        )
+    return run, done[-1]

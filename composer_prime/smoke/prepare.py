@@ -1,7 +1,9 @@
 """The smoke's inputs, made in the PRIME-RL venv before `rl` starts: the tasks and the warm-started tiny policy.
 
 1. Mine Feature Deletion tasks from the bundled repository (`composer-prime mine-features`) and keep the first
-   `tasks` function-level ones in `tasks.jsonl` (what `tomls/cpu-smoke.toml`'s taskset reads).
+   `tasks` function-level ones in `tasks.jsonl` (what `tomls/cpu-smoke.toml`'s train taskset reads); up to
+   `EVAL_TASKS` of the others, held out of training (function-level first, then module-level), go to
+   `eval-tasks.jsonl` (its `[orchestrator.eval]` taskset).
 2. Build the tiny Qwen3-architecture policy (`policy.py`: tokenizer trained on the run's text, random weights) and
    warm-start it on demonstrations of those tasks (`warmstart.py`), so its first groups have reward variance (a
    random policy emits no tool calls: every reward 0, and PRIME-RL's orchestrator stops after 10 empty batches).
@@ -25,9 +27,8 @@ from composer_prime.local.policy import PolicyShape
 from composer_prime.smoke.probe import probe_ids
 from composer_prime.smoke.warmstart import WarmStartConfig
 
-AGENT_TOOLS_OFF = ["view", "search", "str_replace"]
-"""Tools the smoke policy is not offered (a shorter prompt for a tiny model; its demonstrations use `create`);
-`tomls/cpu-smoke.toml` disables the same ones in composer-agent."""
+EVAL_TASKS = 2
+"""Held-out tasks in the eval set: each eval runs each once (`[orchestrator.eval] group_size` 1)."""
 
 
 class PrepareConfig(BaseModel):
@@ -42,7 +43,8 @@ class PrepareConfig(BaseModel):
 
 
 def mine(work: Path, count: int) -> list[Any]:
-    """Mine the bundled repository into `work/tasks.jsonl`, keeping the first `count` function-level tasks."""
+    """Mine the bundled repository into `work/tasks.jsonl`, keeping the first `count` function-level tasks, and
+    `work/eval-tasks.jsonl`, up to `EVAL_TASKS` of the rest (never one that trains)."""
     from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
 
     from composer_prime.atomic import write_atomic
@@ -55,8 +57,11 @@ def mine(work: Path, count: int) -> list[Any]:
         raise RuntimeError(f"mine-features failed ({done.returncode}):\n{done.stderr[-2000:]}")
     lines = [line for line in mined.read_text().splitlines() if line.strip()]
     env = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(mined)}})
-    kept = [k for k, t in enumerate(load_taskset(env.taskset)) if t.data.mined.feature.kind == "function"][:count]
+    kinds = [t.data.mined.feature.kind for t in load_taskset(env.taskset)]
+    kept = [k for k, kind in enumerate(kinds) if kind == "function"][:count]
+    held_out = sorted((k for k in range(len(lines)) if k not in kept), key=lambda k: kinds[k] != "function")
     write_atomic(work / "tasks.jsonl", "".join(lines[k] + "\n" for k in kept))
+    write_atomic(work / "eval-tasks.jsonl", "".join(lines[k] + "\n" for k in held_out[:EVAL_TASKS]))
     env = resolve_env_config({"taskset": {"id": "feature-deletion", "tasks": str(work / "tasks.jsonl")}})
     return list(load_taskset(env.taskset))
 
@@ -71,8 +76,8 @@ def build_policy(config: PrepareConfig, tasks: list[Any], model_dir: Path) -> di
     from composer_prime.smoke import TOYREPO, warmstart
 
     torch.manual_seed(config.seed)
-    harness = ComposerAgentHarness(ComposerAgentConfig(disabled_tools=AGENT_TOOLS_OFF))
-    specs = tool_specs(AGENT_TOOLS_OFF)
+    harness = ComposerAgentHarness(ComposerAgentConfig())  # every tool offered, as the launch TOMLs offer them
+    specs = tool_specs()
     branches = [warmstart.wire(b, specs) for t in tasks for b in warmstart.demonstration(t, harness, specs, TOYREPO)]
     files = [p.read_text() for p in sorted(TOYREPO.rglob("*.py"))]
     corpus = warmstart.corpus([m for m, _ in branches], branches[0][1], files)

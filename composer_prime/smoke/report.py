@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from composer_prime.atomic import write_atomic
+from composer_prime.smoke.rehearsal import eval_figures, is_train_row, resumed
 
 AGG = "train/agg/all/agent/"
 PROBE_LIMIT = 0.01
@@ -140,7 +141,8 @@ def build(work: Path) -> dict[str, Any]:
     steps = []
     for step in sorted(metrics):
         row = metrics[step]
-        steps.append({"step": float(step), **step_figures(episodes(run, step), row)})
+        if is_train_row(row):
+            steps.append({"step": float(step), **step_figures(episodes(run, step), row)})
     reloads = probe_diffs(meta, work)
     worst = max((r["served_vs_trainer_logprob_diff"] for r in reloads), default=None)
     config = meta["config"]
@@ -158,10 +160,12 @@ def build(work: Path) -> dict[str, Any]:
             "run_folder": str(run.relative_to(work)),
             "max_off_policy_steps": orchestrator.get("max_off_policy_steps"),
         },
+        "resumed": resumed(run, meta.get("resumed_from")),
         "setup": meta.get("setup", {}),
         "timings": meta["timings"],
         "seconds": meta["seconds"],
         "steps": steps,
+        "evals": eval_figures(run / "metrics.jsonl"),
         "reloads": reloads,
         "served_vs_trainer_logprob_diff": worst,
         "reloads_not_probed": meta.get("probes_missed", 0),
@@ -241,6 +245,18 @@ def text(report: dict[str, Any], width: int = WIDTH) -> str:
             f"warning: {report['teacher_failed_queries']:.0f} teacher queries failed (a teacher could not be "
             "reached or answered an error); see the env server's log"
         )
+    if report.get("resumed"):
+        said = report["resumed"]
+        console.print(f"resumed from the checkpoint of step {said['from_step']} (PRIME-RL's own resume):")
+        console.print(f"  trainer: {said.get('trainer') or 'said nothing'}; {said.get('trainer_progress') or ''}")
+        console.print(f"  orchestrator: {said.get('orchestrator') or 'said nothing'}")
+    for e in report.get("evals", []):
+        figures = [f"reward {e['reward_mean']:.2f}" if "reward_mean" in e else "reward -"]
+        figures += [f"pass@1 {e['pass_at_1']:.0%}"] if "pass_at_1" in e else []
+        figures += [f"errors {e['errors']:.0%}"] if "errors" in e else []
+        figures += [f"turns {e['turns']:.1f}"] if "turns" in e else []
+        version = f", policy v{e['policy_version']:.0f}" if "policy_version" in e else ""
+        console.print(f"eval {e['source']} at step {e['step']}{version}: " + ", ".join(figures))
     console.print(
         f"total {report['seconds']:.0f} s (venvs {report['timings'].get('venvs_s', 0):.0f} s, inputs "
         f"{report['timings'].get('prepare_s', 0):.0f} s, rl {report['timings'].get('rl_s', 0):.0f} s)"

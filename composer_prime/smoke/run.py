@@ -15,8 +15,9 @@ from composer_prime.local.launch import ENV_SERVER_PORTS, cache_lock
 from composer_prime.process.group import ProcessFailed, group, run
 from composer_prime.process.ports import free_port, free_port_blocks, reserve
 from composer_prime.smoke.config import SmokeConfig
-from composer_prime.smoke.console import Status, StepLines, progress_line, strip_ansi, teacher_url_warning
-from composer_prime.smoke.outdir import Busy, claimed, fresh, linked_logs, rotate_logs, run_dir
+from composer_prime.smoke.console import Status, StepLines, progress_line, teacher_url_warning
+from composer_prime.smoke.outdir import Busy, claimed, fresh, linked_logs, resume_point, rotate_logs, run_dir
+from composer_prime.smoke.rehearsal import strip_ansi
 
 RULE_FOR = {
     "COMPOSER_TEACHER_OPENAI_URL": "checker",
@@ -52,8 +53,12 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
 
     started = time.monotonic()
     work, logs, cache = out / "work", out / "logs", config.cache.expanduser().resolve()
+    resume = resume_point(work, config.steps) if config.resume else None
     rotate_logs(out)  # before `work/` goes: the previous run's logs link into it
-    fresh(work)
+    if resume is None:
+        fresh(work)
+    else:
+        shutil.rmtree(work / "reloads", ignore_errors=True)  # the killed run's probes: never reported
     meta: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
         "overlays": [str(p) for p in overlays],
@@ -87,8 +92,13 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         return 0
 
     t0 = time.monotonic()
-    with cache_lock(cache, "preparing or copying the mined tasks and the warm-started policy", status.note):
-        meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
+    if resume is None:
+        with cache_lock(cache, "preparing or copying the mined tasks and the warm-started policy", status.note):
+            meta["setup"] = prepare_inputs(config, python, env, work, cache, logs, status)
+    else:  # the run's own tasks and start model, as its checkpoints were trained from
+        meta["setup"] = json.loads((work / "setup.json").read_text())
+        meta["resumed_from"] = resume[1]
+        status.note(f"resuming {resume[0].name} from its checkpoint of step {resume[1]} (PRIME-RL's own resume)")
     meta["timings"]["prepare_s"] = time.monotonic() - t0
 
     teacher_port = free_port()
@@ -109,6 +119,8 @@ def _execute(config: SmokeConfig, overlays: list[Path], project: Path, out: Path
         # for the trainer); on CPU they only label the processes.
         env |= {"CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled"}
         argv = [str(bin_dir / "rl"), *launch_args(project, overlays, config.steps, port)]
+        if resume is not None:
+            argv += ["--run.name", resume[0].name, "--resume.step", str(resume[1])]
         meta["rl_command"] = argv
         t0 = time.monotonic()
         ids = json.loads((work / "model" / "probe.json").read_text())["token_ids"]
@@ -164,7 +176,7 @@ def machine(project: Path, tree: Path) -> dict[str, Any]:
     }
 
 
-INPUTS = ("tasks.jsonl", "mined.jsonl", "model", "setup.json")
+INPUTS = ("tasks.jsonl", "eval-tasks.jsonl", "mined.jsonl", "model", "setup.json")
 
 
 def inputs_key(settings: dict[str, Any]) -> str:

@@ -843,6 +843,17 @@ def apply_discount(amount, percent):
 """),
     },
 }
+PRICING_FILE_FIXES["helper-named-like-a-test"] = {  # red40: `shop/ab_test.py`, a helper for A/B tests, not a test
+    "shop/ab_test.py": '"""Discount variants for an A/B test."""\n\n\ndef variant_percent(percent):\n'
+    '    if not 0 <= percent <= 100:\n        raise ValueError("percent out of range")\n    return percent\n',
+    "shop/pricing.py": _pricing("""
+from shop.ab_test import variant_percent
+
+
+def apply_discount(amount, percent):
+    return round(amount * (100 - variant_percent(percent)) / 100, 2)
+"""),
+}
 OPS_FILE_FIXES = {
     "new-subpackage": {
         "calc/bounds/__init__.py": '"""Range helpers."""\n\nfrom calc.bounds.limit import limit\n',

@@ -207,3 +207,15 @@ def test_cpu_smoke_differs_from_the_0_6b_launch_only_in_scale_and_cpu_settings()
         "orchestrator.train.source.0.env.taskset.task.teacher.teachers.2.base_url_var",
     ):
         assert smoke[key] == launch[key], key
+
+
+def test_cpu_smoke_rehearses_the_launchs_eval_checkpoints_and_tools():
+    smoke = tomllib.loads((ROOT / "tomls" / "cpu-smoke.toml").read_text())
+    launch = tomllib.loads((ROOT / "tomls" / "qwen3-0.6b-composer.toml").read_text())
+    assert smoke["ckpt"]["interval"] == 1 and smoke["ckpt"]["keep_last"] == launch["ckpt"]["keep_last"]
+    [source] = smoke["orchestrator"]["eval"]["source"]
+    assert source["env"]["taskset"]["tasks"] == "eval-tasks.jsonl"  # held out of `tasks.jsonl` (prepare.py)
+    train = smoke["orchestrator"]["train"]["source"][0]
+    assert source["env"]["agent"] == train["env"]["agent"]  # the same harness and runtime
+    assert "disabled_tools" not in train["env"]["agent"]["harness"]  # every tool, as the launch offers them
+    assert round(smoke["trainer"]["optim"]["lr"] / launch["trainer"]["optim"]["lr"]) == 25  # bench/smoke_lr.py

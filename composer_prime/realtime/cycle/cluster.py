@@ -112,7 +112,7 @@ def rl_config(config: Any) -> dict[str, Any]:
             "reward": config.reward.model_dump(mode="json"),
             "staleness": config.staleness.model_dump(mode="json"),
             "pii": config.pii.model_dump(mode="json"),
-            "monitors": config.monitors.model_dump(mode="json"),
+            "monitors": config.monitors.model_dump(mode="json", exclude_none=True),
             "max_user_share": config.cadence.max_user_share,
             "max_group_share": config.cadence.max_group_share,
             "journal": str(journal),

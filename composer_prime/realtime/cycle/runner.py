@@ -97,7 +97,14 @@ def ingest(config: RealtimeConfig, state: State, n: int, now: float) -> Batch:
         carried = [] if last.train else last.episodes
     step = advance(cursor, config.spool, now, SeenIds(config.state_dir / "ids", cursor.ids))
     steps = state.steps()
-    episodes, counts = build_episodes(step.ready, steps, config.reward, config.staleness, Scrubber(config.pii))
+    episodes, counts = build_episodes(
+        step.ready,
+        steps,
+        config.reward,
+        config.staleness,
+        Scrubber(config.pii),
+        config.monitors.edits_disable_tests.dynamic,
+    )
     for e in carried:  # aged again: the trainer has not moved, but a ship may have recorded newer weights
         e.age = steps.age(e.policy_version)
         verdict = classify(e.age, config.staleness)

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composer_prime.realtime.ingest.spool import Ready
 from composer_prime.realtime.ingest.staleness import StalenessConfig, Steps, classify
+from composer_prime.realtime.monitors.dynamic import DynamicCheck
+from composer_prime.realtime.monitors.dynamic import check as check_workspace
 from composer_prime.realtime.monitors.pii import Scrubber
 from composer_prime.realtime.monitors.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.records import SessionRecord
@@ -73,10 +75,17 @@ def samples_of(session: SessionRecord) -> list[EpisodeSample]:
 
 
 def build_episodes(
-    ready: list[Ready], steps: Steps, reward: RewardModelConfig, staleness: StalenessConfig, scrub: Scrubber
+    ready: list[Ready],
+    steps: Steps,
+    reward: RewardModelConfig,
+    staleness: StalenessConfig,
+    scrub: Scrubber,
+    dynamic: DynamicCheck | None = None,
 ) -> tuple[list[Episode], Counter]:
     """Episodes of the sessions in `ready` for the trainer at `steps` (each through `scrub` first, aged in trainer
-    steps), and the counts of what was left out."""
+    steps), and the counts of what was left out. With `dynamic` (repositories set), a session that names its
+    workspace, trains above the lowest reward and passes the static reading is also run against its repository's
+    original tests (`monitors.dynamic`; counted `dynamic_<status>`)."""
     from composer_prime.realtime.monitors.tampering import edit_facts
 
     counts: Counter = Counter()
@@ -105,6 +114,10 @@ def build_episodes(
             # Flagged, not trusted: a pausing monitor quarantines it when rewarded; a penalised one still trains.
             paths, disabled = [], True
             counts["monitor_unreadable"] += 1
+        if dynamic and dynamic.repositories and session.workspace and value > -1.0 and not disabled:
+            verdict = check_workspace(session.workspace, dynamic)
+            counts[f"dynamic_{verdict.status}"] += 1
+            disabled = verdict.flagged
         episodes.append(
             Episode(
                 session_id=session.session_id,

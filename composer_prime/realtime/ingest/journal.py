@@ -206,7 +206,9 @@ class Journal:
         carry = Counter(state.carry) + counts  # counts not yet reported on a bundle: the next one cut carries them
         handed = state.handed
         for ready in step.ready_slices(READ_SLICE):
-            episodes, built = build_episodes(ready, steps, config.reward, config.staleness, scrub)
+            episodes, built = build_episodes(
+                ready, steps, config.reward, config.staleness, scrub, config.monitors.edits_disable_tests.dynamic
+            )
             episodes, built["quarantined"] = quarantine(config.monitors, episodes)
             counts += built
             carry += built

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from composer_prime.realtime.monitors.dynamic import DynamicCheck
+
 
 class RewardVsHeldout(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -43,6 +45,9 @@ class EditsDisableTests(BaseModel):
     """`pause` holds the ship, `warn` only reports, `off` skips the monitor."""
     max_share: float = Field(0.05, ge=0, le=1)
     """Largest tolerated share of positively rewarded sessions whose edits disable tests."""
+    dynamic: DynamicCheck = DynamicCheck()
+    """The session's code run against its repository's original tests, for sessions that name a workspace
+    (`monitors.dynamic`); off until `repositories` is set."""
 
 
 class ShortHighReward(BaseModel):

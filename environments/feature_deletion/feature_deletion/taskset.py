@@ -46,6 +46,7 @@ from composer_prime.grading.runtime import (
     refuse_unless_hidden,
     refuse_without_grader_box,
     run_checked,
+    run_folders,
     warn_on_subprocess,
 )
 from composer_prime.mining.record import MinedTask, load_rows
@@ -335,9 +336,8 @@ class FeatureDeletionTaskset(vf.Taskset[FeatureDeletionTask, FeatureDeletionConf
                 )
         source = path.resolve()
         expected = {source} if source.is_dir() else {source, *(source.parent / row.base for row, _ in rows)}
-        expected |= set(
-            git_dirs(source)
-        )  # a committed tasks file (the bundled sample) is also in the repository's objects
+        expected |= set(git_dirs(source))  # a committed tasks file (the bundled sample) is in the repository's objects
+        expected |= set(run_folders())  # PRIME-RL's run folder: earlier rollouts' grading reports
         config = c.model_copy(update={"hidden_paths": [*c.hidden_paths, *sorted(expected)]})
         tasks = []
         for idx, (row, base) in enumerate(rows):

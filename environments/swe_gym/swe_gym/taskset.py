@@ -40,6 +40,7 @@ from composer_prime.grading.runtime import (
     isolate_box,
     refuse_unless_hidden,
     refuse_without_grader_box,
+    run_folders,
     warn_on_subprocess,
 )
 from composer_prime.teachers.judge import TeacherTaskConfig
@@ -482,6 +483,7 @@ class SWEGymTaskset(vf.Taskset[SWEGymTask, SWEGymTasksetConfig]):
         hidden = [
             *c.task.hidden_paths,
             *([c.data_file.expanduser().resolve()] if c.data_file else sources.hub_caches()),
+            *run_folders(),  # PRIME-RL's run folder: earlier rollouts' grading reports
         ]
         config = c.task.model_copy(update={"hidden_paths": hidden})
         tasks = []

@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -46,6 +44,7 @@ from tests.e2e.grading.test_reward_hacks import (  # noqa: F401 (fixtures)
     grader_venv,
 )
 from tests.support.featdel_repo import PRICING
+from tests.support.outside import outside_tmp
 from tests.support.rollouts import scripted_rollout
 from tests.support.scripted_server import Reply, tool
 from tests.support.swegym_repo import FIX_SECRET, OPS_C3, build_toy_instance, git, local_task_config, write_jsonl
@@ -53,21 +52,9 @@ from tests.support.swegym_repo import FIX_SECRET, OPS_C3, build_toy_instance, gi
 pytestmark = pytest.mark.slow
 
 
-def _outside_tmp() -> Path:
-    """A fresh folder on the host outside the temporary folder (the home's cache, or else this checkout)."""
-    tmp = Path(tempfile.gettempdir()).resolve()
-    for base in (Path.home() / ".cache", Path(__file__).resolve().parents[3]):
-        resolved = base.resolve()
-        if resolved != tmp and tmp not in resolved.parents and Path("/tmp") not in resolved.parents:
-            root = base / f"composer-prime-test-{secrets.token_hex(4)}"
-            root.mkdir(parents=True)
-            return root
-    pytest.skip("no folder outside the temporary folder to hold the boxes")
-
-
 @pytest.fixture(scope="module")
 def outside() -> Iterator[Path]:
-    root = _outside_tmp()
+    root = outside_tmp()
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
@@ -315,4 +302,28 @@ def test_the_bundled_samples_gold_is_not_in_reach_through_git(
     config = resolve_env_config({"taskset": {"id": "feature-deletion"}})
     task = {task.data.name: task for task in load_taskset(config.taskset)}["toolz-1.2.0:toolz/functoolz.py::is_arity"]
     trace = graded(task, [tool("bash", command=SAMPLE_FROM_GIT)])
+    assert trace.reward == 0.0, trace.info["grading"]
+
+
+def test_earlier_rollouts_in_prime_rls_run_folder_are_not_an_answer(
+    monkeypatch: pytest.MonkeyPatch, outside: Path, private_boxes: Path
+) -> None:
+    """red40's R2: PRIME-RL keeps every rollout of the run in `<run>/rollouts/`, each trace with what grading reported
+    (held-out tests' output, replay reasons), on the host the env server runs on. The tasksets hide the run folder
+    of the env server's command line (`env-server @ <run>/configs/envs/<split>/<name>.json`); here the folder holds
+    the gold patch itself, as a stand-in for anything a trace could carry."""
+    from verifiers.v1.utils.loaders import load_taskset, resolve_env_config
+
+    run = outside / "outputs" / "run"
+    env_config = run / "configs" / "envs" / "train" / "feature-deletion.json"
+    env_config.parent.mkdir(parents=True)
+    env_config.write_text("{}")
+    monkeypatch.setattr(sys, "argv", ["env-server", "@", str(env_config)])
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+    config = resolve_env_config({"taskset": {"id": "feature-deletion"}})
+    task = {task.data.name: task for task in load_taskset(config.taskset)}["toolz-1.2.0:toolz/functoolz.py::is_arity"]
+    kept = run / "rollouts" / "step_3" / "rollouts.jsonl"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(task.data.mined.gold_patch)
+    trace = graded(task, [tool("bash", command=f"git apply {kept} && echo applied")])
     assert trace.reward == 0.0, trace.info["grading"]

@@ -286,3 +286,28 @@ def test_a_test_file_by_the_repositorys_own_rules_is_restored(outside: Path) -> 
     python = str(Path(task.runtime_env()["VIRTUAL_ENV"]) / "bin" / "python")
     plain = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ids], cwd=tree, timeout=120)
     assert plain.returncode == 0
+
+
+def test_the_env_servers_credentials_are_not_the_agents_or_the_codes(
+    shop_tasks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """red40's R5: the subprocess runtime hands the env server's environment to every command of the box. Credentials
+    (`HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`: verifiers itself drops only `*API_KEY*`) would be one `env`
+    away from the agent, and from there on its trace and in the data that trains; the code under test at grading
+    could print them into the report. Both run with them unset; an ordinary variable stays."""
+    monkeypatch.setenv("HF_TOKEN", "hf_composer_trust_4417")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_composer_trust_4417")
+    monkeypatch.setenv("COMPOSER_TRUST_PLAIN", "plain-4417")
+    probe = (
+        "import os as _os, sys as _sys\n"
+        "_sys.stderr.write('leaked-4417' if {'HF_TOKEN', 'AWS_SECRET_ACCESS_KEY'} & set(_os.environ) else "
+        "'clean-4417')\n"
+    )
+    trace, outputs = run(
+        featdel_task(shop_tasks),
+        "env | grep -c 4417; echo ${HF_TOKEN:-none} ${AWS_SECRET_ACCESS_KEY:-none}",
+        f"cat >> shop/pricing.py <<'EOF'\n{probe}EOF\ntrue",
+    )
+    assert outputs[0].split()[:3] == ["0", "none", "none"], outputs  # the agent's commands get a curated environment
+    tail = trace.info["grading"].get("output_tail", "")
+    assert "clean-4417" in tail and "leaked-4417" not in tail, trace.info["grading"]

@@ -77,3 +77,37 @@ def test_a_root_tests_py_of_testcases_is_mined_and_graded(tmp_path: Path) -> Non
     _, trace = score_in_fresh_box(task, gold=False)
     assert trace.reward == 0.0 and trace.info["grading"]["void"] == []
     assert sorted(trace.info["grading"]["fail_to_pass_failed"]) == rows["first_name"].fail_to_pass
+
+
+def test_a_module_level_unittest_main_no_longer_ends_collection(tmp_path: Path) -> None:
+    """toposort 1.10 ends its test module with a bare `unittest.main()`: under pytest it parses pytest's arguments and
+    raises SystemExit, so no test was collected and the package gave no task. The mined tree guards the call."""
+    repo = tmp_path / "names-repo"
+    unguarded = TESTS.replace('if __name__ == "__main__":\n    unittest.main()\n', "unittest.main()\n")
+    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": unguarded}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, timeout=60)
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    assert any("tests.py call unittest.main() at module level" in line for line in lines), lines
+    rows = {row.feature.qualname: row for row in load_rows(out)[0]}
+    assert rows["first_name"].fail_to_pass == [
+        "tests.py::FirstNameTests::test_empty",
+        "tests.py::FirstNameTests::test_two_words",
+    ]
+    valid, _ = score_in_fresh_box(load_tasks(out)["names-repo:names/core.py::first_name"], gold=True)
+    assert valid is True
+
+
+def test_the_closing_line_says_what_max_tasks_left_untried(tmp_path: Path) -> None:
+    repo = tmp_path / "names-repo"
+    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": TESTS}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    out = tmp_path / "out" / "tasks.jsonl"
+    lines: list[str] = []
+    config = MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0, max_tasks=1)
+    assert len(Miner(config, log=lines.append).run()) == 1
+    assert lines[-1].endswith("; skipped: none; 1 candidate(s) not tried (--max-tasks 1 reached)"), lines[-1]

@@ -90,6 +90,9 @@ def test_dataset_loads_with_datasets_and_names_image_package_and_license(corpus:
     assert by_id[EQUALITY]["license"] == "GPL-3.0-only" and by_id[EQUALITY]["image"] == "localhost/fd-sandbox:0.1"
     assert json.loads(row["task"])["image"] == "localhost/fd-toolz:1.2.0"  # what the taskset reads
     assert row["fail_to_pass"] == json.loads(row["task"])["fail_to_pass"]
+    assert {r["deletion"] for r in tasks} == {"whole"} and row["deletion"] == json.loads(row["task"])["feature"][
+        "deletion"
+    ]
 
     bases = load_hf(corpus, tmp_path, "bases")
     assert len(bases) == 2  # one per (package, tarball): the sample's state serves two packages

@@ -144,13 +144,21 @@ def test_an_oversized_sdist_is_refused(tmp_path, index):
     assert not (tmp_path / "sdist").exists()
 
 
-def test_only_the_exact_release_is_taken_and_a_missing_one_names_where_it_looked(tmp_path, index):
+def test_only_the_exact_release_is_taken_and_a_missing_one_says_what_is_missing_and_where(tmp_path, index):
     index.serve("evil-1.0.tar.gz", hostile_sdist(tmp_path / "marker"))
     with pytest.raises(sources.SourceError) as raised:
         sources.fetch_sdist("evil==1.0.1", tmp_path / "source", f"{index.url}/simple", [])
-    assert f"evil==1.0.1: no sdist (.tar.gz or .zip) of this release at {index.url}/simple/evil/" in str(raised.value)
-    with pytest.raises(sources.SourceError, match="nosuch==1.0: no sdist"):  # a 404 project page
-        sources.fetch_sdist("nosuch==1.0", tmp_path / "source", f"{index.url}/simple", [])
+    assert (
+        f"evil==1.0.1: evil has no release 1.0.1 at {index.url}/simple/evil/; its releases there include 1.0: pin"
+        in str(raised.value)
+    )
+    with pytest.raises(sources.SourceError, match="nosuch==1.0: no project named 'nosuch' at .*check the spelling"):
+        sources.fetch_sdist("nosuch==1.0", tmp_path / "source", f"{index.url}/simple", [])  # a 404 project page
+    index.serve("evil-2.0-py3-none-any.whl", b"a wheel")
+    with pytest.raises(sources.SourceError) as raised:
+        sources.fetch_sdist("evil==2.0", tmp_path / "source", f"{index.url}/simple", [])
+    assert "evil==2.0: this release has no sdist (.tar.gz or .zip) at " in str(raised.value)
+    assert "only evil-2.0-py3-none-any.whl; mine-corpus reads the tests from an sdist" in str(raised.value)
 
 
 def test_find_links_folders_and_pages_come_before_the_index(tmp_path, index):

@@ -108,7 +108,9 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
         "pytest.py": "bb",
         "src/pytest/__main__.py": "bb",
         "tests/test_0000_helpers.py": "bb",
-        "pkg/test_extra.py": "bb",
+        "pkg/test_extra.py": "bb",  # a module named like a test (red40's `shop/ab_test.py`): a module, kept
+        "pkg/ab_test.py": "bb",
+        "pkg/.hidden/evil.py": "bb",  # anything in a dot-folder (red40's R9): removed
         "pkg/conftest.py": "bb",
         "pkg/sitecustomize.py": "bb",
         "evil.pth": "bb",
@@ -124,6 +126,7 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
             "pkg/__pycache__/core.cpython-311.pyc",
             "helpers/util.py",
             "pkg/.hidden.json",
+            "pkg/.hidden/evil.py",
             "pkg/conftest.py",
             "pkg/fast.cpython-311-x86_64-linux-gnu.so",
             "pkg/link.py",
@@ -131,7 +134,6 @@ def test_strays_keep_new_modules_and_data_of_the_tasks_packages_only() -> None:
             "pkg/native.so.1",
             "pkg/pytest.ini",
             "pkg/sitecustomize.py",
-            "pkg/test_extra.py",
             "pkg/tests/test_more.py",
             "pytest.py",
             "src/pytest/__main__.py",
@@ -317,3 +319,14 @@ def test_canaries_go_to_every_fail_to_pass_file_and_one_drawn_pass_to_pass_file(
         canary_targets(Suite(fail_to_pass=f2p, pass_to_pass=p2p, targets=["tests"], timeout_s=1))[2] for _ in range(40)
     }
     assert drawn == {"tests/test_c.py", "tests/test_d.py"}
+
+
+def test_prime_rls_run_folder_is_read_from_the_env_servers_command_line(tmp_path) -> None:
+    """red40's R2: PRIME-RL keeps every rollout (with what grading reported) in its run folder; the tasksets hide the
+    folder of the run their env server serves, as PRIME-RL's launcher names it on the command line."""
+    from composer_prime.grading.runtime import run_folders
+
+    config = tmp_path / "outputs" / "run" / "configs" / "envs" / "train" / "feature-deletion.json"
+    assert run_folders(["env-server", "@", str(config)]) == [(tmp_path / "outputs" / "run").resolve()]
+    assert run_folders(["env-server", "@", str(tmp_path / "env.json")]) == []
+    assert run_folders(["pytest", str(config)]) == []

@@ -85,3 +85,49 @@ def test_a_dropped_stream_comes_back_as_its_header_and_trailer(tmp_path: Path) -
     stdout = flooded.stdout
     assert len(stdout) < 1000 and stdout.startswith("composer-prime-launch ")
     assert overflow(stdout, "the outcome stream")  # still judged void: the trailer says what was dropped
+
+
+def test_no_step_follows_a_link_the_code_under_test_left_in_the_tree(tmp_path: Path) -> None:
+    """red40's R1: a suite session swapped `tests/` for a link to a host folder at exit, and the driver, outside the
+    jail, wrote the late canary (a held-out test's copy) there. Writes, reads and the changed-file reads never follow
+    a link: a linked folder or file in the tree is refused, and nothing lands outside it."""
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host\n")
+    (tree / "tests").symlink_to(outside)
+    (tree / "pkg").mkdir()
+    (tree / "pkg" / "link.py").symlink_to(outside / "secret.txt")
+    for path in ("tests/test_late.py", "pkg/link.py", "tests/sub/test_deep.py"):
+        batch = Batch()
+        batch.write(path, b"held-out expected values")
+        with pytest.raises(vf.SandboxError, match=f"grading: writing {path} failed .*Error"):
+            asyncio.run(batch.execute(runtime_in(tree), sys.executable))
+    batch = Batch()
+    read = batch.read("tests/secret.txt", 100)
+    listing = batch.run(["sh", "-c", "printf 'ab  ./tests/secret.txt\\0cd  ./pkg/link.py\\0'"])
+    changed = batch.changed(listing, {}, 100, 1000)
+    fine = batch.write("pkg/sub/ok.py", b"ok")
+    asyncio.run(batch.execute(runtime_in(tree), sys.executable))
+    assert read.exit is None and "NotADirectoryError" in read.result["error"], read.result
+    assert sorted(changed.result["files"]) == ["pkg/link.py", "tests/secret.txt"]
+    assert all("error" in entry for entry in changed.result["files"].values()), changed.result
+    assert sorted(p.name for p in outside.rglob("*")) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "host\n"
+    assert fine.exit == 0 and (tree / "pkg" / "sub" / "ok.py").read_bytes() == b"ok"
+
+
+def test_changed_files_past_the_scans_total_void_the_grading_with_the_total(tmp_path: Path) -> None:
+    """red40's K2: 300 kept modules of 1.8 MB took the scan (in the env server's process) past the scoring timeout,
+    so the rollout had no grade and no reason. Past `SCAN_TOTAL_BYTES` the grading is void, saying why."""
+    from composer_prime.grading.cleaning import SCAN_BYTES, SCAN_TOTAL_BYTES, Baseline, scan_changed
+
+    size = SCAN_BYTES - 1000
+    names = [f"pkg/blob{i}.py" for i in range(SCAN_TOTAL_BYTES // size + 1)]
+    (tmp_path / "pkg").mkdir()
+    for name in names:
+        (tmp_path / name).write_bytes(b"x = 1\n" * (size // 6))
+    baseline = Baseline(files={}, content=lambda path: None)
+    void = asyncio.run(scan_changed(runtime_in(tmp_path), baseline, names))
+    assert len(void) == 1 and f"the {len(names)} changed files hold" in void[0] and "per grading" in void[0], void
+    assert asyncio.run(scan_changed(runtime_in(tmp_path), baseline, names[:2])) == []

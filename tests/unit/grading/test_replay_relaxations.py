@@ -393,3 +393,14 @@ def _filled(*lines: tuple) -> StoredCart:
     cart = StoredCart()
     cart.lines = list(lines)
     return cart
+
+
+def test_a_mismatch_never_names_what_the_gold_answered() -> None:
+    """red40's R2: the reason goes on the trace, and a later rollout of the task read the recorded answers there (a
+    lookup table scored 1.0). The candidate's own answer is shown; the recorded result and exception are not."""
+    wrong_value = mismatch(call(27.125, args=[3]), answer(26.5, after=[3]))
+    wrong_raise = mismatch(call(raised=KeyError("sku-7781"), args=[3]), answer(raised=ValueError("mine"), after=[3]))
+    raised_instead = mismatch(call(27.125, args=[3]), answer(raised=ValueError("mine"), after=[3]))
+    for reason in (wrong_value, wrong_raise, raised_instead):
+        assert reason is not None and "27.125" not in reason and "KeyError" not in reason and "sku-7781" not in reason
+    assert "26.5" in wrong_value and "ValueError" in wrong_raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import configparser
 
-from composer_prime.mining.collection import widened_config
+from composer_prime.mining.collection import guarded_mains, widened_config
 from composer_prime.mining.features import is_source_file, is_test_file
 
 
@@ -45,3 +45,24 @@ def test_unittest_names_are_test_files_not_sources():
     for path in ("tests.py", "pytimeparse/testtimeparse.py", "pkg/footests.py", "test.py"):
         assert is_test_file(path) and not is_source_file(path), path
     assert is_source_file("pkg/contest_rules.py") and not is_test_file("pkg/contest_rules.py")
+
+
+def test_a_module_level_unittest_main_is_guarded_and_nothing_else_changes():
+    source = (
+        b"import unittest\nfrom unittest import main as run\n\n\nclass T(unittest.TestCase):\n"
+        b"    def test_a(self):\n        unittest.main()  # inside a test: left alone\n\n\n"
+        b"run(\n    verbosity=2,\n)\nunittest.main()\n"
+    )
+    changed, why = guarded_mains({"test/test_t.py": source, "pkg/mod.py": b"import unittest\nunittest.main()\n"}) or (
+        {},
+        "",
+    )
+    assert list(changed) == ["test/test_t.py"] and "test/test_t.py call unittest.main()" in why
+    assert changed["test/test_t.py"] == (
+        b"import unittest\nfrom unittest import main as run\n\n\nclass T(unittest.TestCase):\n"
+        b"    def test_a(self):\n        unittest.main()  # inside a test: left alone\n\n\n"
+        b'if __name__ == "__main__":\n    run(\n        verbosity=2,\n    )\n'
+        b'if __name__ == "__main__":\n    unittest.main()\n'
+    )
+    guarded = b'import unittest\n\nif __name__ == "__main__":\n    unittest.main()\n'
+    assert guarded_mains({"tests.py": guarded, "test_bad.py": b"unittest.main(\n"}) is None

@@ -181,3 +181,39 @@ def test_a_smoke_never_replaces_folders_it_did_not_make(tmp_path: Path) -> None:
     with pytest.raises(Busy, match="no smoke made"):
         execute(config, [], tmp_path)
     assert (tmp_path / "logs" / "important.txt").read_text() == "mine"
+
+
+def _checkpoint(run: Path, step: int, trainer: bool = True, orchestrator: bool = True) -> None:
+    folder = run / "checkpoints" / f"step_{step}"
+    (folder / "trainer").mkdir(parents=True)
+    (folder / "orchestrator").mkdir(parents=True)
+    if trainer:
+        (folder / "trainer" / ".metadata").write_bytes(b"dcp")
+    if orchestrator:
+        (folder / "orchestrator" / "progress.pt").write_bytes(b"pt")
+
+
+def test_resume_continues_after_the_newest_checkpoint_both_halves_wrote(tmp_path: Path) -> None:
+    from composer_prime.smoke.config import SmokeConfig
+    from composer_prime.smoke.outdir import MARKER, NotResumable, resume_point
+    from composer_prime.smoke.run import execute
+
+    work = tmp_path / "work"
+    with pytest.raises(NotResumable, match="no PRIME-RL run folder"):
+        resume_point(work, 3)
+    run = work / "run" / "feature-deletion--model--abc"
+    (run / "configs").mkdir(parents=True)
+    with pytest.raises(NotResumable, match="no checkpoint both the trainer and the orchestrator wrote whole"):
+        resume_point(work, 3)
+    _checkpoint(run, 1)
+    _checkpoint(run, 2, trainer=False)  # the orchestrator checkpoints a step before the trainer has trained it
+    _checkpoint(run, 3, orchestrator=False)
+    assert resume_point(work, 3) == (run, 1)
+    with pytest.raises(NotResumable, match="pass --steps 2 or more"):
+        resume_point(work, 1)
+    # through the command: refused before anything is built, the run left as it was
+    (tmp_path / MARKER).touch()
+    config = SmokeConfig(prime_rl=tmp_path / "t", out=tmp_path, cache=tmp_path / "c", live=False, resume=True, steps=1)
+    with pytest.raises(NotResumable, match="newest checkpoint is step 1"):
+        execute(config, [], tmp_path)
+    assert (run / "checkpoints" / "step_1" / "trainer" / ".metadata").is_file() and not (tmp_path / "c").exists()

@@ -626,7 +626,7 @@ def test_attack_scores_zero(
         assert grading["fail_to_pass"] == 1.0 and grading["pass_to_pass"] < 1.0 and not grading["void"]
     elif attack == "source-diffing-forger":  # the suite and the canaries are fooled; the replay outside pytest is not
         assert grading["fail_to_pass"] == 1.0 and grading["pass_to_pass"] == 1.0 and not grading["void"], grading
-        assert any(f" {BROKEN_BY_BREAKS_P2P[env_name]}: expected" in m for m in grading["replay_mismatches"]), grading
+        assert any(f" {BROKEN_BY_BREAKS_P2P[env_name]}: " in m for m in grading["replay_mismatches"]), grading
     elif attack in ("git-object-rewrite", "git-smudge-filter"):
         # the graded test files come from the host, written over the box's: the box's git is not run after the agent
         assert grading["fail_to_pass"] < 1.0 and grading["error"] is None
@@ -970,7 +970,7 @@ def test_source_diffing_forger_outside_the_oracles_files_scores_zero(
     trace, _ = scripted_rollout(outside_patch, [*source_diffing_forger(env), tool("finish", message="done")], 240)
     grading = trace.info["grading"]
     assert trace.reward == 0.0 and grading["pass_to_pass"] == 1.0 and not grading["void"], grading
-    assert any(" calc.ops:add: expected" in m for m in grading["replay_mismatches"]), grading
+    assert any(" calc.ops:add: " in m for m in grading["replay_mismatches"]), grading
     assert grading["metrics"]["replay_used"] == 1.0 and grading["regression_calls"] > 0, grading
     steps = [*env.honest, append_to_package(env, attacks.SOURCE_DIFF_FORGER), tool("finish", message="done")]
     trace, _ = scripted_rollout(outside_patch, steps, timeout_s=240)

@@ -275,7 +275,7 @@ def test_a_test_file_by_the_repositorys_own_rules_is_restored(outside: Path) -> 
     assert grading["fail_to_pass"] == 1.0, grading
     assert trace.reward == 0.0 and grading["pass_to_pass_failed"] == [OWN_RULES_TEST], grading
     # the test's own call, `add(-1, -1)`, is among the PASS_TO_PASS calls replayed outside pytest: it tells too
-    assert any(" calc.ops:add: expected" in why for why in grading["replay_mismatches"]), grading
+    assert any(" calc.ops:add: " in why for why in grading["replay_mismatches"]), grading
     # potent: graded as the agent left it, the tree passes every FAIL_TO_PASS and PASS_TO_PASS test
     tree = outside / f"weakened-{secrets.token_hex(4)}"
     subprocess.run(["git", "clone", "-q", str(toy.repo), str(tree)], check=True, timeout=60)

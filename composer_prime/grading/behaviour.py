@@ -227,11 +227,11 @@ def _mismatch(call: RecordedCall, answer: dict | None) -> str | None:
     # rollout of the same task could read them (PRIME-RL's run folder). The candidate's own answer is its to see.
     if call.raised is not None:
         if not values.same(call.raised, answer.get("raised")):
-            return f"expected to raise (the recorded exception), got {_shown(answer)}"
+            return f"expected to raise the recorded exception, got {_shown(answer)}"
     elif "raised" in answer:
-        return f"expected a result (the recorded one), got {_shown(answer)}"
+        return f"expected the recorded result, got {_shown(answer)}"
     elif call.result != IGNORED and not values.same(call.result, answer.get("result")):
-        return f"a result other than the recorded one: got {_shown(answer)}"
+        return f"expected the recorded result, got {_shown(answer)}"
     after, kw_after = answer.get("args_after"), answer.get("kwargs_after")
     if not isinstance(after, list) or len(after) != len(call.args_after):
         return "the arguments after the call do not match"

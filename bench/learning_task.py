@@ -367,3 +367,12 @@ def hint_reading(policy: Policy, problems: list[Problem], rng: random.Random) ->
             if hint == wrong:
                 cases["follows_wrong_hint"].append(decode(line) == wrong)
     return {case: sum(v) / len(v) for case, v in cases.items()}
+
+
+def solution(problem: Problem) -> list[str]:
+    """The right lines of every step (the privileged context of the OPSD-style arm)."""
+    value, lines = problem.start, []
+    for k in range(len(problem.ops)):
+        lines.append(problem.line(value, k))
+        value = problem.apply(value, k)
+    return lines

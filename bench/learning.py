@@ -65,10 +65,6 @@ import learning_policy as lp  # noqa: E402
 import learning_report  # noqa: E402
 from learning_run import ARMS, DEFAULT_ARMS, base_job, loss_setup, rl_job, warm_start_job  # noqa: E402
 
-PRETRAIN_STEPS = 1500
-"""Pretraining steps of a transformer's base (`learning_policy.pretrain`)."""
-
-
 PRESETS: dict[str, dict[str, Any]] = {
     # steps x prompts x group: 160 x 12 x 8 = 15k episodes per run. lr 2e-3 collapsed GRPO; at 80 steps, without
     # warmup and after a 500-step hint drill GRPO gained 2.5 points (docs/evidence.md, probes).
@@ -85,7 +81,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         temperature=0.3,
         sft_steps=3000,
         hint_drill=100,
-        pretrain=PRETRAIN_STEPS,
+        pretrain=2000,
         warm_target=0.30,
         task_steps=4,
     ),
@@ -103,7 +99,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         temperature=0.3,
         sft_steps=3000,
         hint_drill=100,
-        pretrain=PRETRAIN_STEPS,
+        pretrain=2000,
         warm_target=0.30,
         task_steps=4,
     ),
@@ -120,7 +116,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         temperature=0.3,
         sft_steps=6000,
         hint_drill=100,
-        pretrain=PRETRAIN_STEPS,
+        pretrain=2000,
         warm_target=0.35,
         task_steps=5,
     ),
@@ -162,6 +158,7 @@ class Settings:
     sft_steps: int
     hint_drill: int
     pretrain: int
+    """At most this many pretraining steps of a transformer's base (`learning_policy.pretrain`)."""
     warm_target: float
     task_steps: int
     teacher_error: float

@@ -27,6 +27,7 @@ import hashlib
 import inspect
 import io
 import json
+import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -118,21 +119,45 @@ def parameters(size: Size) -> int:
     return sum(p.numel() for p in make_policy(size, "cpu").parameters())
 
 
-def pretrain(policy: nn.Module, size: Size, steps: int, task_steps: int) -> None:
-    """The base every seed starts from: the GRU's hint drill, a transformer's pretraining on the task language."""
+SFT = {"gru": {"lr": 3e-3}, "qwen": {"lr": 1e-3, "clip": 1.0}}
+"""Supervised settings (pretraining, warm start) by kind: the GRU's as tuned before; a transformer at 3e-3 or without
+clipping stalled near the unigram loss in probes (docs/evidence.md)."""
+
+
+READS = 0.9
+"""A transformer's pretraining stops once a right hint makes `READS` of its steps right (`hint_reading`, greedy)."""
+CHECK_EVERY = 50
+
+
+def pretrain(policy: nn.Module, size: Size, steps: int, task_steps: int) -> int:
+    """The base every seed starts from: the GRU's `steps` of hint drill; a transformer's pretraining on the task
+    language until it reads a hint (`READS`, checked every `CHECK_EVERY` steps on 64 held-out problems) or for at
+    most `steps` steps: as long as it takes the size to read, not longer, for every step teaches arithmetic too and
+    the warm start's target is the same for every size. Returns the steps taken."""
     if size.kind == "gru":
         task.hint_drill(policy, steps, task_steps)
-    else:
+        return steps
+    rng = random.Random("pretrain")
+    held_out = [task.sample_problem(rng, task_steps) for _ in range(64)]
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=SFT["qwen"]["lr"])
+    done = 0
+    while done < steps:
+        chunk = min(CHECK_EVERY, steps - done)
         task.supervised(
             policy,
-            steps,
-            seed=-1,
-            batch=64,
-            lr=1e-3,
+            chunk,
+            -1 - done,
+            64,
             all_hinted=False,
             hint_rate=PRETRAIN_HINT_RATE,
             task_steps=task_steps,
+            optimizer=optimizer,
+            **SFT["qwen"],
         )
+        done += chunk
+        if task.hint_reading(policy, held_out, random.Random(0))["right_hint"] >= READS:
+            break
+    return done
 
 
 # --- cache -------------------------------------------------------------------------------------------------------
@@ -159,6 +184,12 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
+BASE_FIELDS = ("device", "size", "hint_drill", "pretrain", "task_steps")
+"""The settings a base depends on (a warm start adds its own, an RL run depends on them all): a run with other RL
+settings reuses the bases and warm starts."""
+WARM_FIELDS = (*BASE_FIELDS, "sft_steps", "warm_target", "eval_size")
+
+
 @dataclass(frozen=True)
 class Cache:
     """Results under `root`, one file per (what, size, seed, arm), keyed by `key(...)`; None: no cache."""
@@ -167,8 +198,9 @@ class Cache:
     version: str
 
     def path(self, what: str, settings: Any, seed: int | None = None, arm: Any = None, ext: str = "json") -> Path:
-        fields = {"settings": asdict(settings), "seed": seed, "arm": asdict(arm) if arm else None, "code": self.version}
-        fields["settings"].pop("workers", None)
+        keep = {"base": BASE_FIELDS, "warm": WARM_FIELDS}.get(what)
+        values = {k: v for k, v in asdict(settings).items() if keep is None or k in keep}
+        fields = {"settings": values, "seed": seed, "arm": asdict(arm) if arm else None, "code": self.version}
         key = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
         name = "-".join(str(p) for p in (what, arm.name if arm else None, None if seed is None else f"seed{seed}") if p)
         return self.root / settings.size / f"{name}-{key}.{ext}"

@@ -22,6 +22,8 @@ READING = {
     "right_hint": "after a right hint",
     "wrong_hint": "after a wrong hint",
     "follows_wrong_hint": "copying the wrong hint",
+    "pass_no_hint": "episode pass rate without a hint",
+    "pass_right_hints": "with a right hint before every step",
 }
 
 
@@ -197,25 +199,31 @@ def write(results: dict[str, Any], out: Path) -> str:
     return text
 
 
+def _gap(reading: dict[str, list[float]], without: str, with_: str) -> str:
+    diff = [b - a for a, b in zip(reading[without], reading[with_], strict=True)]
+    return f"{_ms(reading[without], 100)} / {_ms(reading[with_], 100)} ({_ms(diff, 100)})"
+
+
 def write_sizes(out: Path, sizes: list[str]) -> str:
     """`<out>/table.md`: the hint channel against model size (one row per size, paired AUC differences to GRPO and
     replay, the warm start's hint reading), then each size's own table."""
     results = [json.loads((out / size / "results.json").read_text()) for size in sizes]
     names = [a["name"] for a in results[0]["arms"] if a["name"] != "grpo"]
-    header = "| size | parameters | warm start % | no hint / right hint, % right (gap) | " + " | ".join(
-        f"{n}: Δ AUC vs GRPO / vs replay" for n in names
+    header = (
+        "| size | parameters | warm start % | pass % without / with right hints (gap) | step % right without / with a right hint (gap) | "
+        + " | ".join(f"{n}: Δ AUC vs GRPO / vs replay" for n in names)
     )
-    lines = [header + " |", "|" + "---|" * (4 + len(names))]
+    lines = [header + " |", "|" + "---|" * (5 + len(names))]
     for r in results:
         summary = r["summary"]
-        reading = {c: [w["hint_reading"][c] for w in r["warm_start"]] for c in ("no_hint", "right_hint")}
-        gap = [b - a for a, b in zip(reading["no_hint"], reading["right_hint"], strict=True)]
+        reading = {c: [w["hint_reading"][c] for w in r["warm_start"]] for c in READING}
+
         cells = [
             f"{_ms(summary[n]['d_auc'])} / {_ms(summary[n]['d_auc_replay']) if n != 'replay' else '—'}" for n in names
         ]
         lines.append(
             f"| {r['settings']['size']} | {r['parameters']:,} | {_ms([w['accuracy'] for w in r['warm_start']], 100)} | "
-            f"{_ms(reading['no_hint'], 100)} / {_ms(reading['right_hint'], 100)} ({_ms(gap, 100)}) | "
+            f"{_gap(reading, 'pass_no_hint', 'pass_right_hints')} | {_gap(reading, 'no_hint', 'right_hint')} | "
             + " | ".join(cells)
             + " |"
         )

@@ -293,9 +293,10 @@ def base_job(settings: Settings, cache: lp.Cache) -> dict[str, Any]:
     torch.manual_seed(0)
     size = lp.SIZES[settings.size]
     policy = lp.make_policy(size, settings.device)
-    steps = settings.hint_drill if size.kind == "gru" else settings.pretrain
     start = time.perf_counter()
-    lp.pretrain(policy, size, steps, settings.task_steps)
+    steps = lp.pretrain(
+        policy, size, settings.hint_drill if size.kind == "gru" else settings.pretrain, settings.task_steps
+    )
     out = {"state": _state(policy), "steps": steps, "seconds": time.perf_counter() - start}
     cache.store(path, out)
     return out
@@ -310,7 +311,8 @@ def warm_start_job(seed: int, settings: Settings, base: dict[str, Any], cache: l
         return found
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    policy = lp.make_policy(lp.SIZES[settings.size], settings.device)
+    size = lp.SIZES[settings.size]
+    policy = lp.make_policy(size, settings.device)
     policy.load_state_dict(base)
     start = time.perf_counter()
     acc, steps = task.warm_start(
@@ -319,6 +321,7 @@ def warm_start_job(seed: int, settings: Settings, base: dict[str, Any], cache: l
         seed,
         settings.warm_target,
         problems_for(seed, -1, settings.eval_size, settings.task_steps),
+        **lp.SFT[size.kind],
     )
     seconds = time.perf_counter() - start
     reading = task.hint_reading(

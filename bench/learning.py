@@ -31,7 +31,7 @@ at the preset's temperature (0.3: at 1 the GRU's warm start passes 2-3 % of its 
 up linearly over the first `warmup` steps, as PRIME-RL's scheduler can (docs/evidence.md says which probes chose it).
 
     python bench/learning.py                      # CPU preset: the size table on 2 cores (resumable, see --cache)
-    python bench/learning.py --preset quick       # minutes: two seeds, the GRU and the smallest transformer
+    python bench/learning.py --preset quick       # two seeds, 40 steps, the GRU and qwen-m
     python bench/learning.py --device cuda        # GPU preset: larger sizes, 300 steps x 64 prompts x 8 samples
     python bench/learning.py --preset tiny        # seconds; what tests/e2e/test_learning_bench.py runs
 
@@ -85,9 +85,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         warm_target=0.30,
         task_steps=4,
     ),
-    # the table's shape at a few minutes: two seeds, the smallest transformer against the GRU
+    # the table's shape in less time: two seeds, 40 steps, the GRU and the middle transformer
     "quick": dict(
-        sizes="gru,qwen-xs",
+        sizes="gru,qwen-m",
         steps=40,
         prompts=12,
         group=8,

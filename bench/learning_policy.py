@@ -163,7 +163,7 @@ def pretrain(policy: nn.Module, size: Size, steps: int, task_steps: int) -> int:
 # --- cache -------------------------------------------------------------------------------------------------------
 
 CODE = [
-    "bench/learning.py",
+    "bench/learning_run.py",
     "bench/learning_task.py",
     "bench/learning_policy.py",
     "composer_prime/loss.py",
@@ -174,7 +174,8 @@ CODE_DIRS = ["composer_prime/algorithm"]
 
 
 def code_version() -> str:
-    """Hash of the sources a result depends on, and of torch's and transformers' versions."""
+    """Hash of the sources a result's computation depends on, and of torch's and transformers' versions (the
+    presets of bench/learning.py and the report are not among them: the settings are part of every key)."""
     import transformers
 
     digest = hashlib.sha256(f"{torch.__version__}/{transformers.__version__}".encode())

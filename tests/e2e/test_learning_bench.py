@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARMS = ("grpo", "hints", "replay", "full", "whole", "opsd", "full-targets1", "full-targets4")
 
 
-def _bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def _bench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / "learning.py"), *args],
         capture_output=True,

@@ -131,14 +131,18 @@ def test_verifier_fails_an_episode_whose_wrong_steps_cancel_out():
     assert task.verify(problem, ["08+4=12", "12-1=1x"]) == 0.0
 
 
-def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature():
+@pytest.mark.parametrize("size", ["gru", "qwen-xs"])
+def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature(size):
+    # the transformer samples through its KV cache and trains on whole padded rows: both must give the same logprobs
     import random
 
     import torch
 
     task = _task()
+    import learning_policy
+
     torch.manual_seed(0)
-    policy = task.Policy(16, 1)
+    policy = task.Policy(16, 1) if size == "gru" else learning_policy.make_policy(learning_policy.SIZES[size], "cpu")
     rng = random.Random(0)
     problems = [task.sample_problem(rng, 3)] * 6
     for temperature in (0.5, 1.0):
@@ -229,3 +233,25 @@ def test_a_prime_rl_checkout_whose_loss_does_not_import_is_refused_before_any_wo
     assert done.returncode == 2, done.stderr[-2000:]
     assert "PRIME-RL's loss does not import" in done.stderr and "pip install -e '.[contract]'" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_hinted_rollout_puts_the_right_line_before_every_step():
+    # the gate's "pass rate with a right hint": the hint is the step's right line given the previous *written* result
+    import random
+
+    import torch
+
+    task = _task()
+    torch.manual_seed(0)
+    policy = task.Policy(16, 1)
+    problems = [task.sample_problem(random.Random(k), 3) for k in range(4)]
+    for episode in task.rollout(policy, problems, False, torch.Generator().manual_seed(0), 1.0, hinted=True):
+        hints = [task.decode(ids[1:]) for role, ids in episode.messages[1:] if role == "user"]
+        value, expected = episode.problem.start, []
+        for k, line in enumerate(episode.lines):
+            expected.append(task.HINT_TEMPLATE.format(detail=episode.problem.line(value, k)))
+            written = task.parse_result(line)
+            value = written if written is not None else episode.problem.apply(value, k)
+        assert hints == expected
+        roles = [role for role, _ in episode.messages]
+        assert roles[:4] == ["user", "user", "assistant", "tool"] and roles.count("user") == 1 + len(episode.lines)

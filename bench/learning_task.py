@@ -256,11 +256,11 @@ HINT_TEMPLATE = DEFAULT_TEMPLATES["teacher_hint"]
 
 
 def demonstration(
-    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False
+    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False, any_count: bool = False
 ) -> tuple[list[int], list[bool]]:
-    """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint,
-    placed as a message just before the step or as a system message before the episode. With `all_hinted` every
-    step carries one, just before it (the hint drill)."""
+    """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint
+    (`any_count`: any number from one to every step), placed as a message just before the step or as a system
+    message before the episode. With `all_hinted` every step carries one, just before it (the hint drill)."""
     value, right = problem.start, []
     for k in range(len(problem.ops)):
         right.append(problem.line(value, k))
@@ -270,7 +270,8 @@ def demonstration(
     if all_hinted:
         hinted = list(range(len(right)))
     elif rng.random() < hint_rate:
-        hinted = rng.sample(range(len(right)), rng.choice((1, 1, 2)))
+        count = rng.randint(1, len(right)) if any_count else rng.choice((1, 1, 2))
+        hinted = rng.sample(range(len(right)), count)
         system = rng.random() < SYSTEM_SHARE
     ids: list[int] = []
     mask: list[bool] = []
@@ -309,6 +310,7 @@ def supervised(
     task_steps: int | None = None,
     clip: float | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    any_count: bool = False,
 ) -> tuple[float | None, int]:
     """AdamW steps on demonstrations (`demonstration`), for `steps` steps or until held-out greedy accuracy on
     `eval_problems` reaches `target` (checked every `check_every` steps), gradients clipped to norm `clip` when set.
@@ -320,7 +322,7 @@ def supervised(
     acc = accuracy(policy, eval_problems) if target is not None else None
     done = 0
     while done < steps and (target is None or acc < target):
-        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted) for _ in range(batch)]
+        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted, any_count) for _ in range(batch)]
         ids = pad([r[0] for r in rows], PAD, device)
         mask = pad([r[1] for r in rows], False, device)
         loss = -(policy.token_logprobs(ids) * mask).sum() / mask.sum()
@@ -355,10 +357,13 @@ def warm_start(
     lr: float = 3e-3,
     hint_rate: float = 1.0,
     clip: float | None = None,
+    any_count: bool = False,
 ) -> tuple[float, int]:
     """Supervised warm start on demonstrations, each with one or two hinted steps (`hint_rate`), until held-out
     accuracy reaches `target` (or `steps` steps). Returns (accuracy, steps taken)."""
-    acc, done = supervised(policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems, clip=clip)
+    acc, done = supervised(
+        policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems, clip=clip, any_count=any_count
+    )
     return float(acc), done
 
 

@@ -10,9 +10,10 @@ tempered distribution and the recurrent state: the GRU's hidden state, the trans
 
 **Pretraining.** A transformer is pretrained on the task language: correct demonstrations of which half carry right
 hints on one to every step, placed as the algorithm places them (bench/learning_task.py `demonstration`); the other
-half carry none. There is no drill (every demonstration hinted at every step). Attention copies a line from its context, so this corpus teaches the policy
-to read a hint as an LLM's pretraining does (`hint_reading` measures it at the warm start: a right hint must lift
-the share of right steps by `READING_GATE`). The GRU keeps its hint drill.
+half carry none. There is no drill (every demonstration hinted at every step). Attention copies a line from its
+context, so this corpus teaches the policy to read a hint as an LLM's pretraining does. `hint_reading` measures it at
+the warm start; the gate (`READING_GATE`): the greedy pass rate with a right hint before every step exceeds the pass
+rate without one by 30 points. The GRU keeps its hint drill.
 
 **Cache.** The pretrained base, each seed's warm start (weights and figures) and each (arm, seed) RL run are written
 atomically under `--cache`, named by the size and the seed and keyed by a hash of everything that decides them: the
@@ -41,7 +42,7 @@ from composer_prime.atomic import write_atomic
 ROOT = Path(__file__).resolve().parents[1]
 
 READING_GATE = 0.30
-"""Warm-start acceptance for a transformer: a right hint lifts the share of right steps by at least 30 points."""
+"""Warm-start acceptance for a transformer: a right hint before every step lifts the greedy pass rate by 30 points."""
 
 PRETRAIN_HINT_RATE = 0.5
 """Share of pretraining demonstrations with one or two hinted steps (the rest: no hint)."""

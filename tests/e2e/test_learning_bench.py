@@ -37,7 +37,7 @@ def test_learning_bench_tiny_writes_table_and_curves(tmp_path):
     done = _bench("--preset", "tiny", "--workers", "1", "--arms", ",".join(ARMS), "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = (out / "table.md").read_text()
-    assert "| gru | 2" in summary and "| qwen-xs | 7,520 |" in summary  # one row per size, with its parameters
+    assert "| gru | 47,631 |" in summary and "| qwen-xs | 7,520 |" in summary  # one row per size, with its parameters
     for size in ("gru", "qwen-xs"):
         table = (out / size / "table.md").read_text()
         for arm in ARMS:

@@ -209,15 +209,12 @@ def write_sizes(out: Path, sizes: list[str]) -> str:
     replay, the warm start's hint reading), then each size's own table."""
     results = [json.loads((out / size / "results.json").read_text()) for size in sizes]
     names = [a["name"] for a in results[0]["arms"] if a["name"] != "grpo"]
-    header = (
-        "| size | parameters | warm start % | pass % without / with right hints (gap) | step % right without / with a right hint (gap) | "
-        + " | ".join(f"{n}: Δ AUC vs GRPO / vs replay" for n in names)
-    )
-    lines = [header + " |", "|" + "---|" * (5 + len(names))]
+    heads = ["size", "parameters", "warm start %", "pass % without / with right hints (gap)"]
+    heads += ["step % right without / with a right hint (gap)", *(f"{n}: Δ AUC vs GRPO / vs replay" for n in names)]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for r in results:
         summary = r["summary"]
         reading = {c: [w["hint_reading"][c] for w in r["warm_start"]] for c in READING}
-
         cells = [
             f"{_ms(summary[n]['d_auc'])} / {_ms(summary[n]['d_auc_replay']) if n != 'replay' else '—'}" for n in names
         ]

@@ -215,15 +215,12 @@ def write_sizes(out: Path, sizes: list[str]) -> str:
     for r in results:
         summary = r["summary"]
         reading = {c: [w["hint_reading"][c] for w in r["warm_start"]] for c in READING}
-        cells = [
+        cells = [r["settings"]["size"], f"{r['parameters']:,}", _ms([w["accuracy"] for w in r["warm_start"]], 100)]
+        cells += [_gap(reading, "pass_no_hint", "pass_right_hints"), _gap(reading, "no_hint", "right_hint")]
+        cells += [
             f"{_ms(summary[n]['d_auc'])} / {_ms(summary[n]['d_auc_replay']) if n != 'replay' else '—'}" for n in names
         ]
-        lines.append(
-            f"| {r['settings']['size']} | {r['parameters']:,} | {_ms([w['accuracy'] for w in r['warm_start']], 100)} | "
-            f"{_gap(reading, 'pass_no_hint', 'pass_right_hints')} | {_gap(reading, 'no_hint', 'right_hint')} | "
-            + " | ".join(cells)
-            + " |"
-        )
+        lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     for size in sizes:
         text += f"\n## {size}\n\n" + (out / size / "table.md").read_text()

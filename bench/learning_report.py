@@ -22,6 +22,8 @@ READING = {
     "right_hint": "after a right hint",
     "wrong_hint": "after a wrong hint",
     "follows_wrong_hint": "copying the wrong hint",
+    "pass_no_hint": "episode pass rate without a hint",
+    "pass_right_hints": "with a right hint before every step",
 }
 
 
@@ -40,6 +42,9 @@ def figures(run: dict[str, Any], steps: int) -> dict[str, Any]:
         "auc": 100 * sum(gains) / len(gains),
         "hint_share": totals["hint_tokens"] / totals["rl_tokens"] if totals["rl_tokens"] else 0.0,
         "sibling_share": totals.get("sibling_targets", 0.0) / totals["hint_targets"] if totals["hint_targets"] else 0.0,
+        "prefill_share": totals["prefill_tokens"] / totals["rollout_tokens"] if totals["rollout_tokens"] else 0.0,
+        "prefill_requests": totals["prefill_requests"] / steps,
+        "prefill_passes": totals["prefill_passes"] / steps,
         "steps": steps,
     }
 
@@ -83,7 +88,8 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
     header = (
         "| arm | loss | steps to +10 pts | steps to +20 pts | speedup to +20 vs GRPO | final acc % | "
         "Δ final vs GRPO (pts) | AUC (pts) | Δ AUC vs GRPO (pts) | Δ AUC vs replay (pts) | hint tokens / rl tokens | "
-        "sibling share of hint targets |"
+        "sibling share of hint targets | extra compute: prefill tokens / rollout tokens | prefilled sequences / step | "
+        "prefill passes / step |"
     )
     replay = by_arm.get("replay")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -110,7 +116,10 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
             f"{_ms([r['auc'] for r in runs])} | {'—' if name == 'grpo' else _ms(d_auc)} | "
             f"{'—' if name == 'replay' or not replay else _ms(d_replay)} | "
             f"{statistics.fmean(r['hint_share'] for r in runs):.3f} | "
-            f"{statistics.fmean(r['sibling_share'] for r in runs):.3f} |"
+            f"{statistics.fmean(r['sibling_share'] for r in runs):.3f} | "
+            f"{statistics.fmean(r['prefill_share'] for r in runs):.3f} | "
+            f"{statistics.fmean(r['prefill_requests'] for r in runs):.1f} | "
+            f"{statistics.fmean(r['prefill_passes'] for r in runs):.1f} |"
         )
     warm = [w["accuracy"] for w in results["warm_start"]]
     reading = {case: [w["hint_reading"][case] for w in results["warm_start"]] for case in READING}
@@ -118,14 +127,21 @@ def table(results: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
     warmup = f" ({s['warmup']}-step warmup)" if s.get("warmup") else ""
     head = (
         f"{len(seeds)} seeds (paired), warm start {_ms(warm, 100)} % held-out accuracy; {s['steps']} RL steps x "
-        f"{s['prompts']} prompts x {s['group']} samples at temperature {s['temperature']:g}, GRU hidden "
-        f"{s['hidden']} x {s['layers']}, lr {s['lr']}{warmup}, hint drill {s['hint_drill']} steps, "
+        f"{s['prompts']} prompts x {s['group']} samples at temperature {s['temperature']:g}, policy "
+        f"{s['size']} ({results['parameters']:,} parameters), lr {s['lr']}{warmup}, {base_text(results)}, "
         f"{s['task_steps']}-step problems, teacher wrong on {s['teacher_error']:.0%} of steps, device {s['device']}; {results['wall_seconds']:.0f} s wall with "
         f"{results['workers']} worker(s).\n\nHint reading of the warm start (greedy step in a right context, % right): "
         + ", ".join(f"{label} {_ms(reading[case], 100)}" for case, label in READING.items())
         + "."
     )
     return head + "\n\n" + "\n".join(lines) + "\n", summary
+
+
+def base_text(results: dict[str, Any]) -> str:
+    steps = results["base"]["steps"]
+    return (
+        f"hint drill {steps} steps" if results["settings"]["size"].startswith("gru") else f"pretraining {steps} steps"
+    )
 
 
 def plot(results: dict[str, Any], path: Path) -> bool:
@@ -138,7 +154,7 @@ def plot(results: dict[str, Any], path: Path) -> bool:
         return False
     names = [a["name"] for a in results["arms"]]
     main = [n for n in names if "-" not in n]
-    sweeps = ["grpo", "full", *[n for n in names if "-" in n]]
+    sweeps = ["grpo", *[n for n in names if "-" in n or n == "full"]]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, group, title in ((axes[0], main, "arms"), (axes[1], sweeps, "sweeps (full recipe)")):
         for name in group:
@@ -180,4 +196,33 @@ def write(results: dict[str, Any], out: Path) -> str:
     write_atomic(out / "table.md", text)
     if not plot(results, out / "curves.png"):
         text += "\n(matplotlib is not installed: no curves.png)\n"
+    return text
+
+
+def _gap(reading: dict[str, list[float]], without: str, with_: str) -> str:
+    diff = [b - a for a, b in zip(reading[without], reading[with_], strict=True)]
+    return f"{_ms(reading[without], 100)} / {_ms(reading[with_], 100)} ({_ms(diff, 100)})"
+
+
+def write_sizes(out: Path, sizes: list[str]) -> str:
+    """`<out>/table.md`: the hint channel against model size (one row per size, paired AUC differences to GRPO and
+    replay, the warm start's hint reading), then each size's own table."""
+    results = [json.loads((out / size / "results.json").read_text()) for size in sizes]
+    names = [a["name"] for a in results[0]["arms"] if a["name"] != "grpo"]
+    heads = ["size", "parameters", "warm start %", "pass % without / with right hints (gap)"]
+    heads += ["step % right without / with a right hint (gap)", *(f"{n}: Δ AUC vs GRPO / vs replay" for n in names)]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for r in results:
+        summary = r["summary"]
+        reading = {c: [w["hint_reading"][c] for w in r["warm_start"]] for c in READING}
+        cells = [r["settings"]["size"], f"{r['parameters']:,}", _ms([w["accuracy"] for w in r["warm_start"]], 100)]
+        cells += [_gap(reading, "pass_no_hint", "pass_right_hints"), _gap(reading, "no_hint", "right_hint")]
+        cells += [
+            f"{_ms(summary[n]['d_auc'])} / {_ms(summary[n]['d_auc_replay']) if n != 'replay' else '—'}" for n in names
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    for size in sizes:
+        text += f"\n## {size}\n\n" + (out / size / "table.md").read_text()
+    write_atomic(out / "table.md", text)
     return text

@@ -188,16 +188,31 @@ class Episode:
 
 @torch.no_grad()
 def rollout(
-    policy: Policy, problems: list[Problem], greedy: bool, generator: torch.Generator, temperature: float = 1.0
+    policy: Policy,
+    problems: list[Problem],
+    greedy: bool,
+    generator: torch.Generator,
+    temperature: float = 1.0,
+    hinted: bool = False,
 ) -> list[Episode]:
     """All problems in lockstep (they share one layout): prompt, then per step 7 sampled characters and the tool.
-    Sampled at `temperature`; the episode's logprobs are of that tempered distribution."""
+    Sampled at `temperature`; the episode's logprobs are of that tempered distribution. With `hinted`, a right hint
+    (the step's right line given the previous written result) is a user message just before every step."""
     device = next(policy.parameters()).device
     steps = len(problems[0].ops)
     messages: list[list[tuple[str, list[int]]]] = [[("user", render("user", p.prompt()))] for p in problems]
     lines: list[list[str]] = [[] for _ in problems]
     logprobs: list[list[list[float]]] = [[] for _ in problems]
-    feed = torch.tensor([m[0][1] + [ROLE_ID["assistant"]] for m in messages], device=device)
+    values = [p.start for p in problems]
+
+    def hint(i: int, k: int) -> list[int]:
+        if not hinted:
+            return []
+        ids = render("user", HINT_TEMPLATE.format(detail=problems[i].line(values[i], k)))
+        messages[i].append(("user", ids))
+        return ids
+
+    feed = torch.tensor([m[0][1] + hint(i, 0) + [ROLE_ID["assistant"]] for i, m in enumerate(messages)], device=device)
     state = None
     for k in range(steps):
         logp, state = policy(feed, state, temperature)
@@ -217,15 +232,18 @@ def rollout(
             messages[i].append(("assistant", [ROLE_ID["assistant"], *sampled[i]]))
             lines[i].append(decode(sampled[i]))
             logprobs[i].append(sampled_lp[i])
+            written = parse_result(lines[i][-1])
+            values[i] = written if written is not None else problem.apply(values[i], k)
             reply = render("tool", problem.tool_reply(k))
             messages[i].append(("tool", reply))
-            tail.append([*reply, ROLE_ID["assistant"]])
+            tail.append([*reply, *(hint(i, k + 1) if k + 1 < steps else []), ROLE_ID["assistant"]])
         feed = torch.tensor(tail, device=device)
     return [Episode(p, m, li, lp) for p, m, li, lp in zip(problems, messages, lines, logprobs, strict=True)]
 
 
-def accuracy(policy: Policy, problems: list[Problem]) -> float:
-    episodes = rollout(policy, problems, greedy=True, generator=torch.Generator())
+def accuracy(policy: Policy, problems: list[Problem], hinted: bool = False) -> float:
+    """Greedy pass rate on `problems` (with `hinted`: a right hint before every step)."""
+    episodes = rollout(policy, problems, greedy=True, generator=torch.Generator(), hinted=hinted)
     return sum(verify(e.problem, e.lines) for e in episodes) / len(episodes)
 
 
@@ -238,11 +256,11 @@ HINT_TEMPLATE = DEFAULT_TEMPLATES["teacher_hint"]
 
 
 def demonstration(
-    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False
+    problem: Problem, rng: random.Random, hint_rate: float, all_hinted: bool = False, any_count: bool = False
 ) -> tuple[list[int], list[bool]]:
-    """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint,
-    placed as a message just before the step or as a system message before the episode. With `all_hinted` every
-    step carries one, just before it (the hint drill)."""
+    """A correct episode's token ids and loss mask; with probability `hint_rate` one or two steps carry a hint
+    (`any_count`: any number from one to every step), placed as a message just before the step or as a system
+    message before the episode. With `all_hinted` every step carries one, just before it (the hint drill)."""
     value, right = problem.start, []
     for k in range(len(problem.ops)):
         right.append(problem.line(value, k))
@@ -252,7 +270,8 @@ def demonstration(
     if all_hinted:
         hinted = list(range(len(right)))
     elif rng.random() < hint_rate:
-        hinted = rng.sample(range(len(right)), rng.choice((1, 1, 2)))
+        count = rng.randint(1, len(right)) if any_count else rng.choice((1, 1, 2))
+        hinted = rng.sample(range(len(right)), count)
         system = rng.random() < SYSTEM_SHARE
     ids: list[int] = []
     mask: list[bool] = []
@@ -289,22 +308,28 @@ def supervised(
     eval_problems: list[Problem] | None = None,
     check_every: int = 10,
     task_steps: int | None = None,
+    clip: float | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    any_count: bool = False,
 ) -> tuple[float | None, int]:
     """AdamW steps on demonstrations (`demonstration`), for `steps` steps or until held-out greedy accuracy on
-    `eval_problems` reaches `target` (checked every `check_every` steps). Returns (last accuracy or None, steps)."""
+    `eval_problems` reaches `target` (checked every `check_every` steps), gradients clipped to norm `clip` when set.
+    Returns (last accuracy or None, steps)."""
     device = next(policy.parameters()).device
     rng = random.Random(seed)
     length = task_steps or len(eval_problems[0].ops)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
+    optimizer = optimizer or torch.optim.AdamW(policy.parameters(), lr=lr)
     acc = accuracy(policy, eval_problems) if target is not None else None
     done = 0
     while done < steps and (target is None or acc < target):
-        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted) for _ in range(batch)]
+        rows = [demonstration(sample_problem(rng, length), rng, hint_rate, all_hinted, any_count) for _ in range(batch)]
         ids = pad([r[0] for r in rows], PAD, device)
         mask = pad([r[1] for r in rows], False, device)
         loss = -(policy.token_logprobs(ids) * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), clip)
         optimizer.step()
         done += 1
         if target is not None and done % check_every == 0:
@@ -331,10 +356,14 @@ def warm_start(
     batch: int = 64,
     lr: float = 3e-3,
     hint_rate: float = 1.0,
+    clip: float | None = None,
+    any_count: bool = False,
 ) -> tuple[float, int]:
     """Supervised warm start on demonstrations, each with one or two hinted steps (`hint_rate`), until held-out
     accuracy reaches `target` (or `steps` steps). Returns (accuracy, steps taken)."""
-    acc, done = supervised(policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems)
+    acc, done = supervised(
+        policy, steps, seed, batch, lr, False, hint_rate, target, eval_problems, clip=clip, any_count=any_count
+    )
     return float(acc), done
 
 
@@ -344,7 +373,8 @@ def hint_reading(policy: Policy, problems: list[Problem], rng: random.Random) ->
     its greedy line with no hint, after a right hint (the step's right line, placed as the algorithm places it: a
     user message just before the step) and after a wrong hint (the right line with an off result, as the teacher
     gives when it is wrong). Returns the share of steps written right in each case and the share copying the wrong
-    hint. A hint teacher is only a teacher when a right hint raises the share of right steps."""
+    hint; and the greedy pass rate of whole episodes without a hint and with a right hint before every step. A hint
+    teacher is only a teacher when a right hint raises the share of right steps."""
     device = next(policy.parameters()).device
     cases: dict[str, list[bool]] = {"no_hint": [], "right_hint": [], "wrong_hint": [], "follows_wrong_hint": []}
     for problem in problems:
@@ -366,4 +396,16 @@ def hint_reading(policy: Policy, problems: list[Problem], rng: random.Random) ->
             cases[case].append(decode(line) == right)
             if hint == wrong:
                 cases["follows_wrong_hint"].append(decode(line) == wrong)
-    return {case: sum(v) / len(v) for case, v in cases.items()}
+    out = {case: sum(v) / len(v) for case, v in cases.items()}
+    out["pass_no_hint"] = accuracy(policy, problems)
+    out["pass_right_hints"] = accuracy(policy, problems, hinted=True)
+    return out
+
+
+def solution(problem: Problem) -> list[str]:
+    """The right lines of every step (the privileged context of the OPSD-style arm)."""
+    value, lines = problem.start, []
+    for k in range(len(problem.ops)):
+        lines.append(problem.line(value, k))
+        value = problem.apply(value, k)
+    return lines

@@ -18,56 +18,90 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ARMS = ("grpo", "hints", "replay", "full", "whole", "opsd", "full-targets1", "full-targets4")
+
+
+def _bench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "learning.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PRIME_RL_SRC": ""},
+    )
+
+
 @pytest.mark.slow
 def test_learning_bench_tiny_writes_table_and_curves(tmp_path):
     out = tmp_path / "learning"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "learning.py"),
-            "--preset",
-            "tiny",
-            "--workers",
-            "1",
-            "--arms",
-            "grpo,hints,replay,full,whole,full-targets1,full-targets4",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PRIME_RL_SRC": ""},
-    )
+    done = _bench("--preset", "tiny", "--workers", "1", "--arms", ",".join(ARMS), "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
-    table = (out / "table.md").read_text()
-    for arm in ("grpo", "hints", "replay", "full", "whole", "full-targets1", "full-targets4"):
-        assert f"| {arm} |" in table
-    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (out / "table.md").read_text()
+    assert "| gru | 47,631 |" in summary and "| qwen-xs | 7,520 |" in summary  # one row per size, with its parameters
+    for size in ("gru", "qwen-xs"):
+        table = (out / size / "table.md").read_text()
+        for arm in ARMS:
+            assert f"| {arm} |" in table
+        assert (out / size / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        results = json.loads((out / size / "results.json").read_text())
+        assert results["settings"]["size"] == size
+        assert len(results["warm_start"]) == 2 and len(results["runs"]) == 2 * len(ARMS)
+        steps = results["settings"]["hint_drill" if size == "gru" else "pretrain"]
+        assert 0 < results["base"]["steps"] <= steps  # a transformer stops pretraining once it reads a hint
+        for warm in results["warm_start"]:
+            reading = warm["hint_reading"]
+            assert set(reading) == {
+                "no_hint",
+                "right_hint",
+                "wrong_hint",
+                "follows_wrong_hint",
+                "pass_no_hint",
+                "pass_right_hints",
+            }
+            assert all(0.0 <= v <= 1.0 for v in reading.values())
+        assert "Hint reading of the warm start" in table and "at temperature 1," in table
+        share: dict[str, float] = {}
+        prefill: dict[str, float] = {}
+        for run in results["runs"]:
+            assert len(run["curve"]) == results["settings"]["steps"] + 1
+            assert all(0.0 <= acc <= 1.0 for _, acc in run["curve"])
+            totals = run["totals"]
+            assert totals["rl_tokens"] > 0 and totals["rollout_tokens"] >= totals["rl_tokens"]
+            share[run["arm"]] = share.get(run["arm"], 0.0) + totals["hint_tokens"] / totals["rl_tokens"]
+            prefill[run["arm"]] = prefill.get(run["arm"], 0.0) + totals["prefill_tokens"]
+            assert (totals["prefill_passes"] > 0) == (totals["prefill_requests"] > 0)
+        assert share["grpo"] == 0.0 and share["replay"] == 0.0 and prefill["grpo"] == prefill["replay"] == 0.0
+        assert share["hints"] > 0 and share["full"] > 0 and prefill["hints"] > 0
+        assert share["whole"] > share["hints"]
+        # the OPSD-style arm distils every step of a trace under the whole solution: the most hint tokens of all (the
+        # tiny preset's traces all fail, so this does not tell it from an arm that skips solved traces)
+        assert share["opsd"] >= max(share.values()) and share["opsd"] > share["whole"]
+        assert share["full-targets1"] < share["full-targets4"]
+        # the same warm start and prompts: every arm of a seed starts from the same accuracy
+        starts = {(r["seed"], r["curve"][0][1]) for r in results["runs"]}
+        assert len(starts) == 2
+        assert results["runs"][0]["loss"] == "composer_loss (no reference stream)"
 
-    results = json.loads((out / "results.json").read_text())
-    assert len(results["warm_start"]) == 2 and len(results["runs"]) == 2 * 7
-    assert results["base"]["steps"] == results["settings"]["hint_drill"] > 0
-    for warm in results["warm_start"]:
-        reading = warm["hint_reading"]
-        assert set(reading) == {"no_hint", "right_hint", "wrong_hint", "follows_wrong_hint"}
-        assert all(0.0 <= v <= 1.0 for v in reading.values())
-    assert "Hint reading of the warm start" in table and "at temperature 1," in table
-    share: dict[str, float] = {}
-    for run in results["runs"]:
-        assert len(run["curve"]) == results["settings"]["steps"] + 1
-        assert all(0.0 <= acc <= 1.0 for _, acc in run["curve"])
-        totals = run["totals"]
-        assert totals["rl_tokens"] > 0
-        share[run["arm"]] = share.get(run["arm"], 0.0) + totals["hint_tokens"] / totals["rl_tokens"]
-    assert share["grpo"] == 0.0 and share["replay"] == 0.0
-    assert share["hints"] > 0 and share["full"] > 0
-    assert share["whole"] > share["hints"]
-    assert share["full-targets1"] < share["full-targets4"]
-    # the same warm start and prompts: every arm of a seed starts from the same accuracy
-    starts = {(r["seed"], r["curve"][0][1]) for r in results["runs"]}
-    assert len(starts) == 2
-    assert results["runs"][0]["loss"] == "composer_loss (no reference stream)"
+
+@pytest.mark.slow
+def test_a_rerun_reuses_every_cached_result_exactly(tmp_path):
+    out, cache = tmp_path / "first", tmp_path / "cache"
+    args = ["--preset", "tiny", "--sizes", "qwen-xs", "--seeds", "1", "--arms", "grpo,opsd", "--cache", str(cache)]
+    first = _bench(*args, "--workers", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    files = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert {p.name.split("-")[0] for p in files} == {"base", "warm", "rl"} and len(files) == 4
+    again = _bench(*args, "--workers", "2", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()} == files  # nothing recomputed
+    runs = [json.loads((d / "qwen-xs" / "results.json").read_text())["runs"] for d in (out, tmp_path / "again")]
+    assert runs[0] == runs[1]
+    # another setting is another key: a changed preset value computes (and caches) its own runs
+    other = _bench(*args, "--steps", "2", "--workers", "1", "--out", str(tmp_path / "other"))
+    assert other.returncode == 0, other.stderr[-3000:]
+    # ... and reuses the base and the warm start, which do not depend on the RL settings
+    assert len([p for p in cache.rglob("rl-*") if p.is_file()]) == 4
+    assert len([p for p in cache.rglob("*.pt") if p.is_file()]) == 2
 
 
 def test_learning_bench_rejects_an_unknown_arm(tmp_path):
@@ -98,14 +132,18 @@ def test_verifier_fails_an_episode_whose_wrong_steps_cancel_out():
     assert task.verify(problem, ["08+4=12", "12-1=1x"]) == 0.0
 
 
-def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature():
+@pytest.mark.parametrize("size", ["gru", "qwen-xs"])
+def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature(size):
+    # the transformer samples through its KV cache and trains on whole padded rows: both must give the same logprobs
     import random
 
     import torch
 
     task = _task()
+    import learning_policy
+
     torch.manual_seed(0)
-    policy = task.Policy(16, 1)
+    policy = task.Policy(16, 1) if size == "gru" else learning_policy.make_policy(learning_policy.SIZES[size], "cpu")
     rng = random.Random(0)
     problems = [task.sample_problem(rng, 3)] * 6
     for temperature in (0.5, 1.0):
@@ -127,8 +165,8 @@ def test_trainer_logprobs_match_sampling_logprobs_at_the_sampling_temperature():
 
 
 def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
-    # `--device cuda` selects the gpu preset; its shape (2-layer GRU, 5-step problems) runs here on CPU, shrunk in
-    # size only, so that the preset's code path is exercised without a GPU.
+    # `--device cuda` selects the gpu preset; its shape (5-step problems, 1024 held-out problems) runs here on CPU,
+    # shrunk to the smallest transformer, so that the preset's code path is exercised without a GPU.
     out = tmp_path / "gpu"
     done = subprocess.run(
         [
@@ -140,8 +178,8 @@ def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
             "1",
             "--arms",
             "grpo,full",
-            "--hidden",
-            "16",
+            "--sizes",
+            "qwen-xs",
             "--steps",
             "1",
             "--prompts",
@@ -156,6 +194,8 @@ def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
             "2",
             "--hint-drill",
             "2",
+            "--pretrain",
+            "2",
             "--out",
             str(out),
         ],
@@ -165,8 +205,8 @@ def test_learning_bench_gpu_preset_runs_its_shape_on_cpu(tmp_path):
         env={**os.environ, "PRIME_RL_SRC": ""},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert results["preset"] == "gpu" and results["settings"]["layers"] == 2 and results["settings"]["task_steps"] == 5
+    results = json.loads((out / "qwen-xs" / "results.json").read_text())
+    assert results["preset"] == "gpu" and results["settings"]["task_steps"] == 5
     assert {r["arm"] for r in results["runs"]} == {"grpo", "full"}
     assert all(len(r["curve"]) == 2 for r in results["runs"])
 
@@ -194,3 +234,25 @@ def test_a_prime_rl_checkout_whose_loss_does_not_import_is_refused_before_any_wo
     assert done.returncode == 2, done.stderr[-2000:]
     assert "PRIME-RL's loss does not import" in done.stderr and "pip install -e '.[contract]'" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_hinted_rollout_puts_the_right_line_before_every_step():
+    # the gate's "pass rate with a right hint": the hint is the step's right line given the previous *written* result
+    import random
+
+    import torch
+
+    task = _task()
+    torch.manual_seed(0)
+    policy = task.Policy(16, 1)
+    problems = [task.sample_problem(random.Random(k), 3) for k in range(4)]
+    for episode in task.rollout(policy, problems, False, torch.Generator().manual_seed(0), 1.0, hinted=True):
+        hints = [task.decode(ids[1:]) for role, ids in episode.messages[1:] if role == "user"]
+        value, expected = episode.problem.start, []
+        for k, line in enumerate(episode.lines):
+            expected.append(task.HINT_TEMPLATE.format(detail=episode.problem.line(value, k)))
+            written = task.parse_result(line)
+            value = written if written is not None else episode.problem.apply(value, k)
+        assert hints == expected
+        roles = [role for role, _ in episode.messages]
+        assert roles[:4] == ["user", "user", "assistant", "tool"] and roles.count("user") == 1 + len(episode.lines)

@@ -59,16 +59,20 @@ def run(step):
     return {"exit": done.returncode, "stdout": b64(done.stdout), "stderr": b64(done.stderr[-65536:])}
 
 
-def open_here(path, flags, make=False):
+def open_here(path, flags, make=False, replace=False):
     """A descriptor for `path` that no symbolic link redirects: a path inside the tree (relative: the driver runs in
     it) is walked folder by folder from the tree with `O_NOFOLLOW`, so a link the code under test left at any of its
     components (`tests` pointed at a host folder) is refused rather than followed out of the tree; an absolute path
     (the launcher's fresh scratch folder) has its last component opened with `O_NOFOLLOW`. With `make`, missing
-    folders are made. Only regular files are opened (`O_NONBLOCK`: a FIFO left there cannot hold the driver)."""
-    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    folders are made. With `replace`, whatever file stands at the path is unlinked and a new one created (`O_EXCL`):
+    a write never lands in an inode the tree shares with a file elsewhere (a hard link). Only regular files are
+    opened (`O_NONBLOCK`: a FIFO left there cannot hold the driver)."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if replace else 0)
     if os.path.isabs(path):
         if make and os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
+        if replace:
+            unlink_file(path)
         fd = os.open(path, flags, 0o644)
     else:
         parts = [part for part in path.split("/") if part not in ("", ".")]
@@ -86,6 +90,8 @@ def open_here(path, flags, make=False):
                     inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
                 os.close(folder)
                 folder = inner
+            if replace:
+                unlink_file(parts[-1], folder)
             fd = os.open(parts[-1], flags, 0o644, dir_fd=folder)
         finally:
             os.close(folder)
@@ -95,8 +101,20 @@ def open_here(path, flags, make=False):
     return fd
 
 
+def unlink_file(name, folder=None):
+    """Remove the file `name` (in the folder descriptor `folder`) unless it is missing; a symbolic link or a folder
+    there is refused, as `open_here` refuses them."""
+    try:
+        mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+        raise OSError(f"{name!r} is a {'symbolic link' if stat.S_ISLNK(mode) else 'folder'}, not a file")
+    os.unlink(name, dir_fd=folder)
+
+
 def write(step):
-    with os.fdopen(open_here(step["path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make=True), "wb") as out:
+    with os.fdopen(open_here(step["path"], os.O_WRONLY, make=True, replace=True), "wb") as out:
         out.write(base64.b64decode(step["data"]))
     return {"exit": 0}
 

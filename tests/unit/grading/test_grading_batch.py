@@ -108,7 +108,10 @@ def test_no_step_follows_a_link_the_code_under_test_left_in_the_tree(tmp_path: P
     listing = batch.run(["sh", "-c", "printf 'ab  ./tests/secret.txt\\0cd  ./pkg/link.py\\0'"])
     changed = batch.changed(listing, {}, 100, 1000)
     fine = batch.write("pkg/sub/ok.py", b"ok")
+    (tree / "pkg" / "hard.py").hardlink_to(outside / "secret.txt")  # a hard link: the write makes a new file
+    hard = batch.write("pkg/hard.py", b"held-out")
     asyncio.run(batch.execute(runtime_in(tree), sys.executable))
+    assert hard.exit == 0 and (tree / "pkg" / "hard.py").read_bytes() == b"held-out"
     assert read.exit is None and "NotADirectoryError" in read.result["error"], read.result
     assert sorted(changed.result["files"]) == ["pkg/link.py", "tests/secret.txt"]
     assert all("error" in entry for entry in changed.result["files"].values()), changed.result

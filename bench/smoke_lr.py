@@ -9,7 +9,8 @@ the warm-started smoke policy, a next-token loss over the bundled repository's f
 whose bf16 value changed and the largest |change| of the probe prompt's logprobs between the bf16 start and bf16
 trained weights (fp32 forward, as the probe runs it).
 
-Run in the smoke's PRIME-RL venv: `python bench/smoke_lr.py SMOKE_OUT/work/model`.
+Run in the smoke's PRIME-RL venv: `python bench/smoke_lr.py MODEL_DIR`, where MODEL_DIR is the `model` folder in the
+`work` folder of a smoke's `--out`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def main(argv: list[str]) -> int:
             return torch.log_softmax(bf16(ids).logits[0, :-1], -1).gather(-1, ids[0, 1:, None])[:, 0]
 
     before = probe(start)
-    print(f"probe bar (PROBE_LIMIT) {PROBE_LIMIT} nats")
+    print(f"probe bar (PROBE_LIMIT): {PROBE_LIMIT} nats\n")
+    print("| lr | bf16 weights changed | probe logprobs moved (max, nats) | over the bar |")
+    print("|---|---|---|---|")
     for lr in LRS:
         model = copy.deepcopy(start)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.01)
@@ -55,7 +58,7 @@ def main(argv: list[str]) -> int:
             changed += int((p0.detach().bfloat16() != p1.detach().bfloat16()).sum())
             total += p0.numel()
         moved = float((probe(model) - before).abs().max())
-        print(f"lr {lr:.0e}: bf16 weights changed {changed / total:.2%}, probe logprobs moved up to {moved:.2e} nats")
+        print(f"| {lr:.0e} | {changed / total:.2%} | {moved:.2e} | {'yes' if moved > PROBE_LIMIT else 'no'} |")
     return 0
 
 

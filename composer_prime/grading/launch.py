@@ -14,6 +14,8 @@ put programs of its own. Before the launched program starts, the script prints o
 (`composer-prime-launch network=isolated|shared pids=own|shared jail=on|off`); it is always stdout's first line, so
 a program that prints a header of its own prints it after the real one, and `marks` reads the first line only.
 
+The launched program starts with the env server's credential-like variables unset (`without_secrets`).
+
 With `cap` (the grading interpreter), the launched program's stdout and stderr reach the caller through a capping
 stage (`CAP`, run by that interpreter with `-I -S -B`): verifiers' runtimes return a command's output whole, so
 without it 1 GiB written to the outcome stream's descriptor is 1 GiB (and more, decoded) in the grading process. The
@@ -28,10 +30,11 @@ through `/proc/<pid>/fd` by a process without CAP_SYS_PTRACE.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
-from composer_prime.process.jail import SYSTEM_PATH, jail_argv, without_secrets
+from composer_prime.process.jail import SYSTEM_PATH, jail_argv
 
 HEADER = "composer-prime-launch"
 SH = "/bin/sh"
@@ -133,6 +136,28 @@ trailer = b"{TRAILER} stdout %d %d stderr %d %d\\n" % (out.seen, dropped[0], err
 out.put((b"" if out.last == b"\\n" else b"\\n") + trailer)
 sys.exit(code if code >= 0 else 128 - code)
 """
+
+
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:TOKEN|AUTH|KEY)(?:$|_|S$)|SECRET|PASSW|CREDENTIAL|APIKEY|COOKIE|PRIVATE", re.IGNORECASE
+)
+"""Names of environment variables that hold credentials (`HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`,
+`OPENAI_API_KEY`, `PGPASSWORD`, `SSH_AUTH_SOCK`): the env server's environment is handed to every command a box runs
+on the subprocess runtime, and an agent that runs `env` puts them on its trace, from where they reach PRIME-RL's
+rollout files and the data that trains (red40's R5)."""
+
+
+UNSET = 'while [ $# -gt 0 ] && [ "$1" != -- ]; do unset "$1" 2>/dev/null; shift; done; shift; exec "$@"'
+
+
+def without_secrets(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
+    """`argv` run with every credential-like variable of `environ` (this process's, whose environment the runtime
+    hands on) unset by `/bin/sh` (in a box or a container alike): what the code under test may not read at grading
+    (the agent's own commands start from `env -i` in composer-agent's workspace)."""
+    names = sorted(name for name in (os.environ if environ is None else environ) if SECRET_NAME.search(name))
+    if not names:
+        return argv
+    return ["/bin/sh", "-c", UNSET, "composer-unset", *names, "--", *argv]
 
 
 @dataclass(frozen=True)

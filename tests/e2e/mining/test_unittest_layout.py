@@ -54,15 +54,21 @@ if __name__ == "__main__":
 """
 
 
-def test_a_root_tests_py_of_testcases_is_mined_and_graded(tmp_path: Path) -> None:
+def mine_names(tmp_path: Path, tests: str = TESTS, **config: object) -> tuple[Path, list[str]]:
+    """The names package with `tests` as its root `tests.py`, mined; the tasks file and the miner's log lines."""
     repo = tmp_path / "names-repo"
-    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": TESTS}.items():
+    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": tests}.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True, timeout=60)
     out = tmp_path / "out" / "tasks.jsonl"
     lines: list[str] = []
-    Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0, **config), log=lines.append).run()
+    return out, lines
+
+
+def test_a_root_tests_py_of_testcases_is_mined_and_graded(tmp_path: Path) -> None:
+    out, lines = mine_names(tmp_path)
     assert any("unittest-style ones find 1 (tests.py)" in line for line in lines), lines
     rows = {row.feature.qualname: row for row in load_rows(out)[0]}
     assert rows["first_name"].fail_to_pass == [
@@ -82,15 +88,8 @@ def test_a_root_tests_py_of_testcases_is_mined_and_graded(tmp_path: Path) -> Non
 def test_a_module_level_unittest_main_no_longer_ends_collection(tmp_path: Path) -> None:
     """toposort 1.10 ends its test module with a bare `unittest.main()`: under pytest it parses pytest's arguments and
     raises SystemExit, so no test was collected and the package gave no task. The mined tree guards the call."""
-    repo = tmp_path / "names-repo"
     unguarded = TESTS.replace('if __name__ == "__main__":\n    unittest.main()\n', "unittest.main()\n")
-    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": unguarded}.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, timeout=60)
-    out = tmp_path / "out" / "tasks.jsonl"
-    lines: list[str] = []
-    Miner(MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0), log=lines.append).run()
+    out, lines = mine_names(tmp_path, unguarded)
     assert any("tests.py call unittest.main() at module level" in line for line in lines), lines
     rows = {row.feature.qualname: row for row in load_rows(out)[0]}
     assert rows["first_name"].fail_to_pass == [
@@ -102,12 +101,6 @@ def test_a_module_level_unittest_main_no_longer_ends_collection(tmp_path: Path) 
 
 
 def test_the_closing_line_says_what_max_tasks_left_untried(tmp_path: Path) -> None:
-    repo = tmp_path / "names-repo"
-    for path, text in {"names/__init__.py": "", "names/core.py": NAMES, "tests.py": TESTS}.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    out = tmp_path / "out" / "tasks.jsonl"
-    lines: list[str] = []
-    config = MineConfig(repo=repo, out=out, test_timeout_s=60, min_body_lines=0, max_tasks=1)
-    assert len(Miner(config, log=lines.append).run()) == 1
+    out, lines = mine_names(tmp_path, max_tasks=1)
+    assert len(load_rows(out)[0]) == 1
     assert lines[-1].endswith("; skipped: none; 1 candidate(s) not tried (--max-tasks 1 reached)"), lines[-1]

@@ -25,7 +25,7 @@ from composer_prime.realtime.monitors.pii import PIIConfig, Scrubber
 from composer_prime.realtime.monitors.reward import RewardModelConfig
 from composer_prime.realtime.records import Workspace
 from tests.support.outside import outside_tmp
-from tests.support.spool import read_spool
+from tests.support.spool import read_spool, session_record, signal_record
 
 pytestmark = [
     pytest.mark.slow,
@@ -186,38 +186,8 @@ def test_a_flagged_rewarded_session_is_quarantined_by_the_ingest(repos, tmp_path
     spool.dir.mkdir()
     records = []
     for sid, edits in (("hack", ROUTES["changed expected value"]), ("fix", HONEST["the fix and a tidied test"])):
-        records.append(
-            {
-                "schema": "composer-session",
-                "version": 1,
-                "kind": "session",
-                "session_id": sid,
-                "policy_version": 0,
-                "sampling": {"temperature": 1.0},
-                "started_at": NOW - 3660,
-                "ended_at": NOW - 3600,
-                "user": "u1",
-                "workspace": {"repository": "calc", "commit": commit, "diff": diff_of(repos, edits)},
-                "branches": [
-                    {
-                        "segments": [
-                            {"token_ids": [1, 2], "sampled": False},
-                            {"token_ids": [3], "sampled": True, "logprobs": [-0.1]},
-                        ]
-                    }
-                ],
-            }
-        )
-        records.append(
-            {
-                "schema": "composer-session",
-                "version": 1,
-                "kind": "signal",
-                "session_id": sid,
-                "at": NOW - 3000,
-                "signal": {"type": "edit", "kept": True, "after_s": 600},
-            }
-        )
+        workspace = {"repository": "calc", "commit": commit, "diff": diff_of(repos, edits)}
+        records += [session_record(sid, NOW - 3600, workspace=workspace), signal_record(sid, NOW - 3000)]
     (spool.dir / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     ready = read_spool(Cursor(), spool, NOW).ready
     config = alerts.MonitorsConfig.model_validate({"edits_disable_tests": {"dynamic": {"repositories": str(root)}}})

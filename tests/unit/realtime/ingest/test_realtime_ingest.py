@@ -16,7 +16,7 @@ from composer_prime.realtime.monitors import alerts, tampering
 from composer_prime.realtime.monitors.pii import PIIConfig, Scrubber, load_hooks
 from composer_prime.realtime.monitors.reward import RewardModelConfig, session_reward
 from composer_prime.realtime.records import MalformedRecord, parse_record
-from tests.support.spool import read_spool
+from tests.support.spool import read_spool, signal_record
 
 NOW = 1_800_000_000.0
 
@@ -43,14 +43,7 @@ def session(
 
 
 def signal(sid: str, at: float = NOW - 3000, **body) -> dict:
-    return {
-        "schema": "composer-session",
-        "version": 1,
-        "kind": "signal",
-        "session_id": sid,
-        "at": at,
-        "signal": body or {"type": "edit", "kept": True, "after_s": 600},
-    }
+    return signal_record(sid, at, **body)
 
 
 def append(path: Path, *records) -> None:
